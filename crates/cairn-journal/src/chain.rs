@@ -1,0 +1,125 @@
+//! The hash chain (DESIGN §2), an open format.
+//!
+//! - `h(0)` = SHA-256(`cairn/genesis\n` ‖ run id) for a root run, or
+//!   SHA-256(`cairn/fork\n` ‖ parent id ‖ `\n` ‖ fork seq in decimal ‖ `\n` ‖
+//!   parent's `h(seq)` in lowercase hex) for a fork;
+//! - `h(n)` = SHA-256(raw 32 bytes of `h(n-1)` ‖ line n without its `\n`).
+//!
+//! The bytes hashed are the bytes written, never a re-serialisation.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use sha2::{Digest, Sha256};
+
+/// One link of the chain: a SHA-256 value, shown as 64 lowercase hex digits.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ChainHash(pub [u8; 32]);
+
+impl ChainHash {
+    /// `h(0)` of a root run.
+    pub fn genesis(run: &str) -> Self {
+        let mut h = Sha256::new();
+        h.update(b"cairn/genesis\n");
+        h.update(run.as_bytes());
+        ChainHash(h.finalize().into())
+    }
+
+    /// `h(0)` of a fork of `parent` at `seq`, whose chain hash there is `at`.
+    pub fn fork_genesis(parent: &str, seq: u64, at: &ChainHash) -> Self {
+        let mut h = Sha256::new();
+        h.update(b"cairn/fork\n");
+        h.update(parent.as_bytes());
+        h.update(b"\n");
+        h.update(seq.to_string().as_bytes());
+        h.update(b"\n");
+        h.update(at.to_hex().as_bytes());
+        ChainHash(h.finalize().into())
+    }
+
+    /// `h(n)` from `h(n-1)` (self) and the bytes of line n without its newline.
+    pub fn next(&self, line: &[u8]) -> Self {
+        let mut h = Sha256::new();
+        h.update(self.0);
+        h.update(line);
+        ChainHash(h.finalize().into())
+    }
+
+    /// Lowercase hex.
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
+    }
+
+    /// Parses exactly 64 lowercase hex digits; anything else is `None`, so an
+    /// upper-case or padded `prev` never compares equal to the computed link.
+    pub fn from_hex(s: &str) -> Option<Self> {
+        if s.len() != 64 || !s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            return None;
+        }
+        let mut out = [0u8; 32];
+        hex::decode_to_slice(s, &mut out).ok()?;
+        Some(ChainHash(out))
+    }
+}
+
+impl fmt::Display for ChainHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+impl fmt::Debug for ChainHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ChainHash({})", self.to_hex())
+    }
+}
+
+/// The error of parsing a [`ChainHash`] from text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a chain hash: expected 64 lowercase hex digits")]
+pub struct ChainHashParseError;
+
+impl FromStr for ChainHash {
+    type Err = ChainHashParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ChainHash::from_hex(s).ok_or(ChainHashParseError)
+    }
+}
+
+impl Serialize for ChainHash {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_hex())
+    }
+}
+
+impl<'de> Deserialize<'de> for ChainHash {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        ChainHash::from_hex(&s).ok_or_else(|| serde::de::Error::custom(ChainHashParseError))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn genesis_matches_an_independent_computation() {
+        let g = ChainHash::genesis("01ABC");
+        let want: [u8; 32] = Sha256::digest(b"cairn/genesis\n01ABC").into();
+        assert_eq!(g.0, want);
+        let f = ChainHash::fork_genesis("P", 7, &g);
+        let text = format!("cairn/fork\nP\n7\n{}", g.to_hex());
+        let want: [u8; 32] = Sha256::digest(text.as_bytes()).into();
+        assert_eq!(f.0, want);
+    }
+
+    #[test]
+    fn hex_is_strict() {
+        let g = ChainHash::genesis("x");
+        assert_eq!(ChainHash::from_hex(&g.to_hex()), Some(g));
+        assert_eq!(ChainHash::from_hex(&g.to_hex().to_uppercase()), None);
+        assert_eq!(ChainHash::from_hex("ab"), None);
+    }
+}

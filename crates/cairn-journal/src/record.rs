@@ -1,0 +1,456 @@
+//! The records of a run (DESIGN §2): a common header and one body per kind.
+//!
+//! A line on disk is `{"v":…,"seq":…,"prev":"…","ts":"…","kind":"…",…body…}`.
+//! A reader ignores fields it does not know; a newer schema version is refused.
+//! Each kind's minimal fields are fixed by the design; more are optional.
+
+use serde::{Deserialize, Serialize};
+
+use crate::chain::ChainHash;
+
+/// The schema version this crate writes and the newest it reads.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One record as read back: header plus body.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// Schema version of this record.
+    pub v: u32,
+    /// 1, 2, 3 … without gaps.
+    pub seq: u64,
+    /// `h(seq - 1)`.
+    pub prev: ChainHash,
+    /// When it was written, RFC 3339 UTC.
+    pub ts: String,
+    /// What it says.
+    #[serde(flatten)]
+    pub body: RecordBody,
+}
+
+/// The body of a record, tagged by `kind`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RecordBody {
+    /// Always first, seq 1.
+    Meta(Meta),
+    /// A follow-up (or the task) from the user.
+    User(User),
+    /// One model turn, verbatim, with usage.
+    Assistant(Assistant),
+    /// A tool call is about to be dispatched.
+    ToolStart(ToolStart),
+    /// A tool call's outcome.
+    ToolResult(ToolResult),
+    /// A workspace boundary (DESIGN §5).
+    Snapshot(Snapshot),
+    /// Paths changed outside the run, found on resume (DESIGN §4.4).
+    Reconcile(Reconcile),
+    /// A checkpoint was saved (DESIGN §6).
+    Checkpoint(CheckpointRef),
+    /// A resume that was forced past the guard (DESIGN §4.3).
+    Override(Override),
+    /// The end of a stretch of work.
+    Terminal(Terminal),
+}
+
+impl RecordBody {
+    /// The `kind` string of this body.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RecordBody::Meta(_) => "meta",
+            RecordBody::User(_) => "user",
+            RecordBody::Assistant(_) => "assistant",
+            RecordBody::ToolStart(_) => "tool_start",
+            RecordBody::ToolResult(_) => "tool_result",
+            RecordBody::Snapshot(_) => "snapshot",
+            RecordBody::Reconcile(_) => "reconcile",
+            RecordBody::Checkpoint(_) => "checkpoint",
+            RecordBody::Override(_) => "override",
+            RecordBody::Terminal(_) => "terminal",
+        }
+    }
+}
+
+/// Where a fork branched from: the parent run, the seq, and the parent's chain
+/// hash at that seq.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkPin {
+    /// Parent run id.
+    pub parent: String,
+    /// Last parent record the child shares.
+    pub seq: u64,
+    /// Parent's `h(seq)`.
+    pub hash: ChainHash,
+}
+
+/// The configuration a resume must match (DESIGN §4.3). Hashes only, never the
+/// prompt itself.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Fingerprint {
+    /// Model name, e.g. `openai:gpt-4.1`.
+    pub model: String,
+    /// SHA-256 of the system prompt, hex; `None` when there is none.
+    #[serde(default)]
+    pub system: Option<String>,
+    /// SHA-256 of the tool set's canonical description, hex.
+    #[serde(default)]
+    pub tools: String,
+    /// Thinking mode.
+    #[serde(default)]
+    pub thinking: Option<String>,
+    /// Budgets.
+    #[serde(default)]
+    pub budgets: Budgets,
+}
+
+/// Limits that stop a run with `budget_exhausted`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Budgets {
+    /// Most model turns.
+    #[serde(default)]
+    pub max_turns: Option<u64>,
+    /// Most tokens, input plus output.
+    #[serde(default)]
+    pub max_tokens: Option<u64>,
+    /// Most cost in US dollars.
+    #[serde(default)]
+    pub max_cost_usd: Option<f64>,
+}
+
+/// Where model calls go: restored on resume unless overridden.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Routing {
+    /// `script`, `openai` or `anthropic`.
+    pub provider: String,
+    /// Model name, or the script path for `script`.
+    pub model: String,
+    /// Base URL, when not the provider's default.
+    #[serde(default)]
+    pub base_url: Option<String>,
+}
+
+/// The first record.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Meta {
+    /// The run id; must match the directory and feeds the genesis.
+    pub run: String,
+    /// Creation time, RFC 3339 UTC.
+    pub created: String,
+    /// Absolute workspace root.
+    pub workspace: String,
+    /// Human name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Resume guard; `None` for runs with no model (e.g. `cairn exec`).
+    #[serde(default)]
+    pub fingerprint: Option<Fingerprint>,
+    /// Fork origin; `None` for a root run.
+    #[serde(default)]
+    pub fork: Option<ForkPin>,
+    /// Model routing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing: Option<Routing>,
+    /// The system prompt file given to `cairn run`, re-read on resume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_file: Option<String>,
+}
+
+/// A user message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct User {
+    /// The text.
+    pub text: String,
+}
+
+/// A tool call requested by the model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// Provider-assigned call id.
+    pub id: String,
+    /// Tool name.
+    pub name: String,
+    /// Arguments as the model gave them.
+    #[serde(default)]
+    pub arguments: serde_json::Value,
+}
+
+/// Token usage of one model call.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens.
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// Completion tokens.
+    #[serde(default)]
+    pub output_tokens: u64,
+}
+
+/// How much is known about a cost (DESIGN §4.5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CostState {
+    /// Known to be free.
+    Zero,
+    /// An amount from a price table.
+    Known,
+    /// No price known.
+    Unknown,
+}
+
+/// A cost: its state and, unless unknown, an amount.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Cost {
+    /// zero | known | unknown.
+    pub state: CostState,
+    /// US dollars; `None` exactly when unknown.
+    pub usd: Option<f64>,
+}
+
+impl Cost {
+    /// Free.
+    pub const ZERO: Cost = Cost {
+        state: CostState::Zero,
+        usd: Some(0.0),
+    };
+    /// Not known.
+    pub const UNKNOWN: Cost = Cost {
+        state: CostState::Unknown,
+        usd: None,
+    };
+
+    /// A known amount.
+    pub fn known(usd: f64) -> Cost {
+        Cost {
+            state: CostState::Known,
+            usd: Some(usd),
+        }
+    }
+
+    /// The sum of two costs. Unknown absorbs everything: a total never turns an
+    /// unknown into a number. Zero plus zero stays zero; otherwise known.
+    pub fn add(self, other: Cost) -> Cost {
+        match (self.state, other.state) {
+            (CostState::Unknown, _) | (_, CostState::Unknown) => Cost::UNKNOWN,
+            (CostState::Zero, CostState::Zero) => Cost::ZERO,
+            _ => Cost::known(self.usd.unwrap_or(0.0) + other.usd.unwrap_or(0.0)),
+        }
+    }
+}
+
+impl Default for Cost {
+    fn default() -> Self {
+        Cost::ZERO
+    }
+}
+
+/// One model turn.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Assistant {
+    /// The text the model produced.
+    pub text: String,
+    /// The tool calls it asked for, in order.
+    #[serde(default)]
+    pub tool_calls: Vec<ToolCall>,
+    /// Token usage.
+    #[serde(default)]
+    pub usage: Usage,
+    /// Its cost.
+    pub cost: Cost,
+    /// True when the response was served from the response store rather than
+    /// bought from the provider (DESIGN §7).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replay: bool,
+    /// The model that answered, as the provider named it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+/// A tool call about to be dispatched.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolStart {
+    /// The call id.
+    pub call: String,
+    /// The tool name.
+    pub name: String,
+}
+
+/// How a tool call ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// It succeeded.
+    Ok,
+    /// It failed.
+    Error,
+    /// It was in flight when the process died and was not re-run.
+    Unknown,
+}
+
+/// A tool call's outcome.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolResult {
+    /// The call id.
+    pub call: String,
+    /// ok | error | unknown.
+    pub outcome: Outcome,
+    /// What the tool printed, or why the outcome is unknown.
+    pub output: String,
+}
+
+/// A workspace boundary.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// Snapshot id.
+    pub snapshot: String,
+    /// Its label, e.g. `post:turn:3`.
+    pub label: String,
+}
+
+/// Paths that changed while nothing of the run executed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reconcile {
+    /// The changed paths (empty when none).
+    pub changed: Vec<String>,
+    /// The `resume:` snapshot that captured them.
+    #[serde(default)]
+    pub snapshot: Option<String>,
+}
+
+/// A checkpoint of this run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointRef {
+    /// Checkpoint id.
+    pub checkpoint: String,
+}
+
+/// One field that differed at a forced resume.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForcedField {
+    /// Field name, e.g. `model`.
+    pub field: String,
+    /// The recorded value (a hash for prompts and tools).
+    pub was: String,
+    /// The new value.
+    pub now: String,
+}
+
+/// A resume forced past the guard.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Override {
+    /// What differed.
+    pub forced: Vec<ForcedField>,
+    /// The fingerprint in force from here on.
+    pub fingerprint: Fingerprint,
+}
+
+/// Why a stretch of work ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TerminalReason {
+    /// The model finished.
+    Completed,
+    /// Stopped cleanly on request; resumable, repeats nothing.
+    Suspended,
+    /// An error stopped it.
+    Failed,
+    /// Stopped at once; the call in flight may be unknown.
+    Interrupted,
+    /// A budget ran out; resumable with a raised budget.
+    BudgetExhausted,
+}
+
+impl TerminalReason {
+    /// The snake_case name used in records and JSON.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            TerminalReason::Completed => "completed",
+            TerminalReason::Suspended => "suspended",
+            TerminalReason::Failed => "failed",
+            TerminalReason::Interrupted => "interrupted",
+            TerminalReason::BudgetExhausted => "budget_exhausted",
+        }
+    }
+}
+
+/// Cumulative figures of a run, derived only from its records.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Totals {
+    /// Model turns.
+    pub turns: u64,
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Completion tokens.
+    pub output_tokens: u64,
+    /// Cost.
+    pub cost: Cost,
+    /// Tool calls dispatched.
+    #[serde(default)]
+    pub tool_calls: u64,
+}
+
+/// The end of a stretch of work.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Terminal {
+    /// Why it ended.
+    pub reason: TerminalReason,
+    /// Cumulative totals at this point.
+    pub totals: Totals,
+    /// A message for `failed` and `budget_exhausted`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// The header fields only; what `verify` needs to check the chain.
+#[derive(Deserialize)]
+pub(crate) struct Header<'a> {
+    pub v: u32,
+    pub seq: u64,
+    #[serde(borrow)]
+    pub prev: std::borrow::Cow<'a, str>,
+    #[allow(dead_code)]
+    #[serde(borrow)]
+    pub kind: std::borrow::Cow<'a, str>,
+}
+
+/// What the first line must hold to compute the genesis.
+#[derive(Deserialize)]
+pub(crate) struct MetaHead {
+    pub run: String,
+    #[serde(default)]
+    pub fork: Option<ForkPin>,
+}
+
+/// Serialises a record line (without the newline) into `out`.
+pub(crate) fn write_line(
+    out: &mut Vec<u8>,
+    seq: u64,
+    prev: &ChainHash,
+    ts: &str,
+    body: &RecordBody,
+) -> Result<(), serde_json::Error> {
+    #[derive(Serialize)]
+    struct Line<'a> {
+        v: u32,
+        seq: u64,
+        prev: &'a ChainHash,
+        ts: &'a str,
+        #[serde(flatten)]
+        body: &'a RecordBody,
+    }
+    serde_json::to_writer(
+        &mut *out,
+        &Line {
+            v: SCHEMA_VERSION,
+            seq,
+            prev,
+            ts,
+            body,
+        },
+    )
+}
+
+/// Now, RFC 3339 UTC with microseconds.
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string()
+}

@@ -1,0 +1,280 @@
+//! The one writer of a journal.
+//!
+//! Invariants:
+//! - the writer holds the run's lock for its whole life;
+//! - each append is one write of whole lines followed by `fdatasync`; only
+//!   then is the record acknowledged (its seq and hash returned);
+//! - creating a run fsyncs the run directory (and its parent) so the new
+//!   journal's directory entry survives a crash;
+//! - a failed write or fsync poisons the writer: it never retries, because the
+//!   page cache may already have dropped the data it claimed to write;
+//! - opening cuts a torn tail (and fsyncs the cut) before the first append.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use cairn_store::{durable, RunId, Store};
+
+use crate::chain::ChainHash;
+use crate::lock::RunLock;
+use crate::reader::{scan_journal_bytes, Scan};
+use crate::record::{now_rfc3339, write_line, Meta, RecordBody};
+use crate::JournalError;
+
+/// The file operations the writer needs; a trait so tests can inject faults.
+pub trait JournalIo: Send {
+    /// Writes all of `buf` at the end of the journal.
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()>;
+    /// Makes everything written so far durable (`fdatasync`).
+    fn sync_data(&mut self) -> io::Result<()>;
+}
+
+impl JournalIo for File {
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        Write::write_all(self, buf)
+    }
+    fn sync_data(&mut self) -> io::Result<()> {
+        File::sync_data(self)
+    }
+}
+
+/// A record made durable: its seq and chain hash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Appended {
+    /// Its seq.
+    pub seq: u64,
+    /// `h(seq)`.
+    pub hash: ChainHash,
+}
+
+/// The writer of one run's journal.
+pub struct JournalWriter {
+    path: PathBuf,
+    run: RunId,
+    io: Box<dyn JournalIo>,
+    _lock: RunLock,
+    next_seq: u64,
+    tail: ChainHash,
+    len: u64,
+    poisoned: bool,
+    buf: Vec<u8>,
+}
+
+impl std::fmt::Debug for JournalWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JournalWriter")
+            .field("path", &self.path)
+            .field("next_seq", &self.next_seq)
+            .field("poisoned", &self.poisoned)
+            .finish()
+    }
+}
+
+impl JournalWriter {
+    /// Creates run `id` in `store` with `meta` as its first record (its `run`
+    /// field is set to `id`), durably.
+    ///
+    /// # Errors
+    /// [`JournalError::Exists`] when the run exists; IO errors.
+    pub fn create(store: &Store, id: &RunId, mut meta: Meta) -> Result<Self, JournalError> {
+        meta.run = id.to_string();
+        let dir = store.run_dir(id);
+        durable::create_dir_private(&store.runs_dir())?;
+        durable::create_dir_private(&dir)?;
+        let lock = RunLock::acquire(&store.lock_path(id), id.as_str())?;
+        let path = store.journal_path(id);
+        let file = match durable::create_file_private(&path) {
+            Ok(f) => f,
+            Err(cairn_store::StoreError::Io { source, .. })
+                if source.kind() == io::ErrorKind::AlreadyExists =>
+            {
+                return Err(JournalError::Exists {
+                    run: id.to_string(),
+                })
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let genesis = match &meta.fork {
+            Some(f) => ChainHash::fork_genesis(&f.parent, f.seq, &f.hash),
+            None => ChainHash::genesis(id.as_str()),
+        };
+        let mut w = JournalWriter {
+            path,
+            run: id.clone(),
+            io: Box::new(file),
+            _lock: lock,
+            next_seq: 1,
+            tail: genesis,
+            len: 0,
+            poisoned: false,
+            buf: Vec::with_capacity(1024),
+        };
+        w.append_many(std::slice::from_ref(&RecordBody::Meta(meta)), true)?;
+        durable::fsync_dir(&dir)?;
+        Ok(w)
+    }
+
+    /// Opens run `id` for appending: takes the lock first, then reads and
+    /// checks the whole journal, cuts a torn tail, and returns what it read.
+    ///
+    /// # Errors
+    /// [`JournalError::NotFound`], [`JournalError::Locked`], damage and schema
+    /// errors from reading, IO errors.
+    pub fn open(store: &Store, id: &RunId) -> Result<(Self, Scan), JournalError> {
+        let path = store.journal_path(id);
+        if !path.is_file() {
+            return Err(JournalError::NotFound {
+                run: id.to_string(),
+            });
+        }
+        let lock = RunLock::acquire(&store.lock_path(id), id.as_str())?;
+        let bytes = std::fs::read(&path).map_err(|e| JournalError::io("reading", &path, e))?;
+        let scan = scan_journal_bytes(&path, &bytes, id.as_str())?;
+        let file = OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .map_err(|e| JournalError::io("opening", &path, e))?;
+        if scan.torn.is_some() {
+            // Cut the torn tail under the lock, durably, before any append.
+            file.set_len(scan.valid_len)
+                .map_err(|e| JournalError::io("cutting the torn tail of", &path, e))?;
+            file.sync_data().map_err(|source| JournalError::Sync {
+                path: path.clone(),
+                source,
+            })?;
+        }
+        let w = JournalWriter {
+            path,
+            run: id.clone(),
+            io: Box::new(file),
+            _lock: lock,
+            next_seq: scan.records.len() as u64 + 1,
+            tail: scan.tail,
+            len: scan.valid_len,
+            poisoned: false,
+            buf: Vec::with_capacity(1024),
+        };
+        Ok((w, scan))
+    }
+
+    /// Appends one record and makes it durable before returning.
+    ///
+    /// # Errors
+    /// [`JournalError::Poisoned`] after an earlier failure; [`JournalError::Write`]
+    /// or [`JournalError::Sync`] (which poison the writer);
+    /// [`JournalError::InvalidAppend`] for a second `meta`.
+    pub fn append(&mut self, body: &RecordBody) -> Result<Appended, JournalError> {
+        self.append_many(std::slice::from_ref(body), false)
+    }
+
+    /// Appends several records with one write and one fsync (group commit).
+    /// Either all are durable when it returns, or the writer is poisoned.
+    /// Returns the last record's seq and hash.
+    ///
+    /// # Errors
+    /// As [`JournalWriter::append`]; an empty batch is an error.
+    pub fn append_batch(&mut self, bodies: &[RecordBody]) -> Result<Appended, JournalError> {
+        self.append_many(bodies, false)
+    }
+
+    fn append_many(&mut self, bodies: &[RecordBody], first: bool) -> Result<Appended, JournalError> {
+        if self.poisoned {
+            return Err(JournalError::Poisoned {
+                path: self.path.clone(),
+            });
+        }
+        if bodies.is_empty() {
+            return Err(JournalError::InvalidAppend("an empty batch"));
+        }
+        if !first && bodies.iter().any(|b| matches!(b, RecordBody::Meta(_))) {
+            return Err(JournalError::InvalidAppend(
+                "`meta` is written only as the first record",
+            ));
+        }
+        self.buf.clear();
+        let ts = now_rfc3339();
+        let mut seq = self.next_seq;
+        let mut tail = self.tail;
+        for body in bodies {
+            let start = self.buf.len();
+            write_line(&mut self.buf, seq, &tail, &ts, body)?;
+            tail = tail.next(&self.buf[start..]);
+            self.buf.push(b'\n');
+            seq += 1;
+        }
+        if let Err(source) = self.io.write_all(&self.buf) {
+            self.poisoned = true;
+            return Err(JournalError::Write {
+                path: self.path.clone(),
+                source,
+            });
+        }
+        if let Err(source) = self.io.sync_data() {
+            self.poisoned = true;
+            return Err(JournalError::Sync {
+                path: self.path.clone(),
+                source,
+            });
+        }
+        self.next_seq = seq;
+        self.tail = tail;
+        self.len += self.buf.len() as u64;
+        Ok(Appended {
+            seq: seq - 1,
+            hash: tail,
+        })
+    }
+
+    /// Replaces the file operations (fault injection in tests).
+    pub fn wrap_io(&mut self, wrap: impl FnOnce(Box<dyn JournalIo>) -> Box<dyn JournalIo>) {
+        let io = std::mem::replace(&mut self.io, Box::new(NullIo));
+        self.io = wrap(io);
+    }
+
+    /// The run.
+    pub fn run(&self) -> &RunId {
+        &self.run
+    }
+
+    /// The journal file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Seq of the last durable record.
+    pub fn seq(&self) -> u64 {
+        self.next_seq - 1
+    }
+
+    /// `h(seq)` of the last durable record.
+    pub fn tail(&self) -> ChainHash {
+        self.tail
+    }
+
+    /// Bytes of durable records.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True before the first record (never, once created).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// True after a failed write or fsync.
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned
+    }
+}
+
+struct NullIo;
+
+impl JournalIo for NullIo {
+    fn write_all(&mut self, _: &[u8]) -> io::Result<()> {
+        Err(io::Error::other("no journal file"))
+    }
+    fn sync_data(&mut self) -> io::Result<()> {
+        Err(io::Error::other("no journal file"))
+    }
+}

@@ -1,0 +1,196 @@
+//! The writer: lock, torn-tail repair, poisoning, group commit.
+
+mod common;
+
+use std::io;
+
+use cairn_journal::*;
+use cairn_store::{RunId, Store};
+
+#[test]
+fn a_second_writer_is_refused_at_once_with_the_holder_named() {
+    let d = tempfile::tempdir().unwrap();
+    let store = Store::open(d.path()).unwrap();
+    let id = RunId::new();
+    let _w = JournalWriter::create(&store, &id, common::meta("/w")).unwrap();
+    let started = std::time::Instant::now();
+    let err = JournalWriter::open(&store, &id).unwrap_err();
+    assert!(started.elapsed() < std::time::Duration::from_secs(1));
+    match &err {
+        JournalError::Locked { holder: Some(h), .. } => {
+            assert_eq!(h.pid, std::process::id());
+            assert!(!h.host.is_empty());
+        }
+        other => panic!("{other}"),
+    }
+    assert!(err.to_string().contains(&format!("pid {}", std::process::id())));
+}
+
+#[test]
+fn the_lock_is_released_when_the_writer_drops() {
+    let d = tempfile::tempdir().unwrap();
+    let store = Store::open(d.path()).unwrap();
+    let id = RunId::new();
+    drop(JournalWriter::create(&store, &id, common::meta("/w")).unwrap());
+    let (mut w, scan) = JournalWriter::open(&store, &id).unwrap();
+    assert_eq!(scan.records.len(), 1);
+    assert_eq!(w.append(&common::user("x")).unwrap().seq, 2);
+}
+
+#[test]
+fn the_writer_cuts_a_torn_tail_before_appending() {
+    let d = tempfile::tempdir().unwrap();
+    let (store, id, path) = common::sample(d.path());
+    let good = std::fs::read(&path).unwrap();
+    let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    io::Write::write_all(&mut f, b"{\"v\":1,\"seq\":8,\"prev\":\"ab\0\0\0\0").unwrap();
+    drop(f);
+    let (mut w, scan) = JournalWriter::open(&store, &id).unwrap();
+    assert_eq!(scan.torn.unwrap().offset as usize, good.len());
+    assert_eq!(std::fs::metadata(&path).unwrap().len() as usize, good.len());
+    w.append(&common::user("after repair")).unwrap();
+    drop(w);
+    let report = verify_journal(&path, id.as_str()).unwrap();
+    assert!(report.ok() && !report.torn_tail && report.records == 8, "{report:?}");
+}
+
+#[test]
+fn damage_is_never_repaired_by_the_writer() {
+    let d = tempfile::tempdir().unwrap();
+    let (store, id, path) = common::sample(d.path());
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = bytes.iter().position(|&b| b == b'\n').unwrap() + 20;
+    bytes[at] ^= 1;
+    std::fs::write(&path, &bytes).unwrap();
+    let err = JournalWriter::open(&store, &id).unwrap_err();
+    assert!(err.is_integrity(), "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+}
+
+struct FailSyncAfter {
+    inner: Box<dyn JournalIo>,
+    syncs_left: usize,
+}
+
+impl JournalIo for FailSyncAfter {
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.inner.write_all(buf)
+    }
+    fn sync_data(&mut self) -> io::Result<()> {
+        if self.syncs_left == 0 {
+            return Err(io::Error::other("injected EIO"));
+        }
+        self.syncs_left -= 1;
+        self.inner.sync_data()
+    }
+}
+
+#[test]
+fn a_failed_fsync_poisons_the_writer_and_it_never_retries() {
+    let d = tempfile::tempdir().unwrap();
+    let store = Store::open(d.path()).unwrap();
+    let id = RunId::new();
+    let mut w = JournalWriter::create(&store, &id, common::meta("/w")).unwrap();
+    w.wrap_io(|inner| Box::new(FailSyncAfter { inner, syncs_left: 1 }));
+    w.append(&common::user("one")).unwrap();
+    let err = w.append(&common::user("two")).unwrap_err();
+    assert!(matches!(err, JournalError::Sync { .. }), "{err}");
+    assert!(w.is_poisoned());
+    let err = w.append(&common::user("three")).unwrap_err();
+    assert!(matches!(err, JournalError::Poisoned { .. }), "{err}");
+    assert_eq!(w.seq(), 2);
+    drop(w);
+    // The record whose fsync failed may or may not be on disk; a new writer
+    // reads whatever verifies and carries on.
+    let (mut w, scan) = JournalWriter::open(&store, &id).unwrap();
+    assert!(scan.records.len() >= 2);
+    w.append(&common::user("four")).unwrap();
+}
+
+struct FailWrite;
+
+impl JournalIo for FailWrite {
+    fn write_all(&mut self, _: &[u8]) -> io::Result<()> {
+        Err(io::Error::from_raw_os_error(28)) // ENOSPC
+    }
+    fn sync_data(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_full_disk_poisons_the_writer_with_a_clear_message() {
+    let d = tempfile::tempdir().unwrap();
+    let store = Store::open(d.path()).unwrap();
+    let id = RunId::new();
+    let mut w = JournalWriter::create(&store, &id, common::meta("/w")).unwrap();
+    w.wrap_io(|_| Box::new(FailWrite));
+    let err = w.append(&common::user("x")).unwrap_err();
+    assert!(err.to_string().contains("disk full"), "{err}");
+    assert!(w.is_poisoned());
+}
+
+#[test]
+fn a_batch_is_written_with_one_fsync_and_chains_like_single_appends() {
+    let d = tempfile::tempdir().unwrap();
+    let store = Store::open(d.path()).unwrap();
+    let id = RunId::new();
+    let mut w = JournalWriter::create(&store, &id, common::meta("/w")).unwrap();
+    w.wrap_io(|inner| Box::new(FailSyncAfter { inner, syncs_left: 1 }));
+    let bodies: Vec<_> = (0..16).map(|i| common::user(&format!("m{i}"))).collect();
+    let last = w.append_batch(&bodies).unwrap();
+    assert_eq!(last.seq, 17);
+    assert_eq!(last.hash, w.tail());
+    drop(w);
+    let report = verify_journal(&store.journal_path(&id), id.as_str()).unwrap();
+    assert!(report.ok() && report.records == 17);
+    assert_eq!(report.tail, last.hash);
+}
+
+#[test]
+fn a_second_meta_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let store = Store::open(d.path()).unwrap();
+    let id = RunId::new();
+    let mut w = JournalWriter::create(&store, &id, common::meta("/w")).unwrap();
+    let err = w.append(&RecordBody::Meta(common::meta("/w"))).unwrap_err();
+    assert!(matches!(err, JournalError::InvalidAppend(_)));
+    assert!(!w.is_poisoned());
+}
+
+#[test]
+fn creating_an_existing_run_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let store = Store::open(d.path()).unwrap();
+    let id = RunId::new();
+    drop(JournalWriter::create(&store, &id, common::meta("/w")).unwrap());
+    let err = JournalWriter::create(&store, &id, common::meta("/w")).unwrap_err();
+    assert!(matches!(err, JournalError::Exists { .. }), "{err}");
+}
+
+#[test]
+fn files_and_dirs_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().unwrap();
+    let (store, id, path) = common::sample(d.path());
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&path), 0o600);
+    assert_eq!(mode(&store.lock_path(&id)), 0o600);
+    assert_eq!(mode(&store.run_dir(&id)), 0o700);
+    assert_eq!(mode(&store.runs_dir()), 0o700);
+}
+
+#[test]
+fn a_fork_chains_from_its_pin() {
+    let d = tempfile::tempdir().unwrap();
+    let (store, parent, ppath) = common::sample(d.path());
+    let report = verify_journal(&ppath, parent.as_str()).unwrap();
+    let child = RunId::new();
+    let mut meta = common::meta("/w");
+    meta.fork = Some(ForkPin { parent: parent.to_string(), seq: 7, hash: report.tail });
+    let mut w = JournalWriter::create(&store, &child, meta).unwrap();
+    w.append(&common::user("diverge")).unwrap();
+    drop(w);
+    let r = verify_journal(&store.journal_path(&child), child.as_str()).unwrap();
+    assert!(r.ok() && r.records == 2, "{r:?}");
+}

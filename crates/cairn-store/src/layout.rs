@@ -1,0 +1,134 @@
+//! The store's layout (DESIGN §1). Every store path is named here.
+
+use std::path::{Path, PathBuf};
+
+use crate::durable_impl::create_dir_private;
+use crate::{RunId, StoreError};
+
+/// The default store root: `$XDG_STATE_HOME/cairn`, else `~/.local/state/cairn`.
+///
+/// `CAIRN_STORE` and `--store` are read by the binary, which passes the result to
+/// [`Store::open`]; a library reads no environment beyond this default.
+///
+/// # Errors
+/// [`StoreError::NoLocation`] when neither variable is set.
+pub fn default_store_root() -> Result<PathBuf, StoreError> {
+    if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
+        let p = PathBuf::from(x);
+        if p.is_absolute() {
+            return Ok(p.join("cairn"));
+        }
+    }
+    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        Some(home) => Ok(PathBuf::from(home).join(".local/state/cairn")),
+        None => Err(StoreError::NoLocation),
+    }
+}
+
+/// A store: one directory holding every run, its objects and its projections.
+#[derive(Clone, Debug)]
+pub struct Store {
+    root: PathBuf,
+}
+
+impl Store {
+    /// Opens the store at `root`, creating it (`0700`) and its `runs/` directory
+    /// when missing.
+    ///
+    /// # Errors
+    /// The directories cannot be created.
+    pub fn open(root: impl Into<PathBuf>) -> Result<Self, StoreError> {
+        let root = root.into();
+        let root = if root.is_absolute() {
+            root
+        } else {
+            std::env::current_dir()
+                .map_err(|e| StoreError::io("reading current directory", &root, e))?
+                .join(root)
+        };
+        create_dir_private(&root.join("runs"))?;
+        Ok(Store { root })
+    }
+
+    /// Opens a store without creating anything, for read-only commands.
+    pub fn at(root: impl Into<PathBuf>) -> Self {
+        Store { root: root.into() }
+    }
+
+    /// The store root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `<store>/runs`.
+    pub fn runs_dir(&self) -> PathBuf {
+        self.root.join("runs")
+    }
+
+    /// `<store>/runs/<id>`.
+    pub fn run_dir(&self, id: &RunId) -> PathBuf {
+        self.runs_dir().join(id.as_str())
+    }
+
+    /// `<store>/runs/<id>/journal.jsonl`.
+    pub fn journal_path(&self, id: &RunId) -> PathBuf {
+        self.run_dir(id).join("journal.jsonl")
+    }
+
+    /// `<store>/runs/<id>/journal.lock`.
+    pub fn lock_path(&self, id: &RunId) -> PathBuf {
+        self.run_dir(id).join("journal.lock")
+    }
+
+    /// `<store>/runs/<id>/meta.json`.
+    pub fn meta_path(&self, id: &RunId) -> PathBuf {
+        self.run_dir(id).join("meta.json")
+    }
+
+    /// `<store>/runs/<id>/workspace`.
+    pub fn workspace_dir(&self, id: &RunId) -> PathBuf {
+        self.run_dir(id).join("workspace")
+    }
+
+    /// `<store>/objects`.
+    pub fn objects_dir(&self) -> PathBuf {
+        self.root.join("objects")
+    }
+
+    /// `<store>/sessions.index`.
+    pub fn sessions_index(&self) -> PathBuf {
+        self.root.join("sessions.index")
+    }
+
+    /// `<store>/checkpoints`.
+    pub fn checkpoints_dir(&self) -> PathBuf {
+        self.root.join("checkpoints")
+    }
+
+    /// `<store>/gateway`.
+    pub fn gateway_dir(&self) -> PathBuf {
+        self.root.join("gateway")
+    }
+
+    /// Every run id in the store, in no particular order. Directory entries that
+    /// are not valid ids are ignored.
+    ///
+    /// # Errors
+    /// `runs/` exists but cannot be read.
+    pub fn run_ids(&self) -> Result<Vec<RunId>, StoreError> {
+        let dir = self.runs_dir();
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(StoreError::io("reading", dir, e)),
+        };
+        let mut ids = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| StoreError::io("reading", &dir, e))?;
+            if let Some(id) = entry.file_name().to_str().and_then(|n| RunId::parse(n).ok()) {
+                ids.push(id);
+            }
+        }
+        Ok(ids)
+    }
+}

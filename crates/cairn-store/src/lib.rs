@@ -1,0 +1,41 @@
+//! The cairn store: where every run lives, and how files in it are written.
+//!
+//! One store holds every run (DESIGN §1). This crate owns three rules so that no
+//! other crate has to restate them:
+//!
+//! 1. **Layout.** [`Store`] names every path under the store root; nothing else
+//!    builds store paths by hand.
+//! 2. **Identity.** [`RunId`] is the only way to turn a string into a path
+//!    component: 1–128 characters from `[0-9A-Za-z_-]`. New ids are ULIDs, so
+//!    they sort by creation time.
+//! 3. **Durability.** [`durable::write_atomic`] is the one helper for a file that
+//!    is replaced: temporary name, fsync, rename, fsync of the directory.
+//!    [`durable::create_dir_private`] creates directories `0700` and fsyncs the
+//!    parent, files are created `0600`.
+//!
+//! It does no networking and starts no threads.
+//!
+//! ```
+//! use cairn_store::{RunId, Store};
+//! let dir = tempfile::tempdir().unwrap();
+//! let store = Store::open(dir.path()).unwrap();
+//! let id = RunId::new();
+//! assert!(store.run_dir(&id).starts_with(store.root()));
+//! assert!(RunId::parse("../etc").is_err());
+//! ```
+#![deny(missing_docs)]
+
+mod durable_impl;
+mod error;
+mod id;
+mod layout;
+
+/// Durable file-system primitives (fsync discipline of DESIGN §1 and §2).
+pub mod durable {
+    pub use crate::durable_impl::{
+        create_dir_private, create_file_private, fsync_dir, write_atomic, FILE_MODE, DIR_MODE,
+    };
+}
+pub use error::StoreError;
+pub use id::{RunId, RunIdError};
+pub use layout::{default_store_root, Store};
