@@ -137,7 +137,11 @@ pub enum JournalError {
 }
 
 impl JournalError {
-    pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    pub(crate) fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+        source: std::io::Error,
+    ) -> Self {
         JournalError::Io {
             action,
             path: path.into(),
@@ -149,7 +153,9 @@ impl JournalError {
     pub fn is_integrity(&self) -> bool {
         matches!(
             self,
-            JournalError::Damaged { .. } | JournalError::WrongRun { .. } | JournalError::Fold { .. }
+            JournalError::Damaged { .. }
+                | JournalError::WrongRun { .. }
+                | JournalError::Fold { .. }
         )
     }
 }

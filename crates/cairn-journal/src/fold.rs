@@ -179,7 +179,7 @@ impl RunState {
                 self.totals.turns += 1;
                 self.totals.input_tokens += a.usage.input_tokens;
                 self.totals.output_tokens += a.usage.output_tokens;
-                self.totals.cost = self.totals.cost.add(a.cost);
+                self.totals.cost = self.totals.cost + a.cost;
                 self.pending = a
                     .tool_calls
                     .iter()

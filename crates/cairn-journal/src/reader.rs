@@ -70,9 +70,18 @@ impl VerifyReport {
 
 #[derive(Debug)]
 enum Problem {
-    Damaged { seq: u64, offset: u64, reason: String },
-    Newer { seq: u64, found: u32 },
-    WrongRun { found: String },
+    Damaged {
+        seq: u64,
+        offset: u64,
+        reason: String,
+    },
+    Newer {
+        seq: u64,
+        found: u32,
+    },
+    WrongRun {
+        found: String,
+    },
 }
 
 struct Walk {
@@ -113,9 +122,14 @@ pub fn verify_bytes(bytes: &[u8], run: &str) -> VerifyReport {
     let w = walk(bytes, run);
     let (first_bad_seq, problem) = match &w.problem {
         None => (None, None),
-        Some(Problem::Damaged { seq, offset, reason }) => {
-            (Some(*seq), Some(format!("seq {seq} (byte {offset}): {reason}")))
-        }
+        Some(Problem::Damaged {
+            seq,
+            offset,
+            reason,
+        }) => (
+            Some(*seq),
+            Some(format!("seq {seq} (byte {offset}): {reason}")),
+        ),
         Some(Problem::Newer { seq, found }) => (
             Some(*seq),
             Some(format!(
@@ -179,7 +193,10 @@ fn read_all(path: &Path) -> Result<Vec<u8>, JournalError> {
 }
 
 fn next_line(bytes: &[u8], pos: usize) -> Option<usize> {
-    bytes[pos..].iter().position(|&b| b == b'\n').map(|i| pos + i)
+    bytes[pos..]
+        .iter()
+        .position(|&b| b == b'\n')
+        .map(|i| pos + i)
 }
 
 fn walk(bytes: &[u8], run: &str) -> Walk {

@@ -32,8 +32,8 @@ pub struct Record {
 #[serde(tag = "kind", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum RecordBody {
-    /// Always first, seq 1.
-    Meta(Meta),
+    /// Always first, seq 1. Boxed: it is by far the largest body.
+    Meta(Box<Meta>),
     /// A follow-up (or the task) from the user.
     User(User),
     /// One model turn, verbatim, with usage.
@@ -226,10 +226,14 @@ impl Cost {
             usd: Some(usd),
         }
     }
+}
+
+impl std::ops::Add for Cost {
+    type Output = Cost;
 
     /// The sum of two costs. Unknown absorbs everything: a total never turns an
     /// unknown into a number. Zero plus zero stays zero; otherwise known.
-    pub fn add(self, other: Cost) -> Cost {
+    fn add(self, other: Cost) -> Cost {
         match (self.state, other.state) {
             (CostState::Unknown, _) | (_, CostState::Unknown) => Cost::UNKNOWN,
             (CostState::Zero, CostState::Zero) => Cost::ZERO,

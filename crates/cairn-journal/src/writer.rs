@@ -110,7 +110,10 @@ impl JournalWriter {
             poisoned: false,
             buf: Vec::with_capacity(1024),
         };
-        w.append_many(std::slice::from_ref(&RecordBody::Meta(meta)), true)?;
+        w.append_many(
+            std::slice::from_ref(&RecordBody::Meta(Box::new(meta))),
+            true,
+        )?;
         durable::fsync_dir(&dir)?;
         Ok(w)
     }
@@ -178,7 +181,11 @@ impl JournalWriter {
         self.append_many(bodies, false)
     }
 
-    fn append_many(&mut self, bodies: &[RecordBody], first: bool) -> Result<Appended, JournalError> {
+    fn append_many(
+        &mut self,
+        bodies: &[RecordBody],
+        first: bool,
+    ) -> Result<Appended, JournalError> {
         if self.poisoned {
             return Err(JournalError::Poisoned {
                 path: self.path.clone(),

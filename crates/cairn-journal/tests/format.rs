@@ -87,7 +87,9 @@ fn truncation_at_every_offset_yields_a_prefix_or_a_torn_tail_never_a_wrong_recor
     let d = tempfile::tempdir().unwrap();
     let (_store, id, path) = common::sample(d.path());
     let full = std::fs::read(&path).unwrap();
-    let all = scan_journal_bytes(&path, &full, id.as_str()).unwrap().records;
+    let all = scan_journal_bytes(&path, &full, id.as_str())
+        .unwrap()
+        .records;
     let line_ends: Vec<usize> = full
         .iter()
         .enumerate()
@@ -101,8 +103,19 @@ fn truncation_at_every_offset_yields_a_prefix_or_a_torn_tail_never_a_wrong_recor
                 let complete = line_ends.iter().filter(|&&e| e <= cut).count();
                 assert_eq!(scan.records.len(), complete, "cut at {cut}");
                 assert_eq!(scan.records[..], all[..complete], "cut at {cut}");
-                assert_eq!(scan.torn.is_some(), !line_ends.contains(&cut), "cut at {cut}");
-                assert_eq!(scan.valid_len as usize, if complete == 0 { 0 } else { line_ends[complete - 1] });
+                assert_eq!(
+                    scan.torn.is_some(),
+                    !line_ends.contains(&cut),
+                    "cut at {cut}"
+                );
+                assert_eq!(
+                    scan.valid_len as usize,
+                    if complete == 0 {
+                        0
+                    } else {
+                        line_ends[complete - 1]
+                    }
+                );
             }
             Err(JournalError::Damaged { seq: 1, .. }) => {
                 // Only when not even the meta line is complete.
@@ -168,7 +181,12 @@ fn nul_and_garbage_tails_are_torn_not_damage() {
     let d = tempfile::tempdir().unwrap();
     let (_store, id, path) = common::sample(d.path());
     let full = std::fs::read(&path).unwrap();
-    for tail in [&[0u8; 4096][..], b"\x00\x00{\"v\":1,\"se", b"}}}\n\x00garbage\n\n", b"\n"] {
+    for tail in [
+        &[0u8; 4096][..],
+        b"\x00\x00{\"v\":1,\"se",
+        b"}}}\n\x00garbage\n\n",
+        b"\n",
+    ] {
         let mut bytes = full.clone();
         bytes.extend_from_slice(tail);
         let scan = scan_journal_bytes(&path, &bytes, id.as_str()).unwrap();
@@ -187,7 +205,14 @@ fn a_newer_schema_is_refused_with_a_clear_message() {
     );
     let bytes = format!("{line}\n");
     let err = scan_journal_bytes(std::path::Path::new("j"), bytes.as_bytes(), run).unwrap_err();
-    assert!(matches!(err, JournalError::NewerSchema { found: 2, supported: 1, .. }));
+    assert!(matches!(
+        err,
+        JournalError::NewerSchema {
+            found: 2,
+            supported: 1,
+            ..
+        }
+    ));
     assert!(err.to_string().contains("upgrade cairn"));
 }
 
@@ -209,7 +234,10 @@ fn tail_and_head_are_read_from_the_ends() {
     let head = read_head_record(&path).unwrap();
     assert!(matches!(head.body, RecordBody::Meta(_)));
     // A torn tail makes the quick path decline.
-    let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
     std::io::Write::write_all(&mut f, b"{\"v\":1").unwrap();
     assert!(read_tail_record(&path).unwrap().is_none());
 }

@@ -17,13 +17,17 @@ fn a_second_writer_is_refused_at_once_with_the_holder_named() {
     let err = JournalWriter::open(&store, &id).unwrap_err();
     assert!(started.elapsed() < std::time::Duration::from_secs(1));
     match &err {
-        JournalError::Locked { holder: Some(h), .. } => {
+        JournalError::Locked {
+            holder: Some(h), ..
+        } => {
             assert_eq!(h.pid, std::process::id());
             assert!(!h.host.is_empty());
         }
         other => panic!("{other}"),
     }
-    assert!(err.to_string().contains(&format!("pid {}", std::process::id())));
+    assert!(err
+        .to_string()
+        .contains(&format!("pid {}", std::process::id())));
 }
 
 #[test]
@@ -42,7 +46,10 @@ fn the_writer_cuts_a_torn_tail_before_appending() {
     let d = tempfile::tempdir().unwrap();
     let (store, id, path) = common::sample(d.path());
     let good = std::fs::read(&path).unwrap();
-    let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
     io::Write::write_all(&mut f, b"{\"v\":1,\"seq\":8,\"prev\":\"ab\0\0\0\0").unwrap();
     drop(f);
     let (mut w, scan) = JournalWriter::open(&store, &id).unwrap();
@@ -51,7 +58,10 @@ fn the_writer_cuts_a_torn_tail_before_appending() {
     w.append(&common::user("after repair")).unwrap();
     drop(w);
     let report = verify_journal(&path, id.as_str()).unwrap();
-    assert!(report.ok() && !report.torn_tail && report.records == 8, "{report:?}");
+    assert!(
+        report.ok() && !report.torn_tail && report.records == 8,
+        "{report:?}"
+    );
 }
 
 #[test]
@@ -91,7 +101,12 @@ fn a_failed_fsync_poisons_the_writer_and_it_never_retries() {
     let store = Store::open(d.path()).unwrap();
     let id = RunId::new();
     let mut w = JournalWriter::create(&store, &id, common::meta("/w")).unwrap();
-    w.wrap_io(|inner| Box::new(FailSyncAfter { inner, syncs_left: 1 }));
+    w.wrap_io(|inner| {
+        Box::new(FailSyncAfter {
+            inner,
+            syncs_left: 1,
+        })
+    });
     w.append(&common::user("one")).unwrap();
     let err = w.append(&common::user("two")).unwrap_err();
     assert!(matches!(err, JournalError::Sync { .. }), "{err}");
@@ -136,7 +151,12 @@ fn a_batch_is_written_with_one_fsync_and_chains_like_single_appends() {
     let store = Store::open(d.path()).unwrap();
     let id = RunId::new();
     let mut w = JournalWriter::create(&store, &id, common::meta("/w")).unwrap();
-    w.wrap_io(|inner| Box::new(FailSyncAfter { inner, syncs_left: 1 }));
+    w.wrap_io(|inner| {
+        Box::new(FailSyncAfter {
+            inner,
+            syncs_left: 1,
+        })
+    });
     let bodies: Vec<_> = (0..16).map(|i| common::user(&format!("m{i}"))).collect();
     let last = w.append_batch(&bodies).unwrap();
     assert_eq!(last.seq, 17);
@@ -153,7 +173,9 @@ fn a_second_meta_is_refused() {
     let store = Store::open(d.path()).unwrap();
     let id = RunId::new();
     let mut w = JournalWriter::create(&store, &id, common::meta("/w")).unwrap();
-    let err = w.append(&RecordBody::Meta(common::meta("/w"))).unwrap_err();
+    let err = w
+        .append(&RecordBody::Meta(Box::new(common::meta("/w"))))
+        .unwrap_err();
     assert!(matches!(err, JournalError::InvalidAppend(_)));
     assert!(!w.is_poisoned());
 }
@@ -187,7 +209,11 @@ fn a_fork_chains_from_its_pin() {
     let report = verify_journal(&ppath, parent.as_str()).unwrap();
     let child = RunId::new();
     let mut meta = common::meta("/w");
-    meta.fork = Some(ForkPin { parent: parent.to_string(), seq: 7, hash: report.tail });
+    meta.fork = Some(ForkPin {
+        parent: parent.to_string(),
+        seq: 7,
+        hash: report.tail,
+    });
     let mut w = JournalWriter::create(&store, &child, meta).unwrap();
     w.append(&common::user("diverge")).unwrap();
     drop(w);

@@ -143,7 +143,10 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("f");
         create_file_private(&p).unwrap();
-        assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, FILE_MODE);
+        assert_eq!(
+            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            FILE_MODE
+        );
         assert!(create_file_private(&p).is_err());
     }
 }

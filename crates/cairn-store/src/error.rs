@@ -21,7 +21,11 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    pub(crate) fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+        source: std::io::Error,
+    ) -> Self {
         StoreError::Io {
             action,
             path: path.into(),

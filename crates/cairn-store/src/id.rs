@@ -33,7 +33,8 @@ impl RunId {
     pub fn parse(s: &str) -> Result<Self, RunIdError> {
         let ok = !s.is_empty()
             && s.len() <= Self::MAX_LEN
-            && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
         if ok {
             Ok(RunId(s.to_owned()))
         } else {
@@ -82,7 +83,17 @@ mod tests {
         for ok in ["a", "01JABC", "run_1-x", &"x".repeat(128)] {
             assert!(RunId::parse(ok).is_ok(), "{ok}");
         }
-        for bad in ["", ".", "..", "a/b", "a b", "é", "a.b", &"x".repeat(129), "a\0"] {
+        for bad in [
+            "",
+            ".",
+            "..",
+            "a/b",
+            "a b",
+            "é",
+            "a.b",
+            &"x".repeat(129),
+            "a\0",
+        ] {
             assert!(RunId::parse(bad).is_err(), "{bad:?}");
         }
     }

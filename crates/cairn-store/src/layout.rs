@@ -125,7 +125,11 @@ impl Store {
         let mut ids = Vec::new();
         for entry in entries {
             let entry = entry.map_err(|e| StoreError::io("reading", &dir, e))?;
-            if let Some(id) = entry.file_name().to_str().and_then(|n| RunId::parse(n).ok()) {
+            if let Some(id) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| RunId::parse(n).ok())
+            {
                 ids.push(id);
             }
         }

@@ -45,12 +45,28 @@ pub fn sample(dir: &std::path::Path) -> (Store, RunId, std::path::PathBuf) {
     let store = Store::open(dir).unwrap();
     let id = RunId::new();
     let mut w = JournalWriter::create(&store, &id, meta("/work/ws")).unwrap();
-    w.append(&user("fix the bug in a.txt, \"quoted\" and ünïcode")).unwrap();
-    w.append(&assistant("reading", &[("c1", "read_file")], Cost::ZERO)).unwrap();
-    w.append(&RecordBody::ToolStart(ToolStart { call: "c1".into(), name: "read_file".into() })).unwrap();
-    w.append(&RecordBody::ToolResult(ToolResult { call: "c1".into(), outcome: Outcome::Ok, output: "line1\nline2".into() })).unwrap();
+    w.append(&user("fix the bug in a.txt, \"quoted\" and ünïcode"))
+        .unwrap();
+    w.append(&assistant("reading", &[("c1", "read_file")], Cost::ZERO))
+        .unwrap();
+    w.append(&RecordBody::ToolStart(ToolStart {
+        call: "c1".into(),
+        name: "read_file".into(),
+    }))
+    .unwrap();
+    w.append(&RecordBody::ToolResult(ToolResult {
+        call: "c1".into(),
+        outcome: Outcome::Ok,
+        output: "line1\nline2".into(),
+    }))
+    .unwrap();
     w.append(&assistant("done", &[], Cost::ZERO)).unwrap();
-    w.append(&RecordBody::Terminal(Terminal { reason: TerminalReason::Completed, totals: Totals::default(), detail: None })).unwrap();
+    w.append(&RecordBody::Terminal(Terminal {
+        reason: TerminalReason::Completed,
+        totals: Totals::default(),
+        detail: None,
+    }))
+    .unwrap();
     let path = store.journal_path(&id);
     (store, id, path)
 }

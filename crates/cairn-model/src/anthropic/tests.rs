@@ -1,0 +1,138 @@
+use super::*;
+use crate::message::ToolSpec;
+
+fn call(id: &str, arguments: Value) -> ToolCall {
+    ToolCall {
+        id: id.into(),
+        name: "read_file".into(),
+        arguments,
+    }
+}
+
+fn result(id: &str, output: &str, is_error: bool) -> Message {
+    Message::ToolResult {
+        call_id: id.into(),
+        name: "read_file".into(),
+        output: output.into(),
+        is_error,
+    }
+}
+
+#[test]
+fn conversation_maps_to_merged_blocks() {
+    let messages = vec![
+        Message::user("read a and b"),
+        Message::Assistant {
+            text: String::new(),
+            tool_calls: vec![call("t1", json!({"path": "a"})), call("t2", json!("raw"))],
+        },
+        result("t1", "A", false),
+        result("t2", "", true),
+        Message::user("also: files changed"),
+        Message::assistant(""),
+        Message::user("go on"),
+    ];
+    let want = json!([
+        {"role": "user", "content": [{"type": "text", "text": "read a and b"}]},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "read_file", "input": {"path": "a"}},
+            {"type": "tool_use", "id": "t2", "name": "read_file", "input": {"value": "raw"}},
+        ]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "A"},
+            {"type": "tool_result", "tool_use_id": "t2", "is_error": true},
+            {"type": "text", "text": "also: files changed"},
+            {"type": "text", "text": "go on"},
+        ]},
+    ]);
+    assert_eq!(Value::Array(api_messages(&messages)), want);
+}
+
+#[test]
+fn body_has_required_fields() {
+    let request = ModelRequest {
+        turn: 1,
+        system: Some("be brief".into()),
+        messages: vec![Message::user("hi")],
+        tools: vec![ToolSpec {
+            name: "list_dir".into(),
+            description: "List a directory".into(),
+            parameters: json!({"type": "object"}),
+        }],
+        max_output_tokens: None,
+        thinking: None,
+    };
+    let want = json!({
+        "model": "claude-x",
+        "max_tokens": 8192,
+        "stream": true,
+        "system": "be brief",
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+        "tools": [{"name": "list_dir", "description": "List a directory", "input_schema": {"type": "object"}}],
+    });
+    assert_eq!(messages_body("claude-x", &request), want);
+}
+
+#[test]
+fn thinking_budget_fits_below_max_tokens() {
+    // (thinking, max_output_tokens, last assistant called tools, max_tokens, budget)
+    type Row = (Option<&'static str>, Option<u32>, bool, u32, Option<u32>);
+    let rows: [Row; 9] = [
+        (None, None, false, 8192, None),
+        (Some("off"), None, false, 8192, None),
+        (Some("low"), None, false, 8192 + 2048, Some(2048)),
+        (Some("on"), None, false, 8192 + 4096, Some(4096)),
+        (Some("high"), None, false, 8192 + 8192, Some(8192)),
+        (Some("3000"), None, false, 8192 + 3000, Some(3000)),
+        (Some("high"), Some(4000), false, 4000, Some(2976)),
+        (Some("high"), Some(1500), false, 1500, None),
+        (Some("high"), None, true, 8192, None),
+    ];
+    for (thinking, max, in_tool_loop, want_max, want_budget) in rows {
+        let mut messages = vec![Message::user("q")];
+        if in_tool_loop {
+            messages.push(Message::Assistant {
+                text: String::new(),
+                tool_calls: vec![call("t1", json!({}))],
+            });
+            messages.push(result("t1", "x", false));
+        }
+        let request = ModelRequest {
+            messages,
+            max_output_tokens: max,
+            thinking: thinking.map(str::to_owned),
+            ..ModelRequest::default()
+        };
+        let body = messages_body("m", &request);
+        let label = format!("{thinking:?} {max:?} {in_tool_loop}");
+        assert_eq!(body["max_tokens"], json!(want_max), "{label}");
+        let budget = body
+            .get("thinking")
+            .map(|t| t["budget_tokens"].as_u64().unwrap() as u32);
+        assert_eq!(budget, want_budget, "{label}");
+    }
+}
+
+#[test]
+fn base_urls_are_normalised() {
+    let config = ProviderConfig::default();
+    let rows = [
+        (None, "https://api.anthropic.com"),
+        (
+            Some("https://api.anthropic.com/v1"),
+            "https://api.anthropic.com",
+        ),
+        (Some("http://127.0.0.1:9/"), "http://127.0.0.1:9"),
+        (
+            Some("http://proxy:9/anthropic/v1/"),
+            "http://proxy:9/anthropic",
+        ),
+    ];
+    for (given, want) in rows {
+        let provider = AnthropicProvider::new("m", given, Some("k".into()), &config).unwrap();
+        assert_eq!(provider.base_url(), Some(want));
+        assert_eq!(provider.endpoint, format!("{want}/v1/messages"));
+    }
+    let err = AnthropicProvider::new("m", None, None, &config).unwrap_err();
+    assert!(err.to_string().starts_with("ANTHROPIC_API_KEY is not set"));
+}

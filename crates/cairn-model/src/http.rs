@@ -1,0 +1,395 @@
+//! What the network providers share: the HTTP client, keys, base URLs, and the
+//! retry loop that sends a request and decodes its event stream.
+
+use std::fmt;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use reqwest::header::{HeaderMap, HeaderValue};
+use reqwest::{RequestBuilder, StatusCode, Url};
+
+use crate::error::{body_message, describe_transport, excerpt, ModelError};
+use crate::message::StreamSink;
+use crate::provider::{ProviderConfig, RetryPolicy};
+use crate::sse::{SseEvent, SseParser};
+
+/// An API key, ready to send as a header. Its `Debug` output never shows it.
+#[derive(Clone)]
+pub(crate) struct ApiKey(HeaderValue);
+
+impl ApiKey {
+    /// Makes a header value from `prefix` + `key`, marked sensitive.
+    pub(crate) fn new(var: &'static str, prefix: &str, key: &str) -> Result<ApiKey, ModelError> {
+        let mut value = HeaderValue::from_str(&format!("{prefix}{}", key.trim()))
+            .map_err(|_| ModelError::InvalidApiKey { var })?;
+        value.set_sensitive(true);
+        Ok(ApiKey(value))
+    }
+
+    pub(crate) fn header(&self) -> HeaderValue {
+        self.0.clone()
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey(<redacted>)")
+    }
+}
+
+/// Parses a base URL, requiring http or https, and returns it with no trailing `/`.
+pub(crate) fn parse_base_url(url: &str) -> Result<Url, ModelError> {
+    let invalid = |reason: String| ModelError::InvalidBaseUrl {
+        url: url.to_owned(),
+        reason,
+    };
+    let parsed = Url::parse(url.trim()).map_err(|e| invalid(e.to_string()))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(invalid(format!(
+            "the scheme is `{}`, not http or https",
+            parsed.scheme()
+        )));
+    }
+    if parsed.host_str().is_none() {
+        return Err(invalid("it has no host".to_owned()));
+    }
+    Ok(parsed)
+}
+
+/// The URL as text without a trailing `/`.
+pub(crate) fn trimmed(url: &Url) -> String {
+    url.as_str().trim_end_matches('/').to_owned()
+}
+
+/// Whether the URL's host is `host`.
+pub(crate) fn is_host(url: &Url, host: &str) -> bool {
+    url.host_str().is_some_and(|h| h.eq_ignore_ascii_case(host))
+}
+
+/// Builds the HTTP client for a provider.
+pub(crate) fn build_client(config: &ProviderConfig) -> Result<reqwest::Client, ModelError> {
+    reqwest::Client::builder()
+        .user_agent(concat!("cairn/", env!("CARGO_PKG_VERSION")))
+        .timeout(config.timeout)
+        .connect_timeout(config.connect_timeout)
+        .read_timeout(config.read_timeout)
+        .build()
+        .map_err(|e| ModelError::HttpClient {
+            message: describe_transport(&e),
+        })
+}
+
+/// What a decoder wants after one event.
+pub(crate) enum Step {
+    /// Keep reading.
+    Continue,
+    /// The response is complete.
+    Done,
+}
+
+/// Why one attempt failed.
+pub(crate) enum Failure {
+    /// A transient failure: try again after a pause.
+    Retry {
+        /// The status and body excerpt, or the transport error.
+        detail: String,
+        /// The server's `Retry-After`, when it sent one.
+        retry_after: Option<Duration>,
+    },
+    /// A failure retrying cannot fix.
+    Fatal(ModelError),
+}
+
+impl From<ModelError> for Failure {
+    fn from(error: ModelError) -> Failure {
+        Failure::Fatal(error)
+    }
+}
+
+/// Turns the events of one streamed response into a result.
+pub(crate) trait Decoder {
+    /// The decoded response.
+    type Output;
+
+    /// How the end of a complete stream is marked, for error messages.
+    const END_MARKER: &'static str;
+
+    /// Handles one event, forwarding text to the sink.
+    fn event(&mut self, event: SseEvent, sink: &mut dyn StreamSink) -> Result<Step, Failure>;
+
+    /// The response, once [`Step::Done`] was returned.
+    fn finish(self) -> Self::Output;
+}
+
+/// Sends requests for one provider, with retries.
+#[derive(Debug)]
+pub(crate) struct Http {
+    client: reqwest::Client,
+    retry: RetryPolicy,
+    provider: &'static str,
+    key_var: &'static str,
+}
+
+impl Http {
+    pub(crate) fn new(
+        config: &ProviderConfig,
+        provider: &'static str,
+        key_var: &'static str,
+    ) -> Result<Http, ModelError> {
+        Ok(Http {
+            client: build_client(config)?,
+            retry: config.retry.clone(),
+            provider,
+            key_var,
+        })
+    }
+
+    /// A POST of `body` as JSON to `url`, with `headers`.
+    pub(crate) fn post(
+        &self,
+        url: &str,
+        headers: &HeaderMap,
+        body: &serde_json::Value,
+    ) -> RequestBuilder {
+        self.client
+            .post(url)
+            .headers(headers.clone())
+            .header(reqwest::header::ACCEPT, "text/event-stream")
+            .json(body)
+    }
+
+    /// Sends the request built by `request` and decodes the stream with a fresh
+    /// decoder from `decoder`, retrying transient failures per the policy.
+    pub(crate) async fn stream<D: Decoder>(
+        &self,
+        request: impl Fn() -> RequestBuilder,
+        decoder: impl Fn() -> D,
+        sink: &mut dyn StreamSink,
+    ) -> Result<D::Output, ModelError> {
+        let mut attempt: u32 = 0;
+        loop {
+            attempt += 1;
+            tracing::debug!(provider = self.provider, attempt, "sending model request");
+            let mut counted = Counted {
+                inner: &mut *sink,
+                delivered: false,
+            };
+            let failure = match self.attempt(request(), decoder(), &mut counted).await {
+                Ok(output) => return Ok(output),
+                Err(failure) => failure,
+            };
+            let delivered = counted.delivered;
+            let (detail, retry_after) = match failure {
+                Failure::Fatal(error) => return Err(error),
+                Failure::Retry {
+                    detail,
+                    retry_after,
+                } => (detail, retry_after),
+            };
+            if attempt > self.retry.max_retries {
+                return Err(ModelError::RetriesExhausted {
+                    provider: self.provider,
+                    attempts: attempt,
+                    last: detail,
+                });
+            }
+            let delay = backoff(&self.retry, attempt, retry_after);
+            tracing::info!(
+                provider = self.provider,
+                attempt,
+                delay_ms = delay.as_millis() as u64,
+                error = %detail,
+                "model request failed; retrying"
+            );
+            tokio::time::sleep(delay).await;
+            if delivered {
+                sink.restart();
+            }
+        }
+    }
+
+    async fn attempt<D: Decoder>(
+        &self,
+        request: RequestBuilder,
+        mut decoder: D,
+        sink: &mut dyn StreamSink,
+    ) -> Result<D::Output, Failure> {
+        let response = request.send().await.map_err(transport)?;
+        let status = response.status();
+        if !status.is_success() {
+            let retry_after = retry_after(response.headers());
+            let body = response.text().await.unwrap_or_default();
+            return Err(self.classify(status, &body, retry_after));
+        }
+        let content_type = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        if content_type.starts_with("application/json") {
+            let body = response.text().await.unwrap_or_default();
+            return Err(Failure::Fatal(ModelError::Protocol {
+                provider: self.provider,
+                message: format!(
+                    "expected a text/event-stream response but got JSON: {}",
+                    excerpt(&body)
+                ),
+            }));
+        }
+        let mut parser = SseParser::new();
+        let mut chunks = response.bytes_stream();
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk.map_err(transport)?;
+            for event in parser.feed(&chunk) {
+                if let Step::Done = decoder.event(event, sink)? {
+                    return Ok(decoder.finish());
+                }
+            }
+        }
+        Err(Failure::Retry {
+            detail: format!("the response stream ended before {}", D::END_MARKER),
+            retry_after: None,
+        })
+    }
+
+    fn classify(&self, status: StatusCode, body: &str, retry_after: Option<Duration>) -> Failure {
+        let code = status.as_u16();
+        let message = body_message(body);
+        tracing::debug!(provider = self.provider, status = code, %message, "model request refused");
+        match code {
+            401 | 403 => Failure::Fatal(ModelError::Unauthorized {
+                provider: self.provider,
+                status: code,
+                key_var: self.key_var,
+                message,
+            }),
+            408 | 409 | 429 | 500..=599 => Failure::Retry {
+                detail: format!("HTTP {code}: {message}"),
+                retry_after,
+            },
+            404 => Failure::Fatal(ModelError::Rejected {
+                provider: self.provider,
+                status: code,
+                message,
+                hint: "check the model name and the base URL",
+            }),
+            _ => Failure::Fatal(ModelError::Rejected {
+                provider: self.provider,
+                status: code,
+                message,
+                hint: "check the model name, the options and the size of the conversation",
+            }),
+        }
+    }
+}
+
+/// Passes text on, noting whether any was delivered.
+struct Counted<'a> {
+    inner: &'a mut dyn StreamSink,
+    delivered: bool,
+}
+
+impl StreamSink for Counted<'_> {
+    fn text(&mut self, delta: &str) {
+        self.delivered = true;
+        self.inner.text(delta);
+    }
+
+    fn restart(&mut self) {
+        self.inner.restart();
+    }
+}
+
+/// A transport error: connection refused, reset, timed out, or a broken body.
+fn transport(error: reqwest::Error) -> Failure {
+    Failure::Retry {
+        detail: describe_transport(&error),
+        retry_after: None,
+    }
+}
+
+/// The server's requested pause: `retry-after-ms`, else `retry-after` in seconds.
+/// An HTTP date in `retry-after` is not understood and is ignored.
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let number = |name: &str| -> Option<f64> {
+        let value = headers
+            .get(name)?
+            .to_str()
+            .ok()?
+            .trim()
+            .parse::<f64>()
+            .ok()?;
+        (value.is_finite() && value >= 0.0).then_some(value)
+    };
+    number("retry-after-ms")
+        .map(|ms| ms / 1000.0)
+        .or_else(|| number("retry-after"))
+        .map(|secs| Duration::from_secs_f64(secs.min(86_400.0)))
+}
+
+/// The pause before retry number `attempt` (1-based), per [`RetryPolicy`].
+pub(crate) fn backoff(
+    policy: &RetryPolicy,
+    attempt: u32,
+    retry_after: Option<Duration>,
+) -> Duration {
+    if let Some(wait) = retry_after {
+        return wait.min(policy.max_delay);
+    }
+    let exponent = attempt.saturating_sub(1).min(30);
+    let full = policy
+        .base_delay
+        .saturating_mul(1u32 << exponent)
+        .min(policy.max_delay);
+    let factor: f64 = rand::Rng::random_range(&mut rand::rng(), 0.5..=1.0);
+    full.mul_f64(factor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let policy = RetryPolicy {
+            max_retries: 10,
+            base_delay: Duration::from_millis(100),
+            max_delay: Duration::from_secs(1),
+        };
+        for _ in 0..50 {
+            let first = backoff(&policy, 1, None);
+            assert!(first >= Duration::from_millis(50) && first <= Duration::from_millis(100));
+            let third = backoff(&policy, 3, None);
+            assert!(third >= Duration::from_millis(200) && third <= Duration::from_millis(400));
+            assert!(backoff(&policy, 40, None) <= Duration::from_secs(1));
+        }
+        let told = Some(Duration::from_secs(7));
+        assert_eq!(backoff(&policy, 1, told), Duration::from_secs(1));
+        assert_eq!(backoff(&policy, 1, Some(Duration::ZERO)), Duration::ZERO);
+    }
+
+    #[test]
+    fn retry_after_reads_both_headers() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(retry_after(&headers), None);
+        headers.insert("retry-after", HeaderValue::from_static("2"));
+        assert_eq!(retry_after(&headers), Some(Duration::from_secs(2)));
+        headers.insert("retry-after-ms", HeaderValue::from_static("250"));
+        assert_eq!(retry_after(&headers), Some(Duration::from_millis(250)));
+        let mut dated = HeaderMap::new();
+        dated.insert(
+            "retry-after",
+            HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
+        );
+        assert_eq!(retry_after(&dated), None);
+    }
+
+    #[test]
+    fn api_keys_are_redacted() {
+        let key = ApiKey::new("OPENAI_API_KEY", "Bearer ", "sk-secret").unwrap();
+        assert!(!format!("{key:?}").contains("sk-secret"));
+        assert!(key.header().is_sensitive());
+        assert!(ApiKey::new("OPENAI_API_KEY", "", "bad\nkey").is_err());
+    }
+}

@@ -1,0 +1,82 @@
+//! Model providers for cairn's agent loop.
+//!
+//! This crate turns a provider-neutral conversation ([`ModelRequest`]: a system
+//! prompt, [`Message`]s, [`ToolSpec`]s) into one model turn ([`ModelResponse`]: text,
+//! [`ToolCall`]s, [`Usage`]) through a [`Provider`]. There are three:
+//!
+//! - `script:PATH` ([`ScriptProvider`]) replays a file of turns, for tests, demos
+//!   and offline runs;
+//! - `openai:MODEL` ([`OpenAiProvider`]) speaks streamed Chat Completions to OpenAI or
+//!   any compatible server (OpenRouter, Ollama, llama.cpp, vLLM);
+//! - `anthropic:MODEL` ([`AnthropicProvider`]) speaks the streamed Messages API.
+//!
+//! # Guarantees
+//!
+//! - Text reaches the [`StreamSink`] in order as it arrives, and
+//!   [`ModelResponse::text`] is exactly what was streamed. If a stream breaks and
+//!   the request is retried, the sink is told ([`StreamSink::restart`]) before the
+//!   text is sent again.
+//! - Transient failures (HTTP 408, 409, 429, 5xx, connection errors, a stream cut
+//!   short) are retried with exponential backoff and jitter per [`RetryPolicy`],
+//!   honouring `Retry-After`. Refusals (400, 401, 403, 404, ...) fail at once.
+//! - API keys come only from `OPENAI_API_KEY` / `ANTHROPIC_API_KEY` (or an explicit
+//!   constructor argument), read once when the provider is built; they never
+//!   appear in logs, errors or `Debug` output.
+//! - Tool-call arguments that are not valid JSON are kept as a JSON string rather
+//!   than failing the turn.
+//! - Every [`ModelError`] says what went wrong and what to do about it.
+//!
+//! It does not know about journals, prices or terminals: it neither stores
+//! responses, nor prices usage, nor draws anything. Streaming output is drawn by
+//! whoever implements [`StreamSink`]; logging goes through `tracing`.
+//!
+//! # Example
+//!
+//! ```
+//! use cairn_model::{provider_from_spec, Message, ModelRequest, ModelSpec, ProviderConfig};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let path = dir.path().join("turns.json");
+//! std::fs::write(&path, r#"{"turns": [{"text": "Hello there", "usage": {"input_tokens": 3, "output_tokens": 2}}]}"#)?;
+//!
+//! let spec: ModelSpec = format!("script:{}", path.display()).parse()?;
+//! let provider = provider_from_spec(&spec, None, &ProviderConfig::default())?;
+//! let request = ModelRequest {
+//!     turn: 1,
+//!     messages: vec![Message::user("Say hello")],
+//!     ..ModelRequest::default()
+//! };
+//! let mut streamed = String::new();
+//! let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+//! let response = runtime.block_on(provider.complete(&request, &mut streamed))?;
+//! assert_eq!(streamed, "Hello there");
+//! assert_eq!(response.text, "Hello there");
+//! assert_eq!(response.usage.total(), 5);
+//! # Ok(())
+//! # }
+//! ```
+#![deny(missing_docs)]
+
+mod anthropic;
+mod error;
+mod http;
+mod message;
+mod openai;
+mod provider;
+mod script;
+mod sse;
+
+pub use crate::anthropic::{
+    AnthropicProvider, ANTHROPIC_DEFAULT_BASE_URL, ANTHROPIC_DEFAULT_MAX_TOKENS, ANTHROPIC_VERSION,
+};
+pub use crate::error::ModelError;
+pub use crate::message::{
+    Message, ModelRequest, ModelResponse, NullSink, StreamSink, ToolCall, ToolSpec, Usage,
+};
+pub use crate::openai::{OpenAiProvider, OPENAI_DEFAULT_BASE_URL};
+pub use crate::provider::{
+    provider_from_spec, ModelSpec, Provider, ProviderConfig, ProviderKind, RetryPolicy,
+};
+pub use crate::script::ScriptProvider;
+pub use crate::sse::{SseEvent, SseParser};

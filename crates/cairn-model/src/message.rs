@@ -1,0 +1,265 @@
+//! The provider-neutral conversation model: messages, tools, requests, responses.
+
+use serde::{Deserialize, Serialize};
+
+/// A tool the model may call, described by a JSON Schema for its arguments.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// The tool's name, e.g. `read_file`.
+    pub name: String,
+    /// What the tool does, shown to the model.
+    pub description: String,
+    /// A JSON Schema object describing the arguments.
+    pub parameters: serde_json::Value,
+}
+
+/// One tool call made by the model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The provider's id for the call; tool results refer to it.
+    pub id: String,
+    /// The tool called.
+    pub name: String,
+    /// The arguments. When a model emits arguments that are not valid JSON, the raw
+    /// text is kept here as a JSON string rather than failing the turn.
+    pub arguments: serde_json::Value,
+}
+
+/// Token usage of one model call.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens, cached or not.
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// Generated tokens, reasoning included.
+    #[serde(default)]
+    pub output_tokens: u64,
+}
+
+impl Usage {
+    /// Input plus output tokens.
+    pub fn total(&self) -> u64 {
+        self.input_tokens.saturating_add(self.output_tokens)
+    }
+}
+
+impl std::ops::Add for Usage {
+    type Output = Usage;
+
+    fn add(self, other: Usage) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens.saturating_add(other.input_tokens),
+            output_tokens: self.output_tokens.saturating_add(other.output_tokens),
+        }
+    }
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, other: Usage) {
+        *self = *self + other;
+    }
+}
+
+/// One message of a conversation.
+///
+/// Serialised with a `role` tag: `{"role": "user", "text": ...}`,
+/// `{"role": "assistant", "text": ..., "tool_calls": [...]}`,
+/// `{"role": "tool_result", "call_id": ..., "name": ..., "output": ..., "is_error": ...}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum Message {
+    /// Text from the user (or from cairn speaking for the user).
+    User {
+        /// The text.
+        text: String,
+    },
+    /// A model turn: its text and the tools it called.
+    Assistant {
+        /// The text, possibly empty when the turn only calls tools.
+        text: String,
+        /// The tool calls, in the order the model made them.
+        #[serde(default)]
+        tool_calls: Vec<ToolCall>,
+    },
+    /// The result of one tool call.
+    ToolResult {
+        /// The [`ToolCall::id`] this answers.
+        call_id: String,
+        /// The tool's name.
+        name: String,
+        /// What the tool printed or returned.
+        output: String,
+        /// Whether the tool failed.
+        #[serde(default)]
+        is_error: bool,
+    },
+}
+
+impl Message {
+    /// A user message.
+    pub fn user(text: impl Into<String>) -> Message {
+        Message::User { text: text.into() }
+    }
+
+    /// An assistant message with text only.
+    pub fn assistant(text: impl Into<String>) -> Message {
+        Message::Assistant {
+            text: text.into(),
+            tool_calls: Vec::new(),
+        }
+    }
+}
+
+/// One call to a model.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelRequest {
+    /// The 1-based index of this model call within the run. The script provider
+    /// answers with this turn of its file; the network providers ignore it.
+    pub turn: u64,
+    /// The system prompt.
+    #[serde(default)]
+    pub system: Option<String>,
+    /// The conversation so far.
+    pub messages: Vec<Message>,
+    /// The tools the model may call.
+    #[serde(default)]
+    pub tools: Vec<ToolSpec>,
+    /// A cap on generated tokens. Anthropic requires one and uses 8192 when unset.
+    #[serde(default)]
+    pub max_output_tokens: Option<u32>,
+    /// The thinking mode: `off`, `low`, `medium` or `high` (unset means off).
+    /// OpenAI sends it as `reasoning_effort`; Anthropic turns it into a thinking
+    /// budget. The script provider ignores it.
+    #[serde(default)]
+    pub thinking: Option<String>,
+}
+
+/// A model's complete answer to one [`ModelRequest`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelResponse {
+    /// The whole text, exactly the concatenation of what was streamed to the sink.
+    pub text: String,
+    /// The tool calls, in order.
+    pub tool_calls: Vec<ToolCall>,
+    /// Tokens used.
+    pub usage: Usage,
+    /// The model that answered, as the provider named it.
+    pub model: String,
+    /// Why generation stopped, in the provider's words (`stop`, `tool_calls`,
+    /// `end_turn`, `max_tokens`, ...), when it said.
+    pub stop_reason: Option<String>,
+}
+
+impl ModelResponse {
+    /// This response as the assistant message to append to the conversation.
+    pub fn to_message(&self) -> Message {
+        Message::Assistant {
+            text: self.text.clone(),
+            tool_calls: self.tool_calls.clone(),
+        }
+    }
+}
+
+/// Receives text as the model produces it.
+///
+/// The library draws nothing: the binary implements this to show streaming output.
+pub trait StreamSink: Send {
+    /// A piece of the response text, in order.
+    fn text(&mut self, delta: &str);
+
+    /// A stream broke after text was delivered, and the request is being sent
+    /// again: the text will be delivered again from the start, so a sink that shows
+    /// it should discard what it has. The default does nothing.
+    fn restart(&mut self) {}
+}
+
+/// A sink that discards everything.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NullSink;
+
+impl StreamSink for NullSink {
+    fn text(&mut self, _delta: &str) {}
+}
+
+impl StreamSink for String {
+    fn text(&mut self, delta: &str) {
+        self.push_str(delta);
+    }
+
+    fn restart(&mut self) {
+        self.clear();
+    }
+}
+
+impl StreamSink for Vec<String> {
+    fn text(&mut self, delta: &str) {
+        self.push(delta.to_owned());
+    }
+
+    fn restart(&mut self) {
+        self.clear();
+    }
+}
+
+/// Maps tool-call arguments accumulated as text to JSON.
+///
+/// Empty text means no arguments (`{}`); text that is not valid JSON is kept as a
+/// JSON string so that the turn is not lost.
+pub(crate) fn parse_arguments(raw: &str) -> serde_json::Value {
+    if raw.trim().is_empty() {
+        return serde_json::Value::Object(serde_json::Map::new());
+    }
+    serde_json::from_str(raw).unwrap_or_else(|_| serde_json::Value::String(raw.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn messages_serialise_with_a_role_tag() {
+        let rows = [
+            (Message::user("hi"), json!({"role": "user", "text": "hi"})),
+            (
+                Message::assistant("ok"),
+                json!({"role": "assistant", "text": "ok", "tool_calls": []}),
+            ),
+            (
+                Message::ToolResult {
+                    call_id: "c1".into(),
+                    name: "shell".into(),
+                    output: "done".into(),
+                    is_error: true,
+                },
+                json!({"role": "tool_result", "call_id": "c1", "name": "shell", "output": "done", "is_error": true}),
+            ),
+        ];
+        for (message, want) in rows {
+            let value = serde_json::to_value(&message).unwrap();
+            assert_eq!(value, want);
+            let back: Message = serde_json::from_value(value).unwrap();
+            assert_eq!(back, message);
+        }
+    }
+
+    #[test]
+    fn arguments_parse_leniently() {
+        assert_eq!(parse_arguments(""), json!({}));
+        assert_eq!(parse_arguments(r#"{"a":1}"#), json!({"a": 1}));
+        assert_eq!(parse_arguments(r#"{"a":"#), json!(r#"{"a":"#));
+    }
+
+    #[test]
+    fn usage_adds() {
+        let mut usage = Usage {
+            input_tokens: 1,
+            output_tokens: 2,
+        };
+        usage += Usage {
+            input_tokens: 10,
+            output_tokens: 20,
+        };
+        assert_eq!(usage.total(), 33);
+    }
+}

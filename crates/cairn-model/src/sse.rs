@@ -1,0 +1,203 @@
+//! An incremental parser for server-sent events (the `text/event-stream` format).
+
+/// One dispatched server-sent event.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SseEvent {
+    /// The `event:` field, or `message` when the event had none.
+    pub event: String,
+    /// The `data:` lines joined with `\n`.
+    pub data: String,
+}
+
+/// Turns a byte stream, fed in chunks of any size, into server-sent events.
+///
+/// The rules, as in the WHATWG `text/event-stream` specification:
+///
+/// 1. A line ends at `\r\n`, `\n` or `\r`; a `\r\n` split across two chunks is one
+///    line ending.
+/// 2. A line starting with `:` is a comment and is ignored.
+/// 3. `field: value` sets a field; one space after the colon is dropped. A line
+///    without a colon is a field with an empty value.
+/// 4. `data` lines accumulate, joined with `\n`; `event` names the event; `id` and
+///    `retry` and unknown fields are ignored.
+/// 5. An empty line dispatches the event, unless no `data` line was seen.
+/// 6. An event not ended by an empty line when the stream ends is discarded.
+/// 7. A byte-order mark at the very start is skipped.
+///
+/// Lines are decoded as UTF-8 only once complete, so a chunk boundary inside a
+/// multi-byte character is harmless; invalid UTF-8 becomes U+FFFD.
+///
+/// ```
+/// use cairn_model::SseParser;
+///
+/// let mut parser = SseParser::new();
+/// let mut events = parser.feed(b"event: ping\ndata: {\"a\"");
+/// assert!(events.is_empty());
+/// events = parser.feed(b":1}\r\n\r\n");
+/// assert_eq!(events[0].event, "ping");
+/// assert_eq!(events[0].data, "{\"a\":1}");
+/// ```
+#[derive(Debug, Default)]
+pub struct SseParser {
+    line: Vec<u8>,
+    data: String,
+    has_data: bool,
+    event: String,
+    after_cr: bool,
+    started: bool,
+}
+
+impl SseParser {
+    /// A parser at the start of a stream.
+    pub fn new() -> SseParser {
+        SseParser::default()
+    }
+
+    /// Feeds the next chunk of bytes and returns the events it completed.
+    pub fn feed(&mut self, bytes: &[u8]) -> Vec<SseEvent> {
+        let mut events = Vec::new();
+        let mut bytes = bytes;
+        if !self.started && !bytes.is_empty() {
+            self.line.extend_from_slice(bytes);
+            if self.line.len() < 3 && b"\xEF\xBB\xBF".starts_with(&self.line) {
+                return events;
+            }
+            self.started = true;
+            let pending = std::mem::take(&mut self.line);
+            let rest = pending.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&pending);
+            self.scan(rest, &mut events);
+            return events;
+        }
+        if self.after_cr && !bytes.is_empty() {
+            self.after_cr = false;
+            if bytes[0] == b'\n' {
+                bytes = &bytes[1..];
+            }
+        }
+        self.scan(bytes, &mut events);
+        events
+    }
+
+    fn scan(&mut self, mut bytes: &[u8], events: &mut Vec<SseEvent>) {
+        while let Some(end) = bytes.iter().position(|&b| b == b'\n' || b == b'\r') {
+            self.line.extend_from_slice(&bytes[..end]);
+            let line = std::mem::take(&mut self.line);
+            self.process_line(&line, events);
+            let mut next = end + 1;
+            if bytes[end] == b'\r' {
+                match bytes.get(next) {
+                    Some(b'\n') => next += 1,
+                    Some(_) => {}
+                    None => self.after_cr = true,
+                }
+            }
+            bytes = &bytes[next..];
+        }
+        self.line.extend_from_slice(bytes);
+    }
+
+    fn process_line(&mut self, line: &[u8], events: &mut Vec<SseEvent>) {
+        if line.is_empty() {
+            let event = std::mem::take(&mut self.event);
+            let data = std::mem::take(&mut self.data);
+            if std::mem::take(&mut self.has_data) {
+                let event = if event.is_empty() {
+                    "message".to_owned()
+                } else {
+                    event
+                };
+                events.push(SseEvent { event, data });
+            }
+            return;
+        }
+        if line[0] == b':' {
+            return;
+        }
+        let (field, value) = match line.iter().position(|&b| b == b':') {
+            Some(colon) => {
+                let value = &line[colon + 1..];
+                (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
+            }
+            None => (line, &[][..]),
+        };
+        match field {
+            b"data" => {
+                if self.has_data {
+                    self.data.push('\n');
+                }
+                self.data.push_str(&String::from_utf8_lossy(value));
+                self.has_data = true;
+            }
+            b"event" => self.event = String::from_utf8_lossy(value).into_owned(),
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_whole(bytes: &[u8]) -> Vec<SseEvent> {
+        SseParser::new().feed(bytes)
+    }
+
+    fn event(name: &str, data: &str) -> SseEvent {
+        SseEvent {
+            event: name.into(),
+            data: data.into(),
+        }
+    }
+
+    #[test]
+    fn parses_the_format_rules() {
+        let rows: Vec<(&[u8], Vec<SseEvent>)> = vec![
+            (b"data: a\n\n", vec![event("message", "a")]),
+            (b"data: a\r\n\r\n", vec![event("message", "a")]),
+            (
+                b"data: a\r\rdata: b\r\r",
+                vec![event("message", "a"), event("message", "b")],
+            ),
+            (b"data: a\ndata: b\n\n", vec![event("message", "a\nb")]),
+            (b": comment\ndata:x\n\n", vec![event("message", "x")]),
+            (b"event: e\ndata: {}\n\n", vec![event("e", "{}")]),
+            (b"event: e\n\n", vec![]),
+            (b"data\n\n", vec![event("message", "")]),
+            (b"data: tail without blank line\n", vec![]),
+            (b"\xEF\xBB\xBFdata: bom\n\n", vec![event("message", "bom")]),
+            (
+                b"id: 7\nretry: 10\ndata:  two spaces\n\n",
+                vec![event("message", " two spaces")],
+            ),
+            (b"event: a\n\nevent: b\ndata: 1\n\n", vec![event("b", "1")]),
+        ];
+        for (input, want) in rows {
+            assert_eq!(
+                parse_whole(input),
+                want,
+                "input: {:?}",
+                String::from_utf8_lossy(input)
+            );
+        }
+    }
+
+    #[test]
+    fn every_split_point_gives_the_same_events() {
+        let input = "\u{feff}event: a\r\ndata: é1\r\n\r\n: c\rdata: 2\rdata: 3\r\r\ndata: 4\n\n";
+        let bytes = input.as_bytes();
+        let whole = parse_whole(bytes);
+        assert_eq!(whole.len(), 3);
+        for cut in 0..=bytes.len() {
+            let mut parser = SseParser::new();
+            let mut events = parser.feed(&bytes[..cut]);
+            events.extend(parser.feed(&bytes[cut..]));
+            assert_eq!(events, whole, "cut at {cut}");
+        }
+        let mut parser = SseParser::new();
+        let mut events = Vec::new();
+        for byte in bytes {
+            events.extend(parser.feed(std::slice::from_ref(byte)));
+        }
+        assert_eq!(events, whole, "byte by byte");
+    }
+}

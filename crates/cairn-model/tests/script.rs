@@ -1,0 +1,181 @@
+//! The script provider: turns by index, and clear errors for bad scripts.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use cairn_model::{
+    provider_from_spec, Message, ModelError, ModelRequest, ModelResponse, ModelSpec,
+    ProviderConfig, ScriptProvider, ToolCall, Usage,
+};
+use common::Recorder;
+use serde_json::json;
+
+const SCRIPT: &str = r#"{"turns": [
+    {"text": "I will list the files.", "tool_calls": [{"id": "c1", "name": "list_dir", "arguments": {"path": "."}}], "usage": {"input_tokens": 10, "output_tokens": 4}},
+    {"tool_calls": [{"name": "shell", "arguments": {"command": "ls"}}, {"id": "c3", "name": "read_file"}]},
+    {"text": "Done."}
+]}"#;
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn turn(n: u64) -> ModelRequest {
+    ModelRequest {
+        turn: n,
+        messages: vec![Message::user("go")],
+        ..ModelRequest::default()
+    }
+}
+
+#[tokio::test]
+async fn replays_turns_by_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "turns.json", SCRIPT);
+    let spec: ModelSpec = format!("script:{}", path.display()).parse().unwrap();
+    let provider = provider_from_spec(&spec, None, &ProviderConfig::default()).unwrap();
+    assert_eq!(provider.kind(), "script");
+    assert_eq!(provider.base_url(), None);
+    let model = path.display().to_string();
+
+    let mut sink = Recorder::default();
+    let first = provider.complete(&turn(1), &mut sink).await.unwrap();
+    assert_eq!(sink.deltas, ["I ", "will ", "list ", "the ", "files."]);
+    assert_eq!(
+        first,
+        ModelResponse {
+            text: "I will list the files.".into(),
+            tool_calls: vec![ToolCall {
+                id: "c1".into(),
+                name: "list_dir".into(),
+                arguments: json!({"path": "."}),
+            }],
+            usage: Usage {
+                input_tokens: 10,
+                output_tokens: 4
+            },
+            model: model.clone(),
+            stop_reason: Some("tool_use".into()),
+        }
+    );
+
+    let third = provider
+        .complete(&turn(3), &mut Recorder::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        third,
+        ModelResponse {
+            text: "Done.".into(),
+            tool_calls: vec![],
+            usage: Usage::default(),
+            model: model.clone(),
+            stop_reason: Some("end_turn".into()),
+        }
+    );
+
+    let second = provider
+        .complete(&turn(2), &mut Recorder::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        second.tool_calls,
+        vec![
+            ToolCall {
+                id: "call_2_1".into(),
+                name: "shell".into(),
+                arguments: json!({"command": "ls"}),
+            },
+            ToolCall {
+                id: "c3".into(),
+                name: "read_file".into(),
+                arguments: json!({}),
+            },
+        ]
+    );
+}
+
+#[tokio::test]
+async fn streams_with_a_delay_between_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "turns.json", SCRIPT);
+    let provider = ScriptProvider::open(&path, Duration::from_millis(1)).unwrap();
+    assert_eq!(provider.turns(), 3);
+    let mut text = String::new();
+    cairn_model::Provider::complete(&provider, &turn(1), &mut text)
+        .await
+        .unwrap();
+    assert_eq!(text, "I will list the files.");
+}
+
+#[tokio::test]
+async fn past_the_end_names_the_file_and_its_length() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "turns.json", SCRIPT);
+    let provider = ScriptProvider::open(&path, Duration::ZERO).unwrap();
+    let error = cairn_model::Provider::complete(&provider, &turn(4), &mut Recorder::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, ModelError::ScriptExhausted { turn: 4, turns: 3, path: p } if *p == path),
+        "{error}"
+    );
+    let message = error.to_string();
+    assert!(message.contains(&path.display().to_string()), "{message}");
+    assert!(
+        message.contains("has 3 turn(s) but turn 4 was requested"),
+        "{message}"
+    );
+
+    let zero = cairn_model::Provider::complete(&provider, &turn(0), &mut Recorder::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(zero, ModelError::InvalidRequest { .. }), "{zero}");
+}
+
+#[test]
+fn malformed_scripts_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = [
+        ("{\"turns\": [", "EOF while parsing"),
+        (
+            "{\"turns\": [{\"text\": 5}]}",
+            "invalid type: integer `5`, expected a string",
+        ),
+        ("{\"steps\": []}", "missing field `turns`"),
+        (
+            "{\"turns\": [{\"text\": \"x\", \"tool_call\": []}]}",
+            "unknown field `tool_call`",
+        ),
+        (
+            "{\"turns\": [{\"tool_calls\": [{\"id\": \"c\"}]}]}",
+            "missing field `name`",
+        ),
+    ];
+    for (n, (text, want)) in rows.into_iter().enumerate() {
+        let path = write(dir.path(), &format!("bad{n}.json"), text);
+        let error = ScriptProvider::open(&path, Duration::ZERO).unwrap_err();
+        assert!(matches!(error, ModelError::ScriptParse { .. }), "{error}");
+        let message = error.to_string();
+        assert!(message.contains(&path.display().to_string()), "{message}");
+        assert!(message.contains(want), "{text}: {message}");
+        assert!(message.contains("line 1"), "{message}");
+    }
+}
+
+#[test]
+fn a_missing_script_names_its_path() {
+    let spec: ModelSpec = "script:/nonexistent/turns.json".parse().unwrap();
+    let error = provider_from_spec(&spec, None, &ProviderConfig::default())
+        .err()
+        .unwrap();
+    assert!(matches!(error, ModelError::ScriptRead { .. }), "{error}");
+    assert!(
+        error.to_string().contains("/nonexistent/turns.json"),
+        "{error}"
+    );
+}

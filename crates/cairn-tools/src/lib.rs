@@ -1,0 +1,80 @@
+//! The built-in tools of cairn's agent loop — read_file, write_file, edit_file,
+//! list_dir, search and shell (DESIGN §4.2, §10) — and the one path-safety check they
+//! all use.
+//!
+//! # Guarantees
+//!
+//! 1. **Nothing outside the workspace.** Every path a tool touches goes through
+//!    [`Workspace::resolve`]: absolute paths, `..` components and symlinks anywhere on
+//!    the path (even ones pointing inside the workspace) are refused, and the resolved
+//!    path is checked to lie under the canonical root. Final components are opened with
+//!    `O_NOFOLLOW`, and files are replaced by rename, so a symlink slipped in after the
+//!    check is not followed either.
+//! 2. **No partial files.** write_file and edit_file write a temporary file beside the
+//!    target and rename it over the target.
+//! 3. **Bounded output.** read_file returns at most [`ToolConfig::max_read_bytes`];
+//!    shell, list_dir and search at most [`ToolConfig::max_output_bytes`] (shell keeps
+//!    the head and the tail). What was left out is always said.
+//! 4. **Bounded time.** shell runs in its own process group, killed as a whole on
+//!    timeout, on completion and on cancellation.
+//! 5. **Declared idempotency.** Each tool says in [`ToolInfo::idempotent`] whether it
+//!    may be re-run after a crash (DESIGN §4.1): read_file, list_dir and search are;
+//!    write_file, edit_file and shell are not.
+//! 6. **Errors are answers.** A tool never panics into and never returns a Rust error to
+//!    the agent loop: bad arguments, missing files and refused paths come back as
+//!    [`Outcome::Error`] with a message that says what was wrong and what to do.
+//!
+//! What it does not do: the shell command itself can reach anything the user can (it
+//! is not a sandbox), and a process that leaves its process group on purpose
+//! (`setsid`) survives the call. The crate knows nothing of the journal or the network.
+//! It targets Unix.
+//!
+//! # Example
+//!
+//! ```
+//! use cairn_tools::{Outcome, ToolConfig, Toolbox, Workspace};
+//! use serde_json::json;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let ws = Workspace::new(dir.path())?;
+//! let tools = Toolbox::builtin(ToolConfig::default());
+//!
+//! let wrote = tools
+//!     .call(&ws, "write_file", &json!({"path": "notes/a.txt", "content": "hello\n"}))
+//!     .await;
+//! assert_eq!(wrote.outcome, Outcome::Ok);
+//!
+//! let read = tools.call(&ws, "read_file", &json!({"path": "notes/a.txt"})).await;
+//! assert_eq!(read.output, "hello\n");
+//!
+//! let refused = tools.call(&ws, "read_file", &json!({"path": "../secret"})).await;
+//! assert_eq!(refused.outcome, Outcome::Error);
+//! assert!(refused.output.contains("leaves the workspace"));
+//!
+//! assert!(tools.is_idempotent("read_file"));
+//! assert!(!tools.is_idempotent("shell"));
+//! # Ok(())
+//! # }
+//! ```
+
+#![deny(missing_docs)]
+
+#[cfg(not(unix))]
+compile_error!("cairn-tools supports Unix only: it relies on O_NOFOLLOW and process groups");
+
+mod capture;
+mod error;
+mod fsio;
+mod sys;
+mod tool;
+mod toolbox;
+mod tools;
+mod workspace;
+
+pub use error::{PathError, ToolError};
+pub use tool::{Outcome, Tool, ToolConfig, ToolInfo, ToolOutput};
+pub use toolbox::Toolbox;
+pub use tools::{EditFile, ListDir, ReadFile, Search, Shell, WriteFile};
+pub use workspace::{Access, Workspace};

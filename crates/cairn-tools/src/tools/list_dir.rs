@@ -1,0 +1,99 @@
+//! `list_dir {path}`: the entries of one directory.
+
+use std::fs;
+
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{object_schema, parse_args, push_line_capped, run_blocking};
+use crate::error::ToolError;
+use crate::fsio::io_error;
+use crate::tool::{Tool, ToolConfig, ToolInfo, ToolOutput};
+use crate::workspace::Workspace;
+
+const NAME: &str = "list_dir";
+const EXPECTED: &str = r#"{"path": string}"#;
+
+/// Lists a directory's entries, sorted by name: directories end in `/`, symlinks in `@`
+/// (they are shown, never followed). `""` or `.` lists the workspace root. Output is
+/// capped at [`ToolConfig::max_output_bytes`]. Idempotent.
+#[derive(Debug, Clone)]
+pub struct ListDir {
+    max_output_bytes: usize,
+}
+
+#[derive(Deserialize)]
+struct Args {
+    #[serde(default)]
+    path: String,
+}
+
+impl ListDir {
+    /// A list_dir tool with the limits of `config`.
+    pub fn new(config: &ToolConfig) -> Self {
+        Self {
+            max_output_bytes: config.max_output_bytes,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Tool for ListDir {
+    fn info(&self) -> ToolInfo {
+        ToolInfo {
+            name: NAME,
+            description: "List a directory of the workspace, sorted by name. Directories \
+                end in `/`, symbolic links in `@`. `path` is relative to the workspace \
+                root; \"\" or \".\" lists the root.",
+            parameters: object_schema(
+                json!({"path": {"type": "string", "description": "Directory path relative to the workspace root; \"\" or \".\" for the root"}}),
+                &["path"],
+            ),
+            idempotent: true,
+        }
+    }
+
+    async fn call(&self, ws: &Workspace, arguments: &serde_json::Value) -> ToolOutput {
+        let args: Args = match parse_args(NAME, EXPECTED, arguments) {
+            Ok(args) => args,
+            Err(e) => return e.into(),
+        };
+        let cap = self.max_output_bytes;
+        run_blocking(NAME, ws, move |ws| list(ws, &args.path, cap)).await
+    }
+}
+
+fn list(ws: &Workspace, rel: &str, cap: usize) -> Result<String, ToolError> {
+    let dir = ws.resolve_dir(rel)?;
+    let meta = fs::symlink_metadata(&dir).map_err(|e| io_error("inspect", rel, e))?;
+    if !meta.is_dir() {
+        return Err(ToolError::NotADirectory { path: rel.into() });
+    }
+    let mut names = Vec::new();
+    for entry in fs::read_dir(&dir).map_err(|e| io_error("list", rel, e))? {
+        let entry = entry.map_err(|e| io_error("list", rel, e))?;
+        let mut name = entry.file_name().to_string_lossy().into_owned();
+        match entry.file_type() {
+            Ok(kind) if kind.is_symlink() => name.push('@'),
+            Ok(kind) if kind.is_dir() => name.push('/'),
+            _ => {}
+        }
+        names.push(name);
+    }
+    if names.is_empty() {
+        return Ok(format!("`{}` is an empty directory", ws.display(&dir)));
+    }
+    names.sort();
+    let mut out = String::new();
+    for (i, name) in names.iter().enumerate() {
+        if !push_line_capped(&mut out, name, cap) {
+            out.push_str(&format!(
+                "[… {} more entries omitted: the output limit of {cap} bytes was reached; \
+                 list a subdirectory or use search …]",
+                names.len() - i
+            ));
+            break;
+        }
+    }
+    Ok(out)
+}
