@@ -1,0 +1,159 @@
+//! The command line of DESIGN §10, as clap types.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Durable agent runs: every model turn and tool result in a hash-chained,
+/// fsynced journal you can list, verify, resume and fork.
+#[derive(Debug, Parser)]
+#[command(name = "cairn", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    /// The store holding every session [default: $XDG_STATE_HOME/cairn or ~/.local/state/cairn]
+    #[arg(long, global = true, env = "CAIRN_STORE", value_name = "DIR")]
+    pub store: Option<PathBuf>,
+
+    /// Run as if cairn was started in DIR
+    #[arg(short = 'C', global = true, value_name = "DIR")]
+    pub directory: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List the sessions of this repository, newest first (alias: --sessions)
+    Sessions(SessionsArgs),
+    /// Inspect or remove one session
+    #[command(subcommand)]
+    Session(SessionCommand),
+    /// Check the hash chain of a session's journal and name the first bad record
+    Verify(VerifyArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SessionsArgs {
+    /// List sessions of every repository
+    #[arg(long)]
+    pub all: bool,
+    /// Print a JSON array
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionCommand {
+    /// Same as `cairn sessions`
+    Ls(SessionsArgs),
+    /// Show one session
+    Show(ShowArgs),
+    /// Delete a session's records (objects stay until `cairn prune`)
+    Rm(RmArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// Session id
+    pub id: String,
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+    /// Include every record
+    #[arg(long)]
+    pub transcript: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RmArgs {
+    /// Session id
+    pub id: String,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// Session id
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    pub id: Option<String>,
+    /// Verify every session in the store
+    #[arg(long)]
+    pub all: bool,
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Rewrites the iteron-style aliases (`--sessions`, `--continue [TEXT]`,
+/// `--resume ID [TEXT]`, `--fork ID`) into their subcommands, so
+/// `cairn -C dir --resume ID "go on"` means `cairn -C dir resume ID "go on"`.
+/// Only the first argument that is not a global option is considered.
+pub fn rewrite_aliases(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut it = args.into_iter();
+    if let Some(bin) = it.next() {
+        out.push(bin);
+    }
+    let mut rest: Vec<_> = it.collect();
+    let mut i = 0;
+    while i < rest.len() {
+        let a = rest[i].to_string_lossy().into_owned();
+        if a == "-C" || a == "--store" {
+            i += 2;
+            continue;
+        }
+        if a.starts_with("--store=") || (a.starts_with("-C") && a.len() > 2) {
+            i += 1;
+            continue;
+        }
+        let sub = match a.as_str() {
+            "--sessions" => Some("sessions"),
+            "--continue" => Some("continue"),
+            "--resume" => Some("resume"),
+            "--fork" => Some("fork"),
+            _ => None,
+        };
+        if let Some(sub) = sub {
+            rest[i] = sub.into();
+        }
+        break;
+    }
+    out.extend(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rw(args: &[&str]) -> Vec<String> {
+        rewrite_aliases(args.iter().map(|a| (*a).into()).collect())
+            .into_iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn aliases_become_subcommands() {
+        assert_eq!(rw(&["cairn", "--sessions"]), ["cairn", "sessions"]);
+        assert_eq!(
+            rw(&["cairn", "-C", "d", "--resume", "X", "t"]),
+            ["cairn", "-C", "d", "resume", "X", "t"]
+        );
+        assert_eq!(
+            rw(&["cairn", "--store=s", "--continue"]),
+            ["cairn", "--store=s", "continue"]
+        );
+        assert_eq!(rw(&["cairn", "--fork", "X"]), ["cairn", "fork", "X"]);
+        // Not an alias once a subcommand came first.
+        assert_eq!(
+            rw(&["cairn", "run", "--resume"]),
+            ["cairn", "run", "--resume"]
+        );
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,249 @@
+//! `cairn sessions`, `cairn session ls|show|rm`.
+
+use cairn_journal::{Entry, RunLock};
+use cairn_sessions::{in_repository, repository_root, Summary};
+use serde::Serialize;
+
+use crate::cli::{RmArgs, SessionsArgs, ShowArgs};
+use crate::cmd::Context;
+use crate::exit::{coded, Code};
+use crate::output;
+
+/// The sessions `cairn sessions` shows: this repository's, or all.
+pub fn visible(ctx: &Context, all: bool) -> anyhow::Result<Vec<Summary>> {
+    let mut list = cairn_sessions::list(&ctx.store)?;
+    if !all {
+        let root = repository_root(&ctx.cwd);
+        list.retain(|s| in_repository(&s.workspace, &root));
+    }
+    Ok(list)
+}
+
+pub fn list(ctx: &Context, args: &SessionsArgs) -> anyhow::Result<Code> {
+    let list = visible(ctx, args.all)?;
+    if args.json {
+        output::json(&list)?;
+        return Ok(Code::Ok);
+    }
+    if list.is_empty() {
+        let scope = if args.all {
+            "in this store".to_string()
+        } else {
+            format!(
+                "for {} (use --all for every repository)",
+                repository_root(&ctx.cwd).display()
+            )
+        };
+        output::text(&format!("no sessions {scope}\n"))?;
+        return Ok(Code::Ok);
+    }
+    let mut s = format!(
+        "{:<26}  {:<16}  {:>5}  {:>9}  {:<20}  {}\n",
+        "ID", "STATUS", "TURNS", "COST", "UPDATED", "NAME"
+    );
+    for x in &list {
+        let status = if x.valid {
+            x.status.clone()
+        } else {
+            "INVALID".into()
+        };
+        s.push_str(&format!(
+            "{:<26}  {:<16}  {:>5}  {:>9}  {:<20}  {}\n",
+            x.id,
+            status,
+            x.turns,
+            output::cost(&x.cost),
+            x.updated.get(..19).unwrap_or(&x.updated).replace('T', " "),
+            output::one_line(x.name.as_deref().unwrap_or(""), 40),
+        ));
+    }
+    output::text(&s)?;
+    Ok(Code::Ok)
+}
+
+#[derive(Serialize)]
+struct Shown<'a> {
+    #[serde(flatten)]
+    summary: &'a Summary,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    records: Option<Vec<serde_json::Value>>,
+}
+
+pub fn show(ctx: &Context, args: &ShowArgs) -> anyhow::Result<Code> {
+    let id = ctx.existing_run(&args.id)?;
+    let mut summary = cairn_sessions::summarize(&ctx.store, &id);
+    let loaded = if args.transcript || !args.json {
+        Some(cairn_sessions::load(&ctx.store, &id))
+    } else {
+        None
+    };
+    // Reading it all may find what the tail alone could not.
+    if let Some(Err(e)) = &loaded {
+        summary.valid = false;
+        summary.problem = Some(e.to_string());
+    }
+    if args.json {
+        let records = match &loaded {
+            Some(Ok(l)) => Some(
+                l.scan
+                    .records
+                    .iter()
+                    .map(serde_json::to_value)
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+            // The summary already says what is wrong (valid: false, problem).
+            Some(Err(_)) | None => None,
+        };
+        output::json(&Shown {
+            summary: &summary,
+            records,
+        })?;
+        return Ok(if summary.valid {
+            Code::Ok
+        } else {
+            Code::Integrity
+        });
+    }
+    let mut s = String::new();
+    s.push_str(&format!("session   {}\n", summary.id));
+    if let Some(n) = &summary.name {
+        s.push_str(&format!("name      {n}\n"));
+    }
+    s.push_str(&format!("status    {}\n", summary.status));
+    s.push_str(&format!("workspace {}\n", summary.workspace));
+    s.push_str(&format!("created   {}\n", summary.created));
+    s.push_str(&format!("updated   {}\n", summary.updated));
+    s.push_str(&format!(
+        "turns     {}   records {}   cost {}\n",
+        summary.turns,
+        summary.records,
+        output::cost(&summary.cost)
+    ));
+    if let Some(p) = &summary.parent {
+        s.push_str(&format!("forked    from {} at seq {}\n", p.id, p.seq));
+    }
+    s.push_str(&format!("tail      {}\n", summary.tail));
+    if let Some(p) = &summary.problem {
+        s.push_str(&format!("INVALID   {p}\n"));
+    }
+    if let Some(Ok(l)) = &loaded {
+        if let Some(t) = &l.scan.torn {
+            s.push_str(&format!(
+                "torn tail {} bytes at offset {} (an interrupted write; ignored, cut by the next writer)\n",
+                t.len, t.offset
+            ));
+        }
+        if args.transcript {
+            s.push('\n');
+            for r in &l.scan.records {
+                s.push_str(&format!(
+                    "{:>5} {:<11} {}\n",
+                    r.seq,
+                    r.body.kind(),
+                    describe(&r.body)
+                ));
+            }
+        } else {
+            s.push('\n');
+            for e in &l.state.conversation {
+                s.push_str(&conversation_line(e));
+            }
+        }
+    }
+    output::text(&s)?;
+    Ok(if summary.valid {
+        Code::Ok
+    } else {
+        Code::Integrity
+    })
+}
+
+fn conversation_line(e: &Entry) -> String {
+    match e {
+        Entry::User { text } => format!("user      {}\n", output::one_line(text, 100)),
+        Entry::Assistant { text, tool_calls } => {
+            let mut s = format!("assistant {}\n", output::one_line(text, 100));
+            for c in tool_calls {
+                s.push_str(&format!(
+                    "  -> {} {}\n",
+                    c.name,
+                    output::one_line(&c.arguments.to_string(), 90)
+                ));
+            }
+            s
+        }
+        Entry::ToolResult {
+            name,
+            outcome,
+            output: out,
+            ..
+        } => format!(
+            "  <- {} {:?}: {}\n",
+            name,
+            outcome,
+            output::one_line(out, 90)
+        ),
+    }
+}
+
+fn describe(body: &cairn_journal::RecordBody) -> String {
+    use cairn_journal::RecordBody as B;
+    match body {
+        B::Meta(m) => format!("session {} in {}", m.run, m.workspace),
+        B::User(u) => output::one_line(&u.text, 100),
+        B::Assistant(a) => {
+            let calls: Vec<_> = a.tool_calls.iter().map(|c| c.name.as_str()).collect();
+            format!(
+                "{}{} [{} in / {} out, {}{}]",
+                output::one_line(&a.text, 70),
+                if calls.is_empty() {
+                    String::new()
+                } else {
+                    format!(" -> {}", calls.join(", "))
+                },
+                a.usage.input_tokens,
+                a.usage.output_tokens,
+                output::cost(&a.cost),
+                if a.replay { ", replayed" } else { "" }
+            )
+        }
+        B::ToolStart(t) => format!("{} ({})", t.name, t.call),
+        B::ToolResult(t) => format!(
+            "{:?} ({}): {}",
+            t.outcome,
+            t.call,
+            output::one_line(&t.output, 70)
+        ),
+        B::Snapshot(s) => format!("{} {}", s.label, s.snapshot),
+        B::Reconcile(r) => format!("{} path(s) changed outside the run", r.changed.len()),
+        B::Checkpoint(c) => c.checkpoint.clone(),
+        B::Override(o) => {
+            let f: Vec<_> = o.forced.iter().map(|f| f.field.as_str()).collect();
+            format!("forced past: {}", f.join(", "))
+        }
+        B::Terminal(t) => format!(
+            "{}{}",
+            t.reason.as_str(),
+            t.detail
+                .as_deref()
+                .map(|d| format!(": {d}"))
+                .unwrap_or_default()
+        ),
+        _ => String::new(),
+    }
+}
+
+pub fn rm(ctx: &Context, args: &RmArgs) -> anyhow::Result<Code> {
+    let id = ctx.existing_run(&args.id)?;
+    // Refuse while a writer holds the session; hold the lock while deleting.
+    let lock = RunLock::acquire(&ctx.store.lock_path(&id), id.as_str())?;
+    let dir = ctx.store.run_dir(&id);
+    std::fs::remove_dir_all(&dir)
+        .map_err(|e| coded(Code::Failure, format!("removing {}: {e}", dir.display())))?;
+    drop(lock);
+    cairn_store::durable::fsync_dir(&ctx.store.runs_dir())?;
+    output::text(&format!(
+        "removed session {id} (its workspace objects stay in the store until `cairn prune`)\n"
+    ))?;
+    Ok(Code::Ok)
+}

@@ -1,0 +1,86 @@
+//! `cairn verify (ID | --all) [--json]`: recompute the chain, name the first bad seq.
+
+use serde::Serialize;
+
+use crate::cli::VerifyArgs;
+use crate::cmd::Context;
+use crate::exit::Code;
+use crate::output;
+
+#[derive(Serialize)]
+struct Report {
+    id: String,
+    ok: bool,
+    records: u64,
+    tail: String,
+    first_bad_seq: Option<u64>,
+    torn_tail: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    problem: Option<String>,
+}
+
+pub fn run(ctx: &Context, args: &VerifyArgs) -> anyhow::Result<Code> {
+    let ids = match &args.id {
+        Some(id) => vec![ctx.existing_run(id)?],
+        None => {
+            let mut ids = ctx.store.run_ids()?;
+            ids.retain(|id| ctx.store.journal_path(id).is_file());
+            ids.sort();
+            ids
+        }
+    };
+    let mut reports = Vec::with_capacity(ids.len());
+    for id in &ids {
+        let r = cairn_journal::verify_journal(&ctx.store.journal_path(id), id.as_str())?;
+        reports.push(Report {
+            id: id.to_string(),
+            ok: r.ok(),
+            records: r.records,
+            tail: r.tail.to_hex(),
+            first_bad_seq: r.first_bad_seq,
+            torn_tail: r.torn_tail,
+            problem: r.problem,
+        });
+    }
+    let all_ok = reports.iter().all(|r| r.ok);
+    if args.json {
+        if args.all {
+            output::json(&reports)?;
+        } else if let Some(r) = reports.first() {
+            output::json(r)?;
+        }
+    } else {
+        let mut s = String::new();
+        for r in &reports {
+            if r.ok {
+                s.push_str(&format!(
+                    "ok       {}  {} records, tail {}",
+                    r.id,
+                    r.records,
+                    &r.tail[..16]
+                ));
+                if r.torn_tail {
+                    s.push_str(
+                        "  (torn tail ignored: an interrupted write; the next writer cuts it)",
+                    );
+                }
+            } else {
+                s.push_str(&format!(
+                    "DAMAGED  {}  first bad seq {}: {}",
+                    r.id,
+                    r.first_bad_seq.map_or("?".into(), |s| s.to_string()),
+                    r.problem.as_deref().unwrap_or("")
+                ));
+            }
+            s.push('\n');
+        }
+        if reports.is_empty() {
+            s.push_str("no sessions in this store\n");
+        }
+        output::text(&s)?;
+        if !all_ok {
+            eprintln!("cairn: a journal does not verify: the records before the first bad seq are intact; keep a copy of the run directory before changing anything");
+        }
+    }
+    Ok(if all_ok { Code::Ok } else { Code::Integrity })
+}

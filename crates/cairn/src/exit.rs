@@ -1,0 +1,73 @@
+//! Exit codes (DESIGN §10), decided in one place.
+//!
+//! 0 success; 1 failure while working; 2 bad usage or bad input; 3 integrity
+//! failure; 4 refused on purpose. `cairn exec` exits with its command's status
+//! and uses 125 for its own failures.
+
+use cairn_journal::JournalError;
+
+/// A process exit code of the contract.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Code {
+    /// Success.
+    Ok = 0,
+    /// Failure while working.
+    Failure = 1,
+    /// Bad usage or bad input.
+    Usage = 2,
+    /// Something does not verify.
+    Integrity = 3,
+    /// Refused on purpose.
+    Refused = 4,
+}
+
+/// An error that carries its exit code explicitly.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct Coded {
+    /// The code.
+    pub code: Code,
+    /// What to tell the user.
+    pub message: String,
+}
+
+/// Shorthand for a coded error.
+pub fn coded(code: Code, message: impl Into<String>) -> anyhow::Error {
+    Coded {
+        code,
+        message: message.into(),
+    }
+    .into()
+}
+
+/// The exit code for an error, from the first typed error in its chain.
+pub fn classify(err: &anyhow::Error) -> Code {
+    for cause in err.chain() {
+        if let Some(c) = cause.downcast_ref::<Coded>() {
+            return c.code;
+        }
+        if let Some(j) = cause.downcast_ref::<JournalError>() {
+            return match j {
+                JournalError::Locked { .. } => Code::Refused,
+                JournalError::NotFound { .. } | JournalError::NewerSchema { .. } => Code::Usage,
+                e if e.is_integrity() => Code::Integrity,
+                _ => Code::Failure,
+            };
+        }
+        if cause.downcast_ref::<cairn_store::RunIdError>().is_some() {
+            return Code::Usage;
+        }
+    }
+    Code::Failure
+}
+
+/// True when the error is a closed stdout (`cairn sessions | head`): not a failure.
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| {
+        let io = c.downcast_ref::<std::io::Error>().map(|e| e.kind());
+        let json = c
+            .downcast_ref::<serde_json::Error>()
+            .and_then(|e| e.io_error_kind());
+        io.or(json) == Some(std::io::ErrorKind::BrokenPipe)
+    })
+}

@@ -1,0 +1,60 @@
+//! `cairn`: the command-line tool. Each subcommand lives in `cmd/`; typed errors
+//! become exit codes in `exit.rs`; errors print once, with their causes.
+
+mod cli;
+mod cmd;
+mod exit;
+mod output;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command, SessionCommand};
+use crate::exit::Code;
+
+fn main() -> ExitCode {
+    let args = cli::rewrite_aliases(std::env::args_os().collect());
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() {
+                Code::Usage
+            } else {
+                Code::Ok
+            };
+            let _ = e.print();
+            return ExitCode::from(code as u8);
+        }
+    };
+    match run(cli) {
+        Ok(code) => ExitCode::from(code as u8),
+        Err(e) if exit::is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cairn: {e}");
+            for cause in e.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+            ExitCode::from(exit::classify(&e) as u8)
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<Code> {
+    if let Some(dir) = &cli.directory {
+        std::env::set_current_dir(dir).map_err(|e| {
+            exit::coded(
+                Code::Usage,
+                format!("cannot change to directory {}: {e}", dir.display()),
+            )
+        })?;
+    }
+    let ctx = cmd::Context::new(cli.store)?;
+    match cli.command {
+        Command::Sessions(a) => cmd::sessions::list(&ctx, &a),
+        Command::Session(SessionCommand::Ls(a)) => cmd::sessions::list(&ctx, &a),
+        Command::Session(SessionCommand::Show(a)) => cmd::sessions::show(&ctx, &a),
+        Command::Session(SessionCommand::Rm(a)) => cmd::sessions::rm(&ctx, &a),
+        Command::Verify(a) => cmd::verify::run(&ctx, &a),
+    }
+}

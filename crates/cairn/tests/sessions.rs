@@ -1,0 +1,372 @@
+//! Black-box tests of `cairn sessions`, `session show|rm` and `verify`.
+
+use assert_cmd::Command;
+use cairn_journal::*;
+use cairn_store::{RunId, Store};
+use predicates::prelude::*;
+use serde_json::Value;
+
+fn cairn(store: &std::path::Path) -> Command {
+    let mut c = Command::cargo_bin("cairn").unwrap();
+    c.env("CAIRN_STORE", store).env_remove("XDG_STATE_HOME");
+    c
+}
+
+fn meta(workspace: &std::path::Path, name: &str) -> Meta {
+    Meta {
+        run: String::new(),
+        created: now_rfc3339(),
+        workspace: std::fs::canonicalize(workspace)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned(),
+        name: Some(name.into()),
+        fingerprint: None,
+        fork: None,
+        routing: None,
+        system_file: None,
+    }
+}
+
+/// A finished run with two turns and a known cost.
+fn finished(store: &Store, ws: &std::path::Path, name: &str) -> RunId {
+    let id = RunId::new();
+    let mut w = JournalWriter::create(store, &id, meta(ws, name)).unwrap();
+    w.append(&RecordBody::User(User {
+        text: "task".into(),
+    }))
+    .unwrap();
+    let turn = RecordBody::Assistant(Assistant {
+        text: "ok".into(),
+        tool_calls: vec![],
+        usage: Usage {
+            input_tokens: 100,
+            output_tokens: 10,
+        },
+        cost: Cost::known(0.25),
+        replay: false,
+        model: None,
+    });
+    w.append(&turn).unwrap();
+    w.append(&turn).unwrap();
+    w.append(&RecordBody::Terminal(Terminal {
+        reason: TerminalReason::Completed,
+        totals: Totals {
+            turns: 2,
+            input_tokens: 200,
+            output_tokens: 20,
+            cost: Cost::known(0.5),
+            tool_calls: 0,
+        },
+        detail: None,
+    }))
+    .unwrap();
+    id
+}
+
+fn json(out: &[u8]) -> Value {
+    serde_json::from_slice(out).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(out)))
+}
+
+#[test]
+fn sessions_lists_this_repository_newest_first_and_all_with_all() {
+    let d = tempfile::tempdir().unwrap();
+    let store = Store::open(d.path().join("store")).unwrap();
+    let repo_a = d.path().join("a");
+    let repo_b = d.path().join("b");
+    std::fs::create_dir_all(repo_a.join(".git")).unwrap();
+    std::fs::create_dir_all(repo_a.join("sub/dir")).unwrap();
+    std::fs::create_dir_all(&repo_b).unwrap();
+    let a1 = finished(&store, &repo_a, "first");
+    let a2 = finished(&store, &repo_a.join("sub"), "second");
+    let b1 = finished(&store, &repo_b, "other");
+
+    let out = cairn(store.root())
+        .args(["-C"])
+        .arg(repo_a.join("sub/dir"))
+        .args(["sessions", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v = json(&out.stdout);
+    let ids: Vec<_> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids, [a2.to_string(), a1.to_string()]);
+    let s = &v[0];
+    for key in [
+        "id",
+        "name",
+        "status",
+        "created",
+        "updated",
+        "workspace",
+        "turns",
+        "records",
+        "tail",
+        "cost",
+        "parent",
+        "valid",
+    ] {
+        assert!(s.get(key).is_some(), "missing {key}");
+    }
+    assert_eq!(s["status"], "completed");
+    assert_eq!(s["turns"], 2);
+    assert_eq!(s["records"], 5);
+    assert_eq!(s["cost"]["state"], "known");
+    assert_eq!(s["cost"]["usd"], 0.5);
+    assert_eq!(s["parent"], Value::Null);
+    assert_eq!(s["valid"], true);
+
+    let out = cairn(store.root())
+        .args(["session", "ls", "--all", "--json"])
+        .output()
+        .unwrap();
+    let v = json(&out.stdout);
+    assert_eq!(v.as_array().unwrap().len(), 3);
+    assert_eq!(v[0]["id"], b1.to_string());
+
+    // The alias and the table.
+    cairn(store.root())
+        .arg("-C")
+        .arg(&repo_b)
+        .arg("--sessions")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(b1.as_str()).and(predicate::str::contains("$0.5000")));
+}
+
+#[test]
+fn listing_reads_a_running_session_in_full() {
+    let d = tempfile::tempdir().unwrap();
+    let store = Store::open(d.path().join("store")).unwrap();
+    let id = RunId::new();
+    let mut w = JournalWriter::create(&store, &id, meta(d.path(), "live")).unwrap();
+    w.append(&RecordBody::Assistant(Assistant {
+        text: "t".into(),
+        tool_calls: vec![],
+        usage: Usage {
+            input_tokens: 7,
+            output_tokens: 3,
+        },
+        cost: Cost::UNKNOWN,
+        replay: false,
+        model: None,
+    }))
+    .unwrap();
+    let out = cairn(store.root())
+        .args(["sessions", "--all", "--json"])
+        .output()
+        .unwrap();
+    let v = json(&out.stdout);
+    assert_eq!(v[0]["status"], "running");
+    assert_eq!(v[0]["turns"], 1);
+    assert_eq!(v[0]["cost"]["state"], "unknown");
+    assert_eq!(v[0]["cost"]["usd"], Value::Null);
+}
+
+#[test]
+fn show_with_transcript_prints_every_record() {
+    let d = tempfile::tempdir().unwrap();
+    let store = Store::open(d.path().join("store")).unwrap();
+    let id = finished(&store, d.path(), "shown");
+    let out = cairn(store.root())
+        .args(["session", "show", id.as_str(), "--json", "--transcript"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v = json(&out.stdout);
+    assert_eq!(v["id"], id.to_string());
+    assert_eq!(v["records"].as_array().unwrap().len(), 5);
+    assert_eq!(v["records"][0]["kind"], "meta");
+    assert_eq!(v["records"][4]["kind"], "terminal");
+    let out = cairn(store.root())
+        .args(["session", "show", id.as_str(), "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(json(&out.stdout)["records"], 5);
+    cairn(store.root())
+        .args(["session", "show", id.as_str(), "--transcript"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("terminal").and(predicate::str::contains("completed")));
+}
+
+#[test]
+fn verify_names_the_first_bad_seq_and_exits_3() {
+    let d = tempfile::tempdir().unwrap();
+    let store = Store::open(d.path().join("store")).unwrap();
+    let good = finished(&store, d.path(), "good");
+    let bad = finished(&store, d.path(), "bad");
+    let out = cairn(store.root())
+        .args(["verify", good.as_str(), "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v = json(&out.stdout);
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["records"], 5);
+    assert_eq!(v["first_bad_seq"], Value::Null);
+    assert_eq!(v["torn_tail"], false);
+    assert_eq!(v["tail"].as_str().unwrap().len(), 64);
+
+    // Change "task" to "tusk" in record 2.
+    let path = store.journal_path(&bad);
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replacen("\"task\"", "\"tusk\"", 1);
+    std::fs::write(&path, text).unwrap();
+    let out = cairn(store.root())
+        .args(["verify", bad.as_str(), "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let v = json(&out.stdout);
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["first_bad_seq"], 2);
+
+    let out = cairn(store.root())
+        .args(["verify", "--all", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(json(&out.stdout).as_array().unwrap().len(), 2);
+
+    cairn(store.root())
+        .args(["verify", bad.as_str()])
+        .assert()
+        .code(3)
+        .stdout(predicate::str::contains("first bad seq 2"));
+
+    // The damaged session is listed as invalid, not dropped.
+    let out = cairn(store.root())
+        .args(["sessions", "--all", "--json"])
+        .output()
+        .unwrap();
+    let v = json(&out.stdout);
+    let listed = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == bad.to_string())
+        .unwrap()
+        .clone();
+    // A finished run is listed from its tail; `show` reads it all and says why.
+    let out = cairn(store.root())
+        .args(["session", "show", bad.as_str(), "--transcript"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{listed}");
+}
+
+#[test]
+fn a_torn_tail_is_reported_not_failed() {
+    let d = tempfile::tempdir().unwrap();
+    let store = Store::open(d.path().join("store")).unwrap();
+    let id = finished(&store, d.path(), "torn");
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(store.journal_path(&id))
+        .unwrap();
+    std::io::Write::write_all(&mut f, b"{\"v\":1,\"seq\":6,\"pr").unwrap();
+    let out = cairn(store.root())
+        .args(["verify", id.as_str(), "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v = json(&out.stdout);
+    assert_eq!(
+        (
+            v["ok"].clone(),
+            v["torn_tail"].clone(),
+            v["records"].clone()
+        ),
+        (Value::Bool(true), Value::Bool(true), Value::from(5))
+    );
+    let out = cairn(store.root())
+        .args(["sessions", "--all", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(json(&out.stdout)[0]["status"], "completed");
+}
+
+#[test]
+fn rm_deletes_the_session_and_refuses_while_it_is_written() {
+    let d = tempfile::tempdir().unwrap();
+    let store = Store::open(d.path().join("store")).unwrap();
+    let id = finished(&store, d.path(), "doomed");
+    let (w, _) = JournalWriter::open(&store, &id).unwrap();
+    cairn(store.root())
+        .args(["session", "rm", id.as_str()])
+        .assert()
+        .code(4)
+        .stderr(predicate::str::contains(format!(
+            "pid {}",
+            std::process::id()
+        )));
+    drop(w);
+    cairn(store.root())
+        .args(["session", "rm", id.as_str()])
+        .assert()
+        .success();
+    assert!(!store.run_dir(&id).exists());
+    cairn(store.root())
+        .args(["session", "show", id.as_str()])
+        .assert()
+        .code(2);
+}
+
+#[test]
+fn bad_input_is_exit_2_with_a_message() {
+    let d = tempfile::tempdir().unwrap();
+    cairn(d.path())
+        .args(["session", "show", "../etc"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("not a session id"));
+    cairn(d.path())
+        .args(["session", "show", "NOSUCH"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("cairn sessions --all"));
+    cairn(d.path())
+        .args(["sessions", "--bogus"])
+        .assert()
+        .code(2);
+    cairn(d.path()).args(["verify"]).assert().code(2);
+    cairn(d.path()).args(["frobnicate"]).assert().code(2);
+}
+
+#[test]
+fn a_closed_pipe_is_not_an_error() {
+    let d = tempfile::tempdir().unwrap();
+    let store = Store::open(d.path().join("store")).unwrap();
+    // More output than a pipe buffers, so the write really hits the closed pipe.
+    for i in 0..200 {
+        finished(
+            &store,
+            d.path(),
+            &format!("session number {i} with a long name"),
+        );
+    }
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cairn"))
+        .args(["sessions", "--all", "--json"])
+        .env("CAIRN_STORE", store.root())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 1];
+    std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
