@@ -19,7 +19,7 @@ use cairn_store::{durable, RunId, Store};
 use crate::chain::ChainHash;
 use crate::lock::RunLock;
 use crate::reader::{scan_journal_bytes, Scan};
-use crate::record::{now_rfc3339, write_line, Meta, RecordBody};
+use crate::record::{now_rfc3339, write_line, Meta, Record, RecordBody, SCHEMA_VERSION};
 use crate::JournalError;
 
 /// The file operations the writer needs; a trait so tests can inject faults.
@@ -59,6 +59,7 @@ pub struct JournalWriter {
     len: u64,
     poisoned: bool,
     buf: Vec<u8>,
+    last_ts: String,
 }
 
 impl std::fmt::Debug for JournalWriter {
@@ -109,6 +110,7 @@ impl JournalWriter {
             len: 0,
             poisoned: false,
             buf: Vec::with_capacity(1024),
+            last_ts: String::new(),
         };
         w.append_many(
             std::slice::from_ref(&RecordBody::Meta(Box::new(meta))),
@@ -157,6 +159,7 @@ impl JournalWriter {
             len: scan.valid_len,
             poisoned: false,
             buf: Vec::with_capacity(1024),
+            last_ts: String::new(),
         };
         Ok((w, scan))
     }
@@ -169,6 +172,23 @@ impl JournalWriter {
     /// [`JournalError::InvalidAppend`] for a second `meta`.
     pub fn append(&mut self, body: &RecordBody) -> Result<Appended, JournalError> {
         self.append_many(std::slice::from_ref(body), false)
+    }
+
+    /// Appends one record durably and returns it as a reader would see it, so a
+    /// caller can fold it without reading the file back.
+    ///
+    /// # Errors
+    /// As [`JournalWriter::append`].
+    pub fn append_record(&mut self, body: RecordBody) -> Result<Record, JournalError> {
+        let prev = self.tail;
+        let a = self.append(&body)?;
+        Ok(Record {
+            v: SCHEMA_VERSION,
+            seq: a.seq,
+            prev,
+            ts: self.last_ts.clone(),
+            body,
+        })
     }
 
     /// Appends several records with one write and one fsync (group commit).
@@ -227,6 +247,7 @@ impl JournalWriter {
         self.next_seq = seq;
         self.tail = tail;
         self.len += self.buf.len() as u64;
+        self.last_ts = ts;
         Ok(Appended {
             seq: seq - 1,
             hash: tail,
@@ -257,6 +278,11 @@ impl JournalWriter {
     /// `h(seq)` of the last durable record.
     pub fn tail(&self) -> ChainHash {
         self.tail
+    }
+
+    /// The `ts` of the last record this writer appended (empty before any).
+    pub fn last_ts(&self) -> &str {
+        &self.last_ts
     }
 
     /// Bytes of durable records.

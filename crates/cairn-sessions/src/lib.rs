@@ -21,6 +21,6 @@ mod load;
 mod repo;
 mod summary;
 
-pub use load::{load, Loaded};
+pub use load::{load, state_for_resume, Loaded};
 pub use repo::{in_repository, repository_root};
 pub use summary::{list, summarize, ParentRef, Summary};

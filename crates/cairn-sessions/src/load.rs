@@ -35,3 +35,13 @@ pub(crate) fn fold_scan(path: &std::path::Path, scan: &Scan) -> Result<RunState,
         reason: e.to_string(),
     })
 }
+
+/// The state a resume continues from: the fold of the run's records (for a
+/// fork, over the prefix of its ancestors it shares).
+///
+/// # Errors
+/// As [`load`].
+pub fn state_for_resume(_store: &Store, id: &RunId, scan: &Scan) -> Result<RunState, JournalError> {
+    let path = _store.journal_path(id);
+    fold_scan(&path, scan)
+}

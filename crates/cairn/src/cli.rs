@@ -23,6 +23,12 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Start a session: the model works on TASK in this directory, every turn journaled
+    Run(RunArgs),
+    /// Resume a session where it stopped, optionally with a follow-up (alias: --resume)
+    Resume(ResumeArgs),
+    /// Resume the most recent session of this repository (alias: --continue)
+    Continue(ContinueArgs),
     /// List the sessions of this repository, newest first (alias: --sessions)
     Sessions(SessionsArgs),
     /// Inspect or remove one session
@@ -30,6 +36,79 @@ pub enum Command {
     Session(SessionCommand),
     /// Check the hash chain of a session's journal and name the first bad record
     Verify(VerifyArgs),
+}
+
+/// Model routing and limits, shared by run, resume and continue.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ModelArgs {
+    /// script:PATH | openai:MODEL | anthropic:MODEL [env: CAIRN_MODEL for `run`]
+    #[arg(long, value_name = "SPEC")]
+    pub model: Option<String>,
+    /// Base URL of an OpenAI-compatible or Anthropic endpoint (Ollama, vLLM, a proxy…)
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// Stop as budget_exhausted after N model turns
+    #[arg(long, value_name = "N")]
+    pub max_turns: Option<u64>,
+    /// Stop as budget_exhausted after N tokens (input + output)
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u64>,
+    /// Stop as budget_exhausted after this many US dollars
+    #[arg(long, value_name = "USD")]
+    pub max_cost: Option<f64>,
+    /// Thinking mode: off | low | medium | high (or a token budget for Anthropic)
+    #[arg(long, value_name = "MODE")]
+    pub thinking: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// A name for the session
+    #[arg(long)]
+    pub name: Option<String>,
+    /// A file holding the system prompt
+    #[arg(long, value_name = "FILE")]
+    pub system: Option<PathBuf>,
+    /// Print only the summary object as JSON
+    #[arg(long)]
+    pub json: bool,
+    /// What the agent should do
+    #[arg(required = true, num_args = 1.., value_name = "TASK")]
+    pub task: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// Session id
+    pub id: String,
+    /// A follow-up message
+    #[arg(num_args = 0.., value_name = "TEXT")]
+    pub text: Vec<String>,
+    /// Resume even though the configuration changed (recorded as an `override`)
+    #[arg(long)]
+    pub force: bool,
+    /// Print only the summary object as JSON
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub model: ModelArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ContinueArgs {
+    /// A follow-up message
+    #[arg(num_args = 0.., value_name = "TEXT")]
+    pub text: Vec<String>,
+    /// Resume even though the configuration changed (recorded as an `override`)
+    #[arg(long)]
+    pub force: bool,
+    /// Print only the summary object as JSON
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub model: ModelArgs,
 }
 
 #[derive(Debug, Args)]

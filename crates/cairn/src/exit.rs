@@ -4,7 +4,9 @@
 //! failure; 4 refused on purpose. `cairn exec` exits with its command's status
 //! and uses 125 for its own failures.
 
+use cairn_agent::AgentError;
 use cairn_journal::JournalError;
+use cairn_model::ModelError;
 
 /// A process exit code of the contract.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,18 +49,46 @@ pub fn classify(err: &anyhow::Error) -> Code {
             return c.code;
         }
         if let Some(j) = cause.downcast_ref::<JournalError>() {
-            return match j {
-                JournalError::Locked { .. } => Code::Refused,
-                JournalError::NotFound { .. } | JournalError::NewerSchema { .. } => Code::Usage,
-                e if e.is_integrity() => Code::Integrity,
+            return journal_code(j);
+        }
+        if let Some(a) = cause.downcast_ref::<AgentError>() {
+            return match a {
+                AgentError::Journal(j) => journal_code(j),
+                AgentError::Guard { .. } => Code::Refused,
+                AgentError::StoredResponse { .. } => Code::Integrity,
+                AgentError::NotResumable { .. } | AgentError::SystemPrompt { .. } => Code::Usage,
+                AgentError::Model(m) => model_code(m),
                 _ => Code::Failure,
             };
+        }
+        if let Some(m) = cause.downcast_ref::<ModelError>() {
+            return model_code(m);
         }
         if cause.downcast_ref::<cairn_store::RunIdError>().is_some() {
             return Code::Usage;
         }
     }
     Code::Failure
+}
+
+fn journal_code(j: &JournalError) -> Code {
+    match j {
+        JournalError::Locked { .. } => Code::Refused,
+        JournalError::NotFound { .. } | JournalError::NewerSchema { .. } => Code::Usage,
+        e if e.is_integrity() => Code::Integrity,
+        _ => Code::Failure,
+    }
+}
+
+fn model_code(m: &ModelError) -> Code {
+    match m {
+        ModelError::InvalidSpec { .. }
+        | ModelError::MissingApiKey { .. }
+        | ModelError::InvalidBaseUrl { .. }
+        | ModelError::ScriptRead { .. }
+        | ModelError::ScriptParse { .. } => Code::Usage,
+        _ => Code::Failure,
+    }
 }
 
 /// True when the error is a closed stdout (`cairn sessions | head`): not a failure.

@@ -51,6 +51,9 @@ fn run(cli: Cli) -> anyhow::Result<Code> {
     }
     let ctx = cmd::Context::new(cli.store)?;
     match cli.command {
+        Command::Run(a) => cmd::run::run(&ctx, a),
+        Command::Resume(a) => cmd::run::resume(&ctx, a),
+        Command::Continue(a) => cmd::run::continue_(&ctx, a),
         Command::Sessions(a) => cmd::sessions::list(&ctx, &a),
         Command::Session(SessionCommand::Ls(a)) => cmd::sessions::list(&ctx, &a),
         Command::Session(SessionCommand::Show(a)) => cmd::sessions::show(&ctx, &a),

@@ -1,5 +1,7 @@
 //! One module per subcommand, plus what they share.
 
+pub mod prices;
+pub mod run;
 pub mod sessions;
 pub mod verify;
 

@@ -1,0 +1,452 @@
+//! The loop (DESIGN §4.1): journal order within a turn, and what a resume does
+//! with a turn that was cut short.
+//!
+//! Order, which makes resume exact:
+//! 1. the model's response is stored under its idempotency key (fsynced);
+//! 2. the `assistant` record is journaled — before any tool runs;
+//! 3. for each call: `tool_start` is journaled, then the tool is dispatched,
+//!    then its `tool_result` is journaled the instant it completes;
+//! 4. a turn without tool calls ends the run: `terminal: completed`.
+//!
+//! On resume, the last turn's calls are completed first: a journaled result is
+//! reused; a call with no `tool_start` never ran and runs now; a call with a
+//! `tool_start` but no result was in flight — a read-only (idempotent) tool is
+//! run again, any other gets an `unknown` outcome and is never retried
+//! automatically; the model reads that outcome and decides.
+//!
+//! Stopping: a first stop request lets the model call or tool in flight finish
+//! and journals `terminal: suspended` (resume then repeats nothing); a second
+//! abandons it at once: `terminal: interrupted`, an abandoned tool recorded as
+//! `unknown`.
+
+use std::sync::Arc;
+
+use cairn_journal::{
+    Assistant, Budgets, ChainHash, CostState, Fingerprint, Outcome, Override, PendingCall,
+    RecordBody, Terminal, TerminalReason, ToolCall, ToolResult, ToolStart, Usage, User,
+};
+use cairn_model::{ModelRequest, ModelResponse, Provider};
+use cairn_tools::{Toolbox, Workspace};
+
+use crate::events::{Events, Sink};
+use crate::fingerprint::{compare, fingerprint, Verdict};
+use crate::responses::{ResponseStore, StoredResponse};
+use crate::stop::{Stop, StopLevel};
+use crate::{AgentError, Pricing, Session};
+
+/// What the model is asked with, besides the conversation.
+#[derive(Clone, Debug, Default)]
+pub struct Config {
+    /// The model spec as the user wrote it (`openai:gpt-4o`), fingerprinted.
+    pub spec: String,
+    /// The system prompt text.
+    pub system: Option<String>,
+    /// The thinking mode.
+    pub thinking: Option<String>,
+    /// Budgets.
+    pub budgets: Budgets,
+    /// A cap on output tokens per call.
+    pub max_output_tokens: Option<u32>,
+}
+
+/// Crash points for tests: the process aborts there, as if killed.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Faults {
+    /// After a response is stored, before its `assistant` record is written.
+    pub crash_after_response_stored: bool,
+}
+
+/// How a stretch of work ended; it is also the last record of the journal.
+#[derive(Clone, Debug)]
+pub struct Ending {
+    /// The terminal reason.
+    pub reason: TerminalReason,
+    /// Why, for `failed`, `interrupted` and `budget_exhausted`.
+    pub detail: Option<String>,
+    /// Records in the journal.
+    pub records: u64,
+    /// Chain hash of the last record.
+    pub tail: ChainHash,
+}
+
+enum Called {
+    Done(ModelResponse, bool),
+    Interrupted,
+    Failed(String),
+}
+
+/// The agent loop over one open session.
+pub struct Agent {
+    session: Session,
+    provider: Box<dyn Provider>,
+    tools: Toolbox,
+    workspace: Workspace,
+    config: Config,
+    responses: ResponseStore,
+    pricing: Arc<dyn Pricing>,
+    stop: Stop,
+    faults: Faults,
+}
+
+impl Agent {
+    /// Puts the parts together.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        session: Session,
+        provider: Box<dyn Provider>,
+        tools: Toolbox,
+        workspace: Workspace,
+        config: Config,
+        responses: ResponseStore,
+        pricing: Arc<dyn Pricing>,
+        stop: Stop,
+    ) -> Self {
+        Agent {
+            session,
+            provider,
+            tools,
+            workspace,
+            config,
+            responses,
+            pricing,
+            stop,
+            faults: Faults::default(),
+        }
+    }
+
+    /// Arms crash points (tests only).
+    pub fn with_faults(mut self, faults: Faults) -> Self {
+        self.faults = faults;
+        self
+    }
+
+    /// The session.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// The fingerprint of the current configuration.
+    pub fn fingerprint(&self) -> Fingerprint {
+        fingerprint(
+            &self.config.spec,
+            self.config.system.as_deref(),
+            &self.tools.infos(),
+            self.config.thinking.as_deref(),
+            &self.config.budgets,
+        )
+    }
+
+    /// The resume guard (DESIGN §4.3): refuses a changed configuration unless
+    /// `force`; records an `override` for a forced resume or raised budgets.
+    ///
+    /// # Errors
+    /// [`AgentError::Guard`] naming every changed field; journal errors.
+    pub fn guard(&mut self, force: bool, ev: &mut dyn Events) -> Result<(), AgentError> {
+        let run = self.session.id().to_string();
+        let Some(recorded) = self.session.state().fingerprint.clone() else {
+            return Err(AgentError::NotResumable {
+                run,
+                reason: "it records no model configuration (was it made by `cairn exec`?)".into(),
+            });
+        };
+        let current = self.fingerprint();
+        let forced = match compare(&recorded, &current) {
+            Verdict::Same => return Ok(()),
+            Verdict::BudgetsRaised(f) => f,
+            Verdict::Changed(f) if force => f,
+            Verdict::Changed(changes) => return Err(AgentError::Guard { run, changes }),
+        };
+        let fields: Vec<_> = forced
+            .iter()
+            .map(|f| format!("{}: {} -> {}", f.field, f.was, f.now))
+            .collect();
+        ev.notice(&format!("resuming with {}", fields.join(", ")));
+        self.session.append(RecordBody::Override(Override {
+            forced,
+            fingerprint: current,
+        }))?;
+        Ok(())
+    }
+
+    /// Works until the run completes, fails, runs out of budget or is stopped;
+    /// `text` is a follow-up from the user. Journals the ending.
+    ///
+    /// # Errors
+    /// Only when the record cannot be kept (journal or store failures). Model
+    /// and tool failures are journaled and returned as the [`Ending`].
+    pub async fn drive(
+        &mut self,
+        text: Option<String>,
+        ev: &mut dyn Events,
+    ) -> Result<Ending, AgentError> {
+        if let Some(end) = self.complete_last_turn(ev).await? {
+            return Ok(end);
+        }
+        if let Some(text) = text {
+            self.session.append(RecordBody::User(User { text }))?;
+        }
+        loop {
+            if let Some(end) = self.stopped()? {
+                return Ok(end);
+            }
+            if !self.needs_model() {
+                return self.end(TerminalReason::Completed, None);
+            }
+            if let Some(why) = self.over_budget() {
+                return self.end(TerminalReason::BudgetExhausted, Some(why));
+            }
+            let turn = self.session.state().next_turn();
+            let request = self.request(turn);
+            let (response, replay) = match self.call_model(turn, &request, ev).await? {
+                Called::Done(r, replay) => (r, replay),
+                Called::Interrupted => {
+                    return self.end(
+                        TerminalReason::Interrupted,
+                        Some(format!("stopped during model turn {turn}; nothing of it was recorded")),
+                    )
+                }
+                Called::Failed(msg) => return self.end(TerminalReason::Failed, Some(msg)),
+            };
+            let usage = response.usage;
+            let cost = self.pricing.price(
+                self.provider.kind(),
+                self.provider.model(),
+                self.provider.base_url(),
+                usage,
+            );
+            self.session.append(RecordBody::Assistant(Assistant {
+                text: response.text,
+                tool_calls: response
+                    .tool_calls
+                    .into_iter()
+                    .map(|c| ToolCall {
+                        id: c.id,
+                        name: c.name,
+                        arguments: c.arguments,
+                    })
+                    .collect(),
+                usage: Usage {
+                    input_tokens: usage.input_tokens,
+                    output_tokens: usage.output_tokens,
+                },
+                cost,
+                replay,
+                model: Some(response.model).filter(|m| !m.is_empty()),
+            }))?;
+            ev.turn_finished(turn);
+            if let Some(end) = self.dispatch_pending(ev).await? {
+                return Ok(end);
+            }
+        }
+    }
+
+    /// Finishes the in-flight batch of the last turn (after a crash, a
+    /// suspend, or an interruption), by the rules of DESIGN §4.1.
+    async fn complete_last_turn(&mut self, ev: &mut dyn Events) -> Result<Option<Ending>, AgentError> {
+        let pending: Vec<PendingCall> = self.session.state().pending.clone();
+        for p in pending {
+            if let Some(end) = self.stopped()? {
+                return Ok(Some(end));
+            }
+            if !p.started {
+                if self.dispatch(&p.call, ev).await? {
+                    return self.interrupted().map(Some);
+                }
+            } else if self.tools.is_idempotent(&p.call.name) {
+                ev.notice(&format!(
+                    "{} ({}) was in flight when the last process stopped; it is read-only, so it runs again",
+                    p.call.name, p.call.id
+                ));
+                if self.dispatch(&p.call, ev).await? {
+                    return self.interrupted().map(Some);
+                }
+            } else {
+                let output = format!(
+                    "cairn: this {} call was in flight when the previous process stopped. Whether it took effect is unknown, and it was NOT run again. Check the workspace before repeating it.",
+                    p.call.name
+                );
+                ev.notice(&format!(
+                    "{} ({}) was in flight when the last process stopped; its outcome is recorded as unknown and it was not re-run",
+                    p.call.name, p.call.id
+                ));
+                self.session.append(RecordBody::ToolResult(ToolResult {
+                    call: p.call.id.clone(),
+                    outcome: Outcome::Unknown,
+                    output: output.clone(),
+                }))?;
+                ev.tool_finished(&p.call, Outcome::Unknown, &output);
+            }
+        }
+        Ok(None)
+    }
+
+    /// Dispatches the last turn's calls in order, stopping early on request.
+    async fn dispatch_pending(&mut self, ev: &mut dyn Events) -> Result<Option<Ending>, AgentError> {
+        let pending: Vec<PendingCall> = self.session.state().pending.clone();
+        for p in pending {
+            if let Some(end) = self.stopped()? {
+                return Ok(Some(end));
+            }
+            if self.dispatch(&p.call, ev).await? {
+                return self.interrupted().map(Some);
+            }
+        }
+        Ok(None)
+    }
+
+    /// `tool_start`, the call, `tool_result`. Returns true when an immediate
+    /// stop abandoned the call (its outcome is then recorded as unknown).
+    async fn dispatch(&mut self, call: &ToolCall, ev: &mut dyn Events) -> Result<bool, AgentError> {
+        self.session.append(RecordBody::ToolStart(ToolStart {
+            call: call.id.clone(),
+            name: call.name.clone(),
+        }))?;
+        ev.tool_started(call);
+        let (tools, ws, stop) = (&self.tools, &self.workspace, &mut self.stop);
+        let out = tokio::select! {
+            out = tools.call(ws, &call.name, &call.arguments) => Some(out),
+            _ = stop.immediate() => None,
+        };
+        let (outcome, output, abandoned) = match out {
+            Some(o) => {
+                let outcome = if o.is_ok() { Outcome::Ok } else { Outcome::Error };
+                (outcome, o.output, false)
+            }
+            None => (
+                Outcome::Unknown,
+                "cairn: stopped by the user while this call was running; it was killed, and whether it took effect is unknown".to_string(),
+                true,
+            ),
+        };
+        self.session.append(RecordBody::ToolResult(ToolResult {
+            call: call.id.clone(),
+            outcome,
+            output: output.clone(),
+        }))?;
+        ev.tool_finished(call, outcome, &output);
+        Ok(abandoned)
+    }
+
+    async fn call_model(
+        &mut self,
+        turn: u64,
+        request: &ModelRequest,
+        ev: &mut dyn Events,
+    ) -> Result<Called, AgentError> {
+        let run = self.session.id().to_string();
+        let key = ResponseStore::key(
+            &run,
+            turn,
+            self.provider.kind(),
+            self.provider.model(),
+            self.provider.base_url(),
+            request,
+        );
+        if let Some(stored) = self.responses.get(&key)? {
+            ev.turn_started(turn, true);
+            ev.text(&stored.response.text);
+            return Ok(Called::Done(stored.response, true));
+        }
+        ev.turn_started(turn, false);
+        let result = {
+            let (provider, stop) = (&self.provider, &mut self.stop);
+            let mut sink = Sink(ev);
+            tokio::select! {
+                r = provider.complete(request, &mut sink) => Some(r),
+                _ = stop.immediate() => None,
+            }
+        };
+        match result {
+            None => Ok(Called::Interrupted),
+            Some(Err(e)) => Ok(Called::Failed(e.to_string())),
+            Some(Ok(response)) => {
+                self.responses.put(&StoredResponse {
+                    key,
+                    run,
+                    turn,
+                    stored: cairn_journal::now_rfc3339(),
+                    response: response.clone(),
+                })?;
+                if self.faults.crash_after_response_stored {
+                    std::process::abort();
+                }
+                Ok(Called::Done(response, false))
+            }
+        }
+    }
+
+    fn request(&self, turn: u64) -> ModelRequest {
+        ModelRequest {
+            turn,
+            system: self.config.system.clone(),
+            messages: crate::convert::messages(&self.session.state().conversation),
+            tools: crate::convert::tool_specs(&self.tools.infos()),
+            max_output_tokens: self.config.max_output_tokens,
+            thinking: self.config.thinking.clone(),
+        }
+    }
+
+    /// The model speaks next when the conversation ends with the user or a
+    /// tool result; an answer without tool calls ends the run.
+    fn needs_model(&self) -> bool {
+        matches!(
+            self.session.state().conversation.last(),
+            Some(cairn_journal::Entry::User { .. } | cairn_journal::Entry::ToolResult { .. })
+        )
+    }
+
+    fn over_budget(&self) -> Option<String> {
+        let b = &self.config.budgets;
+        let t = &self.session.state().totals;
+        if let Some(max) = b.max_turns {
+            if t.turns >= max {
+                return Some(format!("the turn budget of {max} is used up; resume with a higher --max-turns"));
+            }
+        }
+        if let Some(max) = b.max_tokens {
+            let used = t.input_tokens + t.output_tokens;
+            if used >= max {
+                return Some(format!("{used} tokens used of a budget of {max}; resume with a higher --max-tokens"));
+            }
+        }
+        if let Some(max) = b.max_cost_usd {
+            match (t.cost.state, t.cost.usd) {
+                (CostState::Unknown, _) => {
+                    return Some("the cost so far is unknown (no price for this model), so a cost budget cannot be kept; add a price or resume without --max-cost".into())
+                }
+                (_, Some(usd)) if usd >= max => {
+                    return Some(format!("${usd:.4} spent of a budget of ${max}; resume with a higher --max-cost"))
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+
+    fn stopped(&mut self) -> Result<Option<Ending>, AgentError> {
+        match self.stop.level() {
+            StopLevel::None => Ok(None),
+            StopLevel::Graceful => self.end(TerminalReason::Suspended, None).map(Some),
+            StopLevel::Immediate => self.interrupted().map(Some),
+        }
+    }
+
+    fn interrupted(&mut self) -> Result<Ending, AgentError> {
+        self.end(TerminalReason::Interrupted, Some("stopped at once by the user".into()))
+    }
+
+    fn end(&mut self, reason: TerminalReason, detail: Option<String>) -> Result<Ending, AgentError> {
+        let totals = self.session.state().totals;
+        self.session.append(RecordBody::Terminal(Terminal {
+            reason,
+            totals,
+            detail: detail.clone(),
+        }))?;
+        Ok(Ending {
+            reason,
+            detail,
+            records: self.session.writer().seq(),
+            tail: self.session.writer().tail(),
+        })
+    }
+}

@@ -1,0 +1,155 @@
+//! The resume guard (DESIGN §4.3).
+//!
+//! A run's `meta` stores a [`Fingerprint`]: model, a hash of the system prompt,
+//! a hash of the tool set, the thinking mode and the budgets — hashes only,
+//! never the prompt. A resume whose configuration differs is refused with every
+//! changed field named, unless forced, in which case an `override` record says
+//! what was forced. Raising a budget (or lifting it) is the expected way to go
+//! on after `budget_exhausted`; it is allowed without force and still recorded.
+//! Anything added after the fingerprint is computed (memory, cache hints,
+//! reminders) never blocks a resume.
+
+use cairn_journal::{Budgets, Fingerprint, ForcedField};
+use cairn_tools::ToolInfo;
+
+/// Computes a fingerprint.
+pub fn fingerprint(
+    model: &str,
+    system: Option<&str>,
+    tools: &[ToolInfo],
+    thinking: Option<&str>,
+    budgets: &Budgets,
+) -> Fingerprint {
+    Fingerprint {
+        model: model.to_owned(),
+        system: system.map(|s| crate::canonical::hash("cairn/system\n", &s)),
+        tools: crate::canonical::hash("cairn/tools\n", &tools),
+        thinking: thinking.map(str::to_owned),
+        budgets: budgets.clone(),
+    }
+}
+
+/// What a resume would change.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    /// Nothing differs.
+    Same,
+    /// Only budgets differ, each raised or lifted: allowed, recorded.
+    BudgetsRaised(Vec<ForcedField>),
+    /// Something else differs: refused unless forced.
+    Changed(Vec<ForcedField>),
+}
+
+fn show<T: std::fmt::Display>(v: &Option<T>) -> String {
+    v.as_ref().map_or_else(|| "none".to_string(), |x| x.to_string())
+}
+
+fn short(h: &Option<String>) -> String {
+    h.as_ref()
+        .map_or_else(|| "none".to_string(), |x| format!("sha256:{}", &x[..x.len().min(12)]))
+}
+
+/// Compares the recorded fingerprint with the current one.
+pub fn compare(recorded: &Fingerprint, current: &Fingerprint) -> Verdict {
+    let mut other = Vec::new();
+    let mut budgets = Vec::new();
+    let mut raised = true;
+    let field = |name: &str, was: String, now: String, out: &mut Vec<ForcedField>| {
+        if was != now {
+            out.push(ForcedField {
+                field: name.into(),
+                was,
+                now,
+            });
+        }
+    };
+    field("model", recorded.model.clone(), current.model.clone(), &mut other);
+    field("system", short(&recorded.system), short(&current.system), &mut other);
+    field(
+        "tools",
+        short(&Some(recorded.tools.clone())),
+        short(&Some(current.tools.clone())),
+        &mut other,
+    );
+    field("thinking", show(&recorded.thinking), show(&current.thinking), &mut other);
+    let (r, c) = (&recorded.budgets, &current.budgets);
+    let up = |was: Option<f64>, now: Option<f64>| match (was, now) {
+        (_, None) => true,
+        (Some(w), Some(n)) => n >= w,
+        (None, Some(_)) => false,
+    };
+    if r.max_turns != c.max_turns {
+        raised &= up(r.max_turns.map(|x| x as f64), c.max_turns.map(|x| x as f64));
+        field("max_turns", show(&r.max_turns), show(&c.max_turns), &mut budgets);
+    }
+    if r.max_tokens != c.max_tokens {
+        raised &= up(r.max_tokens.map(|x| x as f64), c.max_tokens.map(|x| x as f64));
+        field("max_tokens", show(&r.max_tokens), show(&c.max_tokens), &mut budgets);
+    }
+    if r.max_cost_usd != c.max_cost_usd {
+        raised &= up(r.max_cost_usd, c.max_cost_usd);
+        field("max_cost", show(&r.max_cost_usd), show(&c.max_cost_usd), &mut budgets);
+    }
+    match (other.is_empty(), budgets.is_empty()) {
+        (true, true) => Verdict::Same,
+        (true, false) if raised => Verdict::BudgetsRaised(budgets),
+        _ => {
+            other.extend(budgets);
+            Verdict::Changed(other)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fp(model: &str, system: Option<&str>, turns: Option<u64>) -> Fingerprint {
+        fingerprint(
+            model,
+            system,
+            &[],
+            None,
+            &Budgets {
+                max_turns: turns,
+                ..Budgets::default()
+            },
+        )
+    }
+
+    #[test]
+    fn verdicts() {
+        let base = fp("openai:a", Some("be brief"), Some(3));
+        let rows: Vec<(Fingerprint, &str)> = vec![
+            (fp("openai:a", Some("be brief"), Some(3)), "same"),
+            (fp("openai:b", Some("be brief"), Some(3)), "changed:model"),
+            (fp("openai:a", Some("be long"), Some(3)), "changed:system"),
+            (fp("openai:a", None, Some(3)), "changed:system"),
+            (fp("openai:a", Some("be brief"), Some(5)), "raised:max_turns"),
+            (fp("openai:a", Some("be brief"), None), "raised:max_turns"),
+            (fp("openai:a", Some("be brief"), Some(2)), "changed:max_turns"),
+            (fp("openai:b", Some("be brief"), Some(5)), "changed:model,max_turns"),
+        ];
+        for (current, want) in rows {
+            let got = match compare(&base, &current) {
+                Verdict::Same => "same".to_string(),
+                Verdict::BudgetsRaised(f) => format!(
+                    "raised:{}",
+                    f.iter().map(|x| x.field.as_str()).collect::<Vec<_>>().join(",")
+                ),
+                Verdict::Changed(f) => format!(
+                    "changed:{}",
+                    f.iter().map(|x| x.field.as_str()).collect::<Vec<_>>().join(",")
+                ),
+            };
+            assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn the_prompt_itself_is_never_stored() {
+        let f = fp("m", Some("secret prompt"), None);
+        let text = serde_json::to_string(&f).unwrap();
+        assert!(!text.contains("secret"));
+    }
+}

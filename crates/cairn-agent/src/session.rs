@@ -1,0 +1,64 @@
+//! An open, locked run and its folded state, kept in step: every record
+//! appended is folded in at once, so the state never lags the journal.
+
+use cairn_journal::{JournalWriter, Meta, Record, RecordBody, RunState};
+use cairn_store::{RunId, Store};
+
+use crate::AgentError;
+
+/// A run held for writing.
+#[derive(Debug)]
+pub struct Session {
+    writer: JournalWriter,
+    state: RunState,
+}
+
+impl Session {
+    /// Creates a new run.
+    ///
+    /// # Errors
+    /// Journal and store errors.
+    pub fn create(store: &Store, id: &RunId, meta: Meta) -> Result<Self, AgentError> {
+        let writer = JournalWriter::create(store, id, meta.clone())?;
+        let mut meta = meta;
+        meta.run = id.to_string();
+        let state = RunState::from_meta(&meta, writer.last_ts());
+        Ok(Session { writer, state })
+    }
+
+    /// Opens a run for a resume: the journal is locked BEFORE it is read and
+    /// folded, so no second writer can slip in between replay and continuation.
+    ///
+    /// # Errors
+    /// [`cairn_journal::JournalError::Locked`] and read errors.
+    pub fn open(store: &Store, id: &RunId) -> Result<Self, AgentError> {
+        let (writer, scan) = JournalWriter::open(store, id)?;
+        let state = cairn_sessions::state_for_resume(store, id, &scan)?;
+        Ok(Session { writer, state })
+    }
+
+    /// The run id.
+    pub fn id(&self) -> &RunId {
+        self.writer.run()
+    }
+
+    /// The folded state, current with the last append.
+    pub fn state(&self) -> &RunState {
+        &self.state
+    }
+
+    /// The writer (for its seq and tail).
+    pub fn writer(&self) -> &JournalWriter {
+        &self.writer
+    }
+
+    /// Appends one record durably and folds it in.
+    ///
+    /// # Errors
+    /// Journal errors (the writer is poisoned by a failed write or fsync).
+    pub fn append(&mut self, body: RecordBody) -> Result<Record, AgentError> {
+        let record = self.writer.append_record(body)?;
+        self.state.apply(&record);
+        Ok(record)
+    }
+}

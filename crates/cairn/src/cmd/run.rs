@@ -1,0 +1,442 @@
+//! `cairn run`, `cairn resume`, `cairn continue`: the agent loop from the CLI.
+//!
+//! Streams the model's text to stdout as it arrives and shows each tool call
+//! and its outcome; `--json` prints only the summary object. The first
+//! SIGINT/SIGTERM lets the step in flight finish and suspends; a second stops
+//! at once.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use cairn_agent::{
+    stop_pair, Agent, Config, Ending, Events, Faults, ResponseStore, Session, StopHandle,
+    StopLevel,
+};
+use cairn_journal::{Budgets, Meta, Outcome, Routing, TerminalReason, ToolCall};
+use cairn_model::{provider_from_spec, ModelSpec, ProviderConfig, ProviderKind};
+use cairn_store::RunId;
+use cairn_tools::{ToolConfig, Toolbox, Workspace};
+use serde::Serialize;
+
+use crate::cli::{ContinueArgs, ModelArgs, ResumeArgs, RunArgs};
+use crate::cmd::{prices, sessions, Context};
+use crate::exit::{coded, Code};
+use crate::output;
+
+/// What `run`, `resume` and `continue` print with `--json`.
+#[derive(Serialize)]
+pub struct RunSummary {
+    pub id: String,
+    pub status: String,
+    pub records: u64,
+    pub tail: String,
+}
+
+/// Everything needed to build the agent for a session.
+struct Plan {
+    spec: ModelSpec,
+    base_url: Option<String>,
+    system: Option<(PathBuf, String)>,
+    thinking: Option<String>,
+    budgets: Budgets,
+}
+
+impl Plan {
+    fn spec_string(&self) -> String {
+        self.spec.to_string()
+    }
+}
+
+fn parse_spec(text: &str) -> anyhow::Result<ModelSpec> {
+    let mut spec: ModelSpec = text.parse().map_err(|e| coded(Code::Usage, format!("{e}")))?;
+    if spec.kind == ProviderKind::Script {
+        // Recorded absolute, so a resume from any directory finds it.
+        let p = Path::new(&spec.model);
+        let abs = std::fs::canonicalize(p).map_err(|e| {
+            coded(Code::Usage, format!("cannot read the script {}: {e}", p.display()))
+        })?;
+        spec.model = abs.to_string_lossy().into_owned();
+    }
+    Ok(spec)
+}
+
+fn budgets(m: &ModelArgs, recorded: Option<&Budgets>) -> anyhow::Result<Budgets> {
+    let mut b = recorded.cloned().unwrap_or_default();
+    if let Some(x) = m.max_turns {
+        b.max_turns = Some(x);
+    }
+    if let Some(x) = m.max_tokens {
+        b.max_tokens = Some(x);
+    }
+    if let Some(x) = m.max_cost {
+        if !(x.is_finite() && x >= 0.0) {
+            return Err(coded(Code::Usage, "--max-cost must be a non-negative number of US dollars"));
+        }
+        b.max_cost_usd = Some(x);
+    }
+    Ok(b)
+}
+
+fn env_base_url(kind: ProviderKind) -> Option<String> {
+    let var = match kind {
+        ProviderKind::OpenAi => "OPENAI_BASE_URL",
+        ProviderKind::Anthropic => "ANTHROPIC_BASE_URL",
+        _ => return None,
+    };
+    std::env::var(var).ok().filter(|v| !v.trim().is_empty())
+}
+
+fn provider_config() -> ProviderConfig {
+    let mut c = ProviderConfig::default();
+    if let Some(ms) = std::env::var("CAIRN_RETRY_BASE_MS").ok().and_then(|v| v.parse().ok()) {
+        c.retry.base_delay = Duration::from_millis(ms);
+    }
+    c
+}
+
+fn faults() -> Faults {
+    Faults {
+        crash_after_response_stored: std::env::var("CAIRN_FAULT").as_deref()
+            == Ok("crash-after-response-stored"),
+    }
+}
+
+fn read_system(path: &Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(path).map_err(|e| {
+        coded(Code::Usage, format!("cannot read the system prompt {}: {e}", path.display()))
+    })
+}
+
+fn workspace(dir: &Path) -> anyhow::Result<Workspace> {
+    Workspace::new(dir).map_err(|e| coded(Code::Usage, e.to_string()))
+}
+
+/// `cairn run`.
+pub fn run(ctx: &Context, args: RunArgs) -> anyhow::Result<Code> {
+    let spec_text = args
+        .model
+        .model
+        .clone()
+        .or_else(|| std::env::var("CAIRN_MODEL").ok().filter(|v| !v.is_empty()))
+        .ok_or_else(|| {
+            coded(
+                Code::Usage,
+                "choose a model with --model script:PATH | openai:MODEL | anthropic:MODEL (or set CAIRN_MODEL)",
+            )
+        })?;
+    let spec = parse_spec(&spec_text)?;
+    let system = match &args.system {
+        Some(p) => {
+            let abs = std::fs::canonicalize(p).map_err(|e| {
+                coded(Code::Usage, format!("cannot read the system prompt {}: {e}", p.display()))
+            })?;
+            let text = read_system(&abs)?;
+            Some((abs, text))
+        }
+        None => None,
+    };
+    let plan = Plan {
+        base_url: args.model.base_url.clone(),
+        spec,
+        system,
+        thinking: args.model.thinking.clone(),
+        budgets: budgets(&args.model, None)?,
+    };
+    let ws = workspace(&ctx.cwd)?;
+    let store = Store::open(ctx.store.root())?;
+    let (handle, stop) = stop_pair();
+    let rt = runtime()?;
+    rt.block_on(async {
+        let provider = provider_from_spec(&plan.spec, plan.base_url.as_deref(), &provider_config())?;
+        let tools = Toolbox::builtin(ToolConfig::default());
+        let fp = cairn_agent::fingerprint(
+            &plan.spec_string(),
+            plan.system.as_ref().map(|s| s.1.as_str()),
+            &tools.infos(),
+            plan.thinking.as_deref(),
+            &plan.budgets,
+        );
+        let meta = Meta {
+            run: String::new(),
+            created: cairn_journal::now_rfc3339(),
+            workspace: ws.root().to_string_lossy().into_owned(),
+            name: args.name.clone().or_else(|| Some(output::one_line(&args.task.join(" "), 60))),
+            fingerprint: Some(fp),
+            fork: None,
+            routing: Some(Routing {
+                provider: plan.spec.kind.as_str().into(),
+                model: plan.spec.model.clone(),
+                base_url: provider.base_url().map(str::to_owned),
+            }),
+            system_file: plan.system.as_ref().map(|s| s.0.to_string_lossy().into_owned()),
+        };
+        let id = RunId::new();
+        let session = Session::create(&store, &id, meta)?;
+        if !args.json {
+            eprintln!("cairn: session {id} in {}", ws.root().display());
+        }
+        let agent = assemble(&store, session, provider, tools, ws, &plan, stop)?;
+        drive(agent, Some(args.task.join(" ")), args.json, handle).await
+    })
+}
+
+fn assemble(
+    store: &Store,
+    session: Session,
+    provider: Box<dyn cairn_model::Provider>,
+    tools: Toolbox,
+    ws: Workspace,
+    plan: &Plan,
+    stop: cairn_agent::Stop,
+) -> anyhow::Result<Agent> {
+    let config = Config {
+        spec: plan.spec_string(),
+        system: plan.system.as_ref().map(|s| s.1.clone()),
+        thinking: plan.thinking.clone(),
+        budgets: plan.budgets.clone(),
+        max_output_tokens: None,
+    };
+    let pricing = Arc::new(prices::load()?);
+    Ok(Agent::new(
+        session,
+        provider,
+        tools,
+        ws,
+        config,
+        ResponseStore::new(store),
+        pricing,
+        stop,
+    )
+    .with_faults(faults()))
+}
+
+use cairn_store::Store;
+
+/// `cairn resume ID [TEXT]`.
+pub fn resume(ctx: &Context, args: ResumeArgs) -> anyhow::Result<Code> {
+    let id = ctx.existing_run(&args.id)?;
+    resume_id(ctx, id, args.text, args.force, args.json, &args.model)
+}
+
+/// `cairn continue [TEXT]`: the most recent valid session of this repository.
+pub fn continue_(ctx: &Context, args: ContinueArgs) -> anyhow::Result<Code> {
+    let list = sessions::visible(ctx, false)?;
+    let Some(pick) = list.iter().find(|s| s.valid) else {
+        return Err(coded(
+            Code::Usage,
+            format!(
+                "no session to continue for {}: start one with `cairn run`, or see `cairn sessions --all`",
+                cairn_sessions::repository_root(&ctx.cwd).display()
+            ),
+        ));
+    };
+    let id = RunId::parse(&pick.id)?;
+    if !args.json {
+        eprintln!("cairn: continuing session {id}");
+    }
+    resume_id(ctx, id, args.text, args.force, args.json, &args.model)
+}
+
+fn resume_id(
+    ctx: &Context,
+    id: RunId,
+    text: Vec<String>,
+    force: bool,
+    json: bool,
+    m: &ModelArgs,
+) -> anyhow::Result<Code> {
+    let store = Store::open(ctx.store.root())?;
+    // Lock first, then rebuild state and routing from the record.
+    let session = Session::open(&store, &id)?;
+    let state = session.state().clone();
+    let (Some(routing), Some(recorded)) = (state.routing.clone(), state.fingerprint.clone()) else {
+        return Err(coded(
+            Code::Usage,
+            format!("session {id} records no model to resume with (it was made by `cairn exec` or another tool)"),
+        ));
+    };
+    let spec = match &m.model {
+        Some(s) => parse_spec(s)?,
+        None => format!("{}:{}", routing.provider, routing.model)
+            .parse()
+            .map_err(|e| coded(Code::Integrity, format!("session {id} records an unusable model: {e}")))?,
+    };
+    let base_url = m
+        .base_url
+        .clone()
+        .or_else(|| env_base_url(spec.kind))
+        .or_else(|| if m.model.is_none() { routing.base_url.clone() } else { None });
+    let system = match &state.system_file {
+        Some(p) => {
+            let p = PathBuf::from(p);
+            match std::fs::read_to_string(&p) {
+                Ok(t) => Some((p, t)),
+                Err(e) => {
+                    eprintln!("cairn: the system prompt {} cannot be read ({e}); continuing without it changes the configuration", p.display());
+                    None
+                }
+            }
+        }
+        None => None,
+    };
+    let plan = Plan {
+        spec,
+        base_url,
+        system,
+        thinking: m.thinking.clone().or(recorded.thinking.clone()),
+        budgets: budgets(m, Some(&recorded.budgets))?,
+    };
+    let ws = workspace(Path::new(&state.workspace))?;
+    let text = if text.is_empty() { None } else { Some(text.join(" ")) };
+    let (handle, stop) = stop_pair();
+    let rt = runtime()?;
+    rt.block_on(async {
+        let provider = provider_from_spec(&plan.spec, plan.base_url.as_deref(), &provider_config())?;
+        let tools = Toolbox::builtin(ToolConfig::default());
+        let mut agent = assemble(&store, session, provider, tools, ws, &plan, stop)?;
+        let mut printer = Printer::new(json);
+        agent.guard(force, &mut printer)?;
+        drive(agent, text, json, handle).await
+    })
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread().enable_all().build()?)
+}
+
+async fn drive(
+    mut agent: Agent,
+    text: Option<String>,
+    json: bool,
+    handle: StopHandle,
+) -> anyhow::Result<Code> {
+    let signals = tokio::spawn(watch_signals(handle));
+    let mut printer = Printer::new(json);
+    let result = agent.drive(text, &mut printer).await;
+    signals.abort();
+    let ending = result?;
+    printer.finish_line();
+    let id = agent.session().id().to_string();
+    report(&id, &ending, agent.session().state(), json)
+}
+
+async fn watch_signals(handle: StopHandle) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
+    else {
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+        match handle.escalate() {
+            StopLevel::Graceful => eprintln!(
+                "\ncairn: stopping after the step in flight, then suspending (interrupt again to stop at once)"
+            ),
+            _ => eprintln!("\ncairn: stopping now"),
+        }
+    }
+}
+
+fn report(id: &str, e: &Ending, state: &cairn_journal::RunState, json: bool) -> anyhow::Result<Code> {
+    let code = match e.reason {
+        TerminalReason::Failed | TerminalReason::Interrupted => Code::Failure,
+        _ => Code::Ok,
+    };
+    if json {
+        output::json(&RunSummary {
+            id: id.to_owned(),
+            status: e.reason.as_str().into(),
+            records: e.records,
+            tail: e.tail.to_hex(),
+        })?;
+        return Ok(code);
+    }
+    let t = &state.totals;
+    let mut s = format!(
+        "\nsession {id}: {} · {} turn(s), {} tool call(s), {} tokens, cost {}\n",
+        e.reason.as_str(),
+        t.turns,
+        t.tool_calls,
+        t.input_tokens + t.output_tokens,
+        output::cost(&t.cost)
+    );
+    if let Some(d) = &e.detail {
+        s.push_str(&format!("  {d}\n"));
+    }
+    if e.reason != TerminalReason::Completed {
+        s.push_str(&format!("  resume with: cairn resume {id}\n"));
+    }
+    output::text(&s)?;
+    Ok(code)
+}
+
+/// Draws the loop's progress for people; silent but for notices with `--json`.
+struct Printer {
+    json: bool,
+    mid_line: bool,
+}
+
+impl Printer {
+    fn new(json: bool) -> Self {
+        Printer { json, mid_line: false }
+    }
+
+    fn out(&mut self, s: &str) {
+        if self.json {
+            return;
+        }
+        let mut o = std::io::stdout().lock();
+        // A closed stdout must not stop the run: the journal is the record.
+        let _ = o.write_all(s.as_bytes()).and_then(|_| o.flush());
+        self.mid_line = !s.ends_with('\n');
+    }
+
+    fn finish_line(&mut self) {
+        if self.mid_line {
+            self.out("\n");
+        }
+    }
+}
+
+impl Events for Printer {
+    fn text(&mut self, delta: &str) {
+        if !delta.is_empty() {
+            self.out(delta);
+        }
+    }
+    fn text_restart(&mut self) {
+        self.finish_line();
+        self.out("[the stream broke; retrying]\n");
+    }
+    fn turn_started(&mut self, turn: u64, replay: bool) {
+        self.finish_line();
+        if replay {
+            self.out(&format!("[turn {turn}: served from the response store, not bought again]\n"));
+        }
+    }
+    fn turn_finished(&mut self, _turn: u64) {
+        self.finish_line();
+    }
+    fn tool_started(&mut self, call: &ToolCall) {
+        self.finish_line();
+        self.out(&format!("  → {} {}\n", call.name, output::one_line(&call.arguments.to_string(), 100)));
+    }
+    fn tool_finished(&mut self, _call: &ToolCall, outcome: Outcome, out: &str) {
+        let first = out.lines().next().unwrap_or("");
+        let label = match outcome {
+            Outcome::Ok => "ok",
+            Outcome::Error => "error",
+            Outcome::Unknown => "UNKNOWN",
+        };
+        self.out(&format!("  ← {label}: {}\n", output::one_line(first, 100)));
+    }
+    fn notice(&mut self, message: &str) {
+        self.finish_line();
+        eprintln!("cairn: {message}");
+    }
+}
