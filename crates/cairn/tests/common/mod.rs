@@ -1,0 +1,116 @@
+#![allow(dead_code)]
+//! Helpers for black-box tests: a scratch store and workspace, a script
+//! writer, the cairn binary, and journal inspection.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub struct Scratch {
+    pub dir: tempfile::TempDir,
+    pub store: PathBuf,
+    pub ws: PathBuf,
+}
+
+impl Scratch {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("store");
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        let ws = std::fs::canonicalize(ws).unwrap();
+        Scratch { dir, store, ws }
+    }
+
+    /// Writes a script of turns and returns its path.
+    pub fn script(&self, name: &str, turns: Value) -> PathBuf {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, serde_json::to_vec(&serde_json::json!({ "turns": turns })).unwrap()).unwrap();
+        p
+    }
+
+    pub fn cmd(&self) -> Command {
+        let mut c = Command::new(assert_cmd::cargo::cargo_bin("cairn"));
+        c.env("CAIRN_STORE", &self.store)
+            .env_remove("XDG_STATE_HOME")
+            .env_remove("CAIRN_MODEL")
+            .env_remove("OPENAI_BASE_URL")
+            .env_remove("ANTHROPIC_BASE_URL")
+            .env_remove("CAIRN_FAULT")
+            .env("CAIRN_PRICES", self.dir.path().join("no-prices.json"))
+            .current_dir(&self.ws);
+        c
+    }
+
+    /// Runs cairn to completion.
+    pub fn run(&self, args: &[&str]) -> std::process::Output {
+        self.cmd().args(args).output().unwrap()
+    }
+
+    /// Starts cairn in the background.
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        self.cmd()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    pub fn only_session(&self) -> String {
+        let runs: Vec<_> = std::fs::read_dir(self.store.join("runs")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        assert_eq!(runs.len(), 1, "{runs:?}");
+        runs[0].clone()
+    }
+
+    /// The journal's records as JSON values.
+    pub fn records(&self, id: &str) -> Vec<Value> {
+        let text = std::fs::read_to_string(self.store.join("runs").join(id).join("journal.jsonl")).unwrap();
+        text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.ws.join(rel)).unwrap_or_default()
+    }
+}
+
+/// Waits until `cond` holds (or panics after `secs`).
+pub fn wait_until(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < Duration::from_secs(secs), "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn kill(child: &mut Child, signal: i32) {
+    unsafe {
+        libc::kill(child.id() as i32, signal);
+    }
+}
+
+pub fn json(out: &[u8]) -> Value {
+    serde_json::from_slice(out).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(out)))
+}
+
+pub fn kinds(records: &[Value]) -> Vec<String> {
+    records.iter().map(|r| r["kind"].as_str().unwrap().to_string()).collect()
+}
+
+pub fn results_for<'a>(records: &'a [Value], call: &str) -> Vec<&'a Value> {
+    records.iter().filter(|r| r["kind"] == "tool_result" && r["call"] == call).collect()
+}
+
+pub fn lines(path: &Path) -> usize {
+    std::fs::read_to_string(path).map(|t| t.lines().count()).unwrap_or(0)
+}
+
+pub fn call(id: &str, name: &str, args: Value) -> Value {
+    serde_json::json!({"id": id, "name": name, "arguments": args})
+}
+
+pub fn shell(id: &str, command: &str) -> Value {
+    call(id, "shell", serde_json::json!({"command": command, "timeout_s": 60}))
+}
