@@ -9,7 +9,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/.."
 echo "== building cairn"
 cargo build --quiet -p cairn
-cairn="$PWD/target/debug/cairn"
+cairn="${CARGO_TARGET_DIR:-$PWD/target}/debug/cairn"
 
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/cairn-demo.XXXXXX")
 export CAIRN_STORE="$scratch/store"

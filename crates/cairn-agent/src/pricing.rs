@@ -3,9 +3,9 @@
 //! The library knows no prices: the binary loads a [`PriceTable`] (its own
 //! defaults plus the user's file) and passes it in. Rules, in order:
 //! 1. the scripted provider is free (`zero`);
-//! 2. a model served from this machine (base URL on localhost or a loopback
-//!    address) is free (`zero`);
-//! 3. a model in the table is `known`;
+//! 2. a model in the table is `known`;
+//! 3. an unlisted model served from this machine (base URL on localhost or a
+//!    loopback address, e.g. Ollama) is free (`zero`);
 //! 4. anything else is `unknown`, and stays so in every total.
 
 use std::collections::BTreeMap;
@@ -80,7 +80,7 @@ pub fn is_local(base_url: Option<&str>) -> bool {
 
 impl Pricing for PriceTable {
     fn price(&self, provider: &str, model: &str, base_url: Option<&str>, usage: Usage) -> Cost {
-        if provider == "script" || is_local(base_url) {
+        if provider == "script" {
             return Cost::ZERO;
         }
         match self.get(provider, model) {
@@ -88,6 +88,7 @@ impl Pricing for PriceTable {
                 usage.input_tokens as f64 * p.input_per_mtok / 1e6
                     + usage.output_tokens as f64 * p.output_per_mtok / 1e6,
             ),
+            None if is_local(base_url) => Cost::ZERO,
             None => Cost::UNKNOWN,
         }
     }
@@ -105,6 +106,7 @@ mod tests {
         assert_eq!(t.price("openai", "llama3", Some("http://localhost:11434/v1"), u), Cost::ZERO);
         assert_eq!(t.price("openai", "llama3", Some("http://127.0.0.1:8080"), u), Cost::ZERO);
         assert_eq!(t.price("openai", "gpt-4o", None, u), Cost::known(3.5));
+        assert_eq!(t.price("openai", "gpt-4o", Some("http://127.0.0.1:9/v1"), u), Cost::known(3.5));
         assert_eq!(t.price("openai", "gpt-4o-2024-08-06", None, u), Cost::known(3.5));
         assert_eq!(t.price("openai", "gpt-4o-mini", None, u).state, cairn_journal::CostState::Known);
         assert_eq!(t.price("openai", "o3", Some("https://api.openai.com/v1"), u), Cost::UNKNOWN);

@@ -163,7 +163,7 @@ fn the_guard_names_what_changed_and_force_records_an_override() {
     let out = s.run(&["run", "--model", &model, "--thinking", "low", "task"]);
     assert!(out.status.success());
     let id = s.only_session();
-    let other = format!("script:{}", s.script("other.json", json!([{"text": "x"}, {"text": "y"}])).display());
+    let other = format!("script:{}", s.script("other.json", json!([{"text": "x"}, {"text": "y"}, {"text": "z"}])).display());
     let out = s.run(&["resume", &id, "more", "--model", &other, "--thinking", "high"]);
     assert_eq!(out.status.code(), Some(4));
     let err = String::from_utf8_lossy(&out.stderr);

@@ -186,6 +186,14 @@ fn conversation_line(e: &Entry) -> String {
     }
 }
 
+fn outcome_str(o: cairn_journal::Outcome) -> &'static str {
+    match o {
+        cairn_journal::Outcome::Ok => "ok",
+        cairn_journal::Outcome::Error => "error",
+        cairn_journal::Outcome::Unknown => "unknown",
+    }
+}
+
 fn describe(body: &cairn_journal::RecordBody) -> String {
     use cairn_journal::RecordBody as B;
     match body {
