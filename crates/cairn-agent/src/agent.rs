@@ -202,7 +202,9 @@ impl Agent {
                 Called::Interrupted => {
                     return self.end(
                         TerminalReason::Interrupted,
-                        Some(format!("stopped during model turn {turn}; nothing of it was recorded")),
+                        Some(format!(
+                            "stopped during model turn {turn}; nothing of it was recorded"
+                        )),
                     )
                 }
                 Called::Failed(msg) => return self.end(TerminalReason::Failed, Some(msg)),
@@ -242,7 +244,10 @@ impl Agent {
 
     /// Finishes the in-flight batch of the last turn (after a crash, a
     /// suspend, or an interruption), by the rules of DESIGN §4.1.
-    async fn complete_last_turn(&mut self, ev: &mut dyn Events) -> Result<Option<Ending>, AgentError> {
+    async fn complete_last_turn(
+        &mut self,
+        ev: &mut dyn Events,
+    ) -> Result<Option<Ending>, AgentError> {
         let pending: Vec<PendingCall> = self.session.state().pending.clone();
         for p in pending {
             if let Some(end) = self.stopped()? {
@@ -281,7 +286,10 @@ impl Agent {
     }
 
     /// Dispatches the last turn's calls in order, stopping early on request.
-    async fn dispatch_pending(&mut self, ev: &mut dyn Events) -> Result<Option<Ending>, AgentError> {
+    async fn dispatch_pending(
+        &mut self,
+        ev: &mut dyn Events,
+    ) -> Result<Option<Ending>, AgentError> {
         let pending: Vec<PendingCall> = self.session.state().pending.clone();
         for p in pending {
             if let Some(end) = self.stopped()? {
@@ -400,13 +408,17 @@ impl Agent {
         let t = &self.session.state().totals;
         if let Some(max) = b.max_turns {
             if t.turns >= max {
-                return Some(format!("the turn budget of {max} is used up; resume with a higher --max-turns"));
+                return Some(format!(
+                    "the turn budget of {max} is used up; resume with a higher --max-turns"
+                ));
             }
         }
         if let Some(max) = b.max_tokens {
             let used = t.input_tokens + t.output_tokens;
             if used >= max {
-                return Some(format!("{used} tokens used of a budget of {max}; resume with a higher --max-tokens"));
+                return Some(format!(
+                    "{used} tokens used of a budget of {max}; resume with a higher --max-tokens"
+                ));
             }
         }
         if let Some(max) = b.max_cost_usd {
@@ -432,10 +444,17 @@ impl Agent {
     }
 
     fn interrupted(&mut self) -> Result<Ending, AgentError> {
-        self.end(TerminalReason::Interrupted, Some("stopped at once by the user".into()))
+        self.end(
+            TerminalReason::Interrupted,
+            Some("stopped at once by the user".into()),
+        )
     }
 
-    fn end(&mut self, reason: TerminalReason, detail: Option<String>) -> Result<Ending, AgentError> {
+    fn end(
+        &mut self,
+        reason: TerminalReason,
+        detail: Option<String>,
+    ) -> Result<Ending, AgentError> {
         let totals = self.session.state().totals;
         self.session.append(RecordBody::Terminal(Terminal {
             reason,

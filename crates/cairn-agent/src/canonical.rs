@@ -53,12 +53,17 @@ mod tests {
 
     #[test]
     fn key_order_does_not_matter() {
-        let a: Value = serde_json::from_str(r#"{"b":1,"a":{"y":[1,{"q":2,"p":3}],"x":"s"}}"#).unwrap();
-        let b: Value = serde_json::from_str(r#"{"a":{"x":"s","y":[1,{"p":3,"q":2}]},"b":1}"#).unwrap();
+        let a: Value =
+            serde_json::from_str(r#"{"b":1,"a":{"y":[1,{"q":2,"p":3}],"x":"s"}}"#).unwrap();
+        let b: Value =
+            serde_json::from_str(r#"{"a":{"x":"s","y":[1,{"p":3,"q":2}]},"b":1}"#).unwrap();
         let (mut x, mut y) = (vec![], vec![]);
         write(&a, &mut x);
         write(&b, &mut y);
         assert_eq!(x, y);
-        assert_eq!(String::from_utf8(x).unwrap(), r#"{"a":{"x":"s","y":[1,{"p":3,"q":2}]},"b":1}"#);
+        assert_eq!(
+            String::from_utf8(x).unwrap(),
+            r#"{"a":{"x":"s","y":[1,{"p":3,"q":2}]},"b":1}"#
+        );
     }
 }

@@ -41,12 +41,15 @@ pub enum Verdict {
 }
 
 fn show<T: std::fmt::Display>(v: &Option<T>) -> String {
-    v.as_ref().map_or_else(|| "none".to_string(), |x| x.to_string())
+    v.as_ref()
+        .map_or_else(|| "none".to_string(), |x| x.to_string())
 }
 
 fn short(h: &Option<String>) -> String {
-    h.as_ref()
-        .map_or_else(|| "none".to_string(), |x| format!("sha256:{}", &x[..x.len().min(12)]))
+    h.as_ref().map_or_else(
+        || "none".to_string(),
+        |x| format!("sha256:{}", &x[..x.len().min(12)]),
+    )
 }
 
 /// Compares the recorded fingerprint with the current one.
@@ -63,15 +66,30 @@ pub fn compare(recorded: &Fingerprint, current: &Fingerprint) -> Verdict {
             });
         }
     };
-    field("model", recorded.model.clone(), current.model.clone(), &mut other);
-    field("system", short(&recorded.system), short(&current.system), &mut other);
+    field(
+        "model",
+        recorded.model.clone(),
+        current.model.clone(),
+        &mut other,
+    );
+    field(
+        "system",
+        short(&recorded.system),
+        short(&current.system),
+        &mut other,
+    );
     field(
         "tools",
         short(&Some(recorded.tools.clone())),
         short(&Some(current.tools.clone())),
         &mut other,
     );
-    field("thinking", show(&recorded.thinking), show(&current.thinking), &mut other);
+    field(
+        "thinking",
+        show(&recorded.thinking),
+        show(&current.thinking),
+        &mut other,
+    );
     let (r, c) = (&recorded.budgets, &current.budgets);
     let up = |was: Option<f64>, now: Option<f64>| match (was, now) {
         (_, None) => true,
@@ -80,15 +98,33 @@ pub fn compare(recorded: &Fingerprint, current: &Fingerprint) -> Verdict {
     };
     if r.max_turns != c.max_turns {
         raised &= up(r.max_turns.map(|x| x as f64), c.max_turns.map(|x| x as f64));
-        field("max_turns", show(&r.max_turns), show(&c.max_turns), &mut budgets);
+        field(
+            "max_turns",
+            show(&r.max_turns),
+            show(&c.max_turns),
+            &mut budgets,
+        );
     }
     if r.max_tokens != c.max_tokens {
-        raised &= up(r.max_tokens.map(|x| x as f64), c.max_tokens.map(|x| x as f64));
-        field("max_tokens", show(&r.max_tokens), show(&c.max_tokens), &mut budgets);
+        raised &= up(
+            r.max_tokens.map(|x| x as f64),
+            c.max_tokens.map(|x| x as f64),
+        );
+        field(
+            "max_tokens",
+            show(&r.max_tokens),
+            show(&c.max_tokens),
+            &mut budgets,
+        );
     }
     if r.max_cost_usd != c.max_cost_usd {
         raised &= up(r.max_cost_usd, c.max_cost_usd);
-        field("max_cost", show(&r.max_cost_usd), show(&c.max_cost_usd), &mut budgets);
+        field(
+            "max_cost",
+            show(&r.max_cost_usd),
+            show(&c.max_cost_usd),
+            &mut budgets,
+        );
     }
     match (other.is_empty(), budgets.is_empty()) {
         (true, true) => Verdict::Same,
@@ -125,21 +161,36 @@ mod tests {
             (fp("openai:b", Some("be brief"), Some(3)), "changed:model"),
             (fp("openai:a", Some("be long"), Some(3)), "changed:system"),
             (fp("openai:a", None, Some(3)), "changed:system"),
-            (fp("openai:a", Some("be brief"), Some(5)), "raised:max_turns"),
+            (
+                fp("openai:a", Some("be brief"), Some(5)),
+                "raised:max_turns",
+            ),
             (fp("openai:a", Some("be brief"), None), "raised:max_turns"),
-            (fp("openai:a", Some("be brief"), Some(2)), "changed:max_turns"),
-            (fp("openai:b", Some("be brief"), Some(5)), "changed:model,max_turns"),
+            (
+                fp("openai:a", Some("be brief"), Some(2)),
+                "changed:max_turns",
+            ),
+            (
+                fp("openai:b", Some("be brief"), Some(5)),
+                "changed:model,max_turns",
+            ),
         ];
         for (current, want) in rows {
             let got = match compare(&base, &current) {
                 Verdict::Same => "same".to_string(),
                 Verdict::BudgetsRaised(f) => format!(
                     "raised:{}",
-                    f.iter().map(|x| x.field.as_str()).collect::<Vec<_>>().join(",")
+                    f.iter()
+                        .map(|x| x.field.as_str())
+                        .collect::<Vec<_>>()
+                        .join(",")
                 ),
                 Verdict::Changed(f) => format!(
                     "changed:{}",
-                    f.iter().map(|x| x.field.as_str()).collect::<Vec<_>>().join(",")
+                    f.iter()
+                        .map(|x| x.field.as_str())
+                        .collect::<Vec<_>>()
+                        .join(",")
                 ),
             };
             assert_eq!(got, want);

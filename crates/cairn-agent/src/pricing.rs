@@ -59,7 +59,9 @@ impl PriceTable {
         }
         self.prices
             .iter()
-            .filter(|(k, _)| key.starts_with(k.as_str()) && key.as_bytes().get(k.len()) == Some(&b'-'))
+            .filter(|(k, _)| {
+                key.starts_with(k.as_str()) && key.as_bytes().get(k.len()) == Some(&b'-')
+            })
             .max_by_key(|(k, _)| k.len())
             .map(|(_, p)| *p)
     }
@@ -100,16 +102,40 @@ mod tests {
 
     #[test]
     fn three_states() {
-        let t = PriceTable::from_json(r#"{"openai:gpt-4o": {"input_per_mtok": 2.5, "output_per_mtok": 10}}"#).unwrap();
-        let u = Usage { input_tokens: 1_000_000, output_tokens: 100_000 };
+        let t = PriceTable::from_json(
+            r#"{"openai:gpt-4o": {"input_per_mtok": 2.5, "output_per_mtok": 10}}"#,
+        )
+        .unwrap();
+        let u = Usage {
+            input_tokens: 1_000_000,
+            output_tokens: 100_000,
+        };
         assert_eq!(t.price("script", "x", None, u), Cost::ZERO);
-        assert_eq!(t.price("openai", "llama3", Some("http://localhost:11434/v1"), u), Cost::ZERO);
-        assert_eq!(t.price("openai", "llama3", Some("http://127.0.0.1:8080"), u), Cost::ZERO);
+        assert_eq!(
+            t.price("openai", "llama3", Some("http://localhost:11434/v1"), u),
+            Cost::ZERO
+        );
+        assert_eq!(
+            t.price("openai", "llama3", Some("http://127.0.0.1:8080"), u),
+            Cost::ZERO
+        );
         assert_eq!(t.price("openai", "gpt-4o", None, u), Cost::known(3.5));
-        assert_eq!(t.price("openai", "gpt-4o", Some("http://127.0.0.1:9/v1"), u), Cost::known(3.5));
-        assert_eq!(t.price("openai", "gpt-4o-2024-08-06", None, u), Cost::known(3.5));
-        assert_eq!(t.price("openai", "gpt-4o-mini", None, u).state, cairn_journal::CostState::Known);
-        assert_eq!(t.price("openai", "o3", Some("https://api.openai.com/v1"), u), Cost::UNKNOWN);
+        assert_eq!(
+            t.price("openai", "gpt-4o", Some("http://127.0.0.1:9/v1"), u),
+            Cost::known(3.5)
+        );
+        assert_eq!(
+            t.price("openai", "gpt-4o-2024-08-06", None, u),
+            Cost::known(3.5)
+        );
+        assert_eq!(
+            t.price("openai", "gpt-4o-mini", None, u).state,
+            cairn_journal::CostState::Known
+        );
+        assert_eq!(
+            t.price("openai", "o3", Some("https://api.openai.com/v1"), u),
+            Cost::UNKNOWN
+        );
         assert!(!is_local(Some("https://localhost.evil.com/v1")));
     }
 }

@@ -84,7 +84,9 @@ impl ResponseStore {
     }
 
     fn path(&self, key: &str) -> PathBuf {
-        self.dir.join(&key[..2.min(key.len())]).join(format!("{key}.json"))
+        self.dir
+            .join(&key[..2.min(key.len())])
+            .join(format!("{key}.json"))
     }
 
     /// The stored response for `key`, if any.

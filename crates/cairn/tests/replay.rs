@@ -32,26 +32,46 @@ async fn a_crash_after_the_response_is_stored_is_served_from_the_store_on_resume
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/v1/chat/completions"))
-        .respond_with(ResponseTemplate::new(200).set_body_raw(answer("the answer"), "text/event-stream"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_raw(answer("the answer"), "text/event-stream"),
+        )
         .mount(&server)
         .await;
     let s = Scratch::new();
     let base = format!("{}/v1", server.uri());
     let prices = s.dir.path().join("prices.json");
-    std::fs::write(&prices, r#"{"openai:test-model": {"input_per_mtok": 1.0, "output_per_mtok": 2.0}}"#).unwrap();
+    std::fs::write(
+        &prices,
+        r#"{"openai:test-model": {"input_per_mtok": 1.0, "output_per_mtok": 2.0}}"#,
+    )
+    .unwrap();
 
     let out = s
         .cmd()
         .env("CAIRN_FAULT", "crash-after-response-stored")
         .env("OPENAI_API_KEY", "sk-test")
         .env("CAIRN_PRICES", &prices)
-        .args(["run", "--model", "openai:test-model", "--base-url", &base, "task"])
+        .args([
+            "run",
+            "--model",
+            "openai:test-model",
+            "--base-url",
+            &base,
+            "task",
+        ])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), None, "the injected crash should abort the process");
+    assert_eq!(
+        out.status.code(),
+        None,
+        "the injected crash should abort the process"
+    );
     assert_eq!(server.received_requests().await.unwrap().len(), 1);
     let id = s.only_session();
-    assert!(!s.records(&id).iter().any(|r| r["kind"] == "assistant"), "the turn was not journaled");
+    assert!(
+        !s.records(&id).iter().any(|r| r["kind"] == "assistant"),
+        "the turn was not journaled"
+    );
 
     let out = s
         .cmd()
@@ -60,9 +80,17 @@ async fn a_crash_after_the_response_is_stored_is_served_from_the_store_on_resume
         .args(["resume", &id, "--json"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(json(&out.stdout)["status"], "completed");
-    assert_eq!(server.received_requests().await.unwrap().len(), 1, "the call was bought twice");
+    assert_eq!(
+        server.received_requests().await.unwrap().len(),
+        1,
+        "the call was bought twice"
+    );
     let recs = s.records(&id);
     let turn = recs.iter().find(|r| r["kind"] == "assistant").unwrap();
     assert_eq!(turn["replay"], true);
@@ -88,10 +116,22 @@ async fn routing_is_restored_from_the_session_and_the_key_only_from_the_environm
     let out = s
         .cmd()
         .env("OPENAI_API_KEY", "sk-secret-value")
-        .args(["run", "--model", "openai:unpriced", "--base-url", &base, "--json", "task"])
+        .args([
+            "run",
+            "--model",
+            "openai:unpriced",
+            "--base-url",
+            &base,
+            "--json",
+            "task",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let id = s.only_session();
     // Resume with no flags: provider, model and base URL come from the session.
     let out = s
@@ -100,12 +140,19 @@ async fn routing_is_restored_from_the_session_and_the_key_only_from_the_environm
         .args(["resume", &id, "again", "--json"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let reqs = server.received_requests().await.unwrap();
     assert_eq!(reqs.len(), 2);
     let body: serde_json::Value = serde_json::from_slice(&reqs[1].body).unwrap();
     assert_eq!(body["model"], "unpriced");
-    assert_eq!(reqs[1].headers.get("authorization").unwrap(), "Bearer sk-secret-value");
+    assert_eq!(
+        reqs[1].headers.get("authorization").unwrap(),
+        "Bearer sk-secret-value"
+    );
     let recs = s.records(&id);
     // An unpriced model on this machine (like Ollama) is free.
     assert_eq!(recs.last().unwrap()["totals"]["cost"]["state"], "zero");
@@ -116,14 +163,25 @@ async fn routing_is_restored_from_the_session_and_the_key_only_from_the_environm
 async fn a_rejected_key_fails_at_once_and_is_journaled() {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(401).set_body_string(r#"{"error": {"message": "Incorrect API key"}}"#))
+        .respond_with(
+            ResponseTemplate::new(401)
+                .set_body_string(r#"{"error": {"message": "Incorrect API key"}}"#),
+        )
         .mount(&server)
         .await;
     let s = Scratch::new();
     let out = s
         .cmd()
         .env("OPENAI_API_KEY", "sk-bad")
-        .args(["run", "--model", "openai:m", "--base-url", &format!("{}/v1", server.uri()), "--json", "task"])
+        .args([
+            "run",
+            "--model",
+            "openai:m",
+            "--base-url",
+            &format!("{}/v1", server.uri()),
+            "--json",
+            "task",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -131,7 +189,10 @@ async fn a_rejected_key_fails_at_once_and_is_journaled() {
     assert_eq!(server.received_requests().await.unwrap().len(), 1);
     let id = s.only_session();
     let last = s.records(&id).last().unwrap().clone();
-    assert!(last["detail"].as_str().unwrap().contains("OPENAI_API_KEY"), "{last}");
+    assert!(
+        last["detail"].as_str().unwrap().contains("OPENAI_API_KEY"),
+        "{last}"
+    );
 }
 
 /// Every file's bytes under `dir`, concatenated (to search for leaked keys).

@@ -39,7 +39,12 @@ pub fn load() -> anyhow::Result<PriceTable> {
                 table.extend(user);
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(coded(Code::Usage, format!("reading {}: {e}", path.display()))),
+            Err(e) => {
+                return Err(coded(
+                    Code::Usage,
+                    format!("reading {}: {e}", path.display()),
+                ))
+            }
         }
     }
     Ok(table)

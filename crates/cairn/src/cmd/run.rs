@@ -11,8 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_agent::{
-    stop_pair, Agent, Config, Ending, Events, Faults, ResponseStore, Session, StopHandle,
-    StopLevel,
+    stop_pair, Agent, Config, Ending, Events, Faults, ResponseStore, Session, StopHandle, StopLevel,
 };
 use cairn_journal::{Budgets, Meta, Outcome, Routing, TerminalReason, ToolCall};
 use cairn_model::{provider_from_spec, ModelSpec, ProviderConfig, ProviderKind};
@@ -50,12 +49,17 @@ impl Plan {
 }
 
 fn parse_spec(text: &str) -> anyhow::Result<ModelSpec> {
-    let mut spec: ModelSpec = text.parse().map_err(|e| coded(Code::Usage, format!("{e}")))?;
+    let mut spec: ModelSpec = text
+        .parse()
+        .map_err(|e| coded(Code::Usage, format!("{e}")))?;
     if spec.kind == ProviderKind::Script {
         // Recorded absolute, so a resume from any directory finds it.
         let p = Path::new(&spec.model);
         let abs = std::fs::canonicalize(p).map_err(|e| {
-            coded(Code::Usage, format!("cannot read the script {}: {e}", p.display()))
+            coded(
+                Code::Usage,
+                format!("cannot read the script {}: {e}", p.display()),
+            )
         })?;
         spec.model = abs.to_string_lossy().into_owned();
     }
@@ -72,7 +76,10 @@ fn budgets(m: &ModelArgs, recorded: Option<&Budgets>) -> anyhow::Result<Budgets>
     }
     if let Some(x) = m.max_cost {
         if !(x.is_finite() && x >= 0.0) {
-            return Err(coded(Code::Usage, "--max-cost must be a non-negative number of US dollars"));
+            return Err(coded(
+                Code::Usage,
+                "--max-cost must be a non-negative number of US dollars",
+            ));
         }
         b.max_cost_usd = Some(x);
     }
@@ -90,7 +97,10 @@ fn env_base_url(kind: ProviderKind) -> Option<String> {
 
 fn provider_config() -> ProviderConfig {
     let mut c = ProviderConfig::default();
-    if let Some(ms) = std::env::var("CAIRN_RETRY_BASE_MS").ok().and_then(|v| v.parse().ok()) {
+    if let Some(ms) = std::env::var("CAIRN_RETRY_BASE_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
         c.retry.base_delay = Duration::from_millis(ms);
     }
     c
@@ -105,7 +115,10 @@ fn faults() -> Faults {
 
 fn read_system(path: &Path) -> anyhow::Result<String> {
     std::fs::read_to_string(path).map_err(|e| {
-        coded(Code::Usage, format!("cannot read the system prompt {}: {e}", path.display()))
+        coded(
+            Code::Usage,
+            format!("cannot read the system prompt {}: {e}", path.display()),
+        )
     })
 }
 
@@ -130,7 +143,10 @@ pub fn run(ctx: &Context, args: RunArgs) -> anyhow::Result<Code> {
     let system = match &args.system {
         Some(p) => {
             let abs = std::fs::canonicalize(p).map_err(|e| {
-                coded(Code::Usage, format!("cannot read the system prompt {}: {e}", p.display()))
+                coded(
+                    Code::Usage,
+                    format!("cannot read the system prompt {}: {e}", p.display()),
+                )
             })?;
             let text = read_system(&abs)?;
             Some((abs, text))
@@ -149,7 +165,8 @@ pub fn run(ctx: &Context, args: RunArgs) -> anyhow::Result<Code> {
     let (handle, stop) = stop_pair();
     let rt = runtime()?;
     rt.block_on(async {
-        let provider = provider_from_spec(&plan.spec, plan.base_url.as_deref(), &provider_config())?;
+        let provider =
+            provider_from_spec(&plan.spec, plan.base_url.as_deref(), &provider_config())?;
         let tools = Toolbox::builtin(ToolConfig::default());
         let fp = cairn_agent::fingerprint(
             &plan.spec_string(),
@@ -162,7 +179,10 @@ pub fn run(ctx: &Context, args: RunArgs) -> anyhow::Result<Code> {
             run: String::new(),
             created: cairn_journal::now_rfc3339(),
             workspace: ws.root().to_string_lossy().into_owned(),
-            name: args.name.clone().or_else(|| Some(output::one_line(&args.task.join(" "), 60))),
+            name: args
+                .name
+                .clone()
+                .or_else(|| Some(output::one_line(&args.task.join(" "), 60))),
             fingerprint: Some(fp),
             fork: None,
             routing: Some(Routing {
@@ -170,7 +190,10 @@ pub fn run(ctx: &Context, args: RunArgs) -> anyhow::Result<Code> {
                 model: plan.spec.model.clone(),
                 base_url: provider.base_url().map(str::to_owned),
             }),
-            system_file: plan.system.as_ref().map(|s| s.0.to_string_lossy().into_owned()),
+            system_file: plan
+                .system
+                .as_ref()
+                .map(|s| s.0.to_string_lossy().into_owned()),
         };
         let id = RunId::new();
         let session = Session::create(&store, &id, meta)?;
@@ -261,13 +284,24 @@ fn resume_id(
         Some(s) => parse_spec(s)?,
         None => format!("{}:{}", routing.provider, routing.model)
             .parse()
-            .map_err(|e| coded(Code::Integrity, format!("session {id} records an unusable model: {e}")))?,
+            .map_err(|e| {
+                coded(
+                    Code::Integrity,
+                    format!("session {id} records an unusable model: {e}"),
+                )
+            })?,
     };
     let base_url = m
         .base_url
         .clone()
         .or_else(|| env_base_url(spec.kind))
-        .or_else(|| if m.model.is_none() { routing.base_url.clone() } else { None });
+        .or_else(|| {
+            if m.model.is_none() {
+                routing.base_url.clone()
+            } else {
+                None
+            }
+        });
     let system = match &state.system_file {
         Some(p) => {
             let p = PathBuf::from(p);
@@ -289,11 +323,16 @@ fn resume_id(
         budgets: budgets(m, Some(&recorded.budgets))?,
     };
     let ws = workspace(Path::new(&state.workspace))?;
-    let text = if text.is_empty() { None } else { Some(text.join(" ")) };
+    let text = if text.is_empty() {
+        None
+    } else {
+        Some(text.join(" "))
+    };
     let (handle, stop) = stop_pair();
     let rt = runtime()?;
     rt.block_on(async {
-        let provider = provider_from_spec(&plan.spec, plan.base_url.as_deref(), &provider_config())?;
+        let provider =
+            provider_from_spec(&plan.spec, plan.base_url.as_deref(), &provider_config())?;
         let tools = Toolbox::builtin(ToolConfig::default());
         let mut agent = assemble(&store, session, provider, tools, ws, &plan, stop)?;
         let mut printer = Printer::new(json);
@@ -303,7 +342,9 @@ fn resume_id(
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_current_thread().enable_all().build()?)
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
 }
 
 async fn drive(
@@ -324,8 +365,10 @@ async fn drive(
 
 async fn watch_signals(handle: StopHandle) {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
-    else {
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
         return;
     };
     loop {
@@ -342,7 +385,12 @@ async fn watch_signals(handle: StopHandle) {
     }
 }
 
-fn report(id: &str, e: &Ending, state: &cairn_journal::RunState, json: bool) -> anyhow::Result<Code> {
+fn report(
+    id: &str,
+    e: &Ending,
+    state: &cairn_journal::RunState,
+    json: bool,
+) -> anyhow::Result<Code> {
     let code = match e.reason {
         TerminalReason::Failed | TerminalReason::Interrupted => Code::Failure,
         _ => Code::Ok,
@@ -383,7 +431,10 @@ struct Printer {
 
 impl Printer {
     fn new(json: bool) -> Self {
-        Printer { json, mid_line: false }
+        Printer {
+            json,
+            mid_line: false,
+        }
     }
 
     fn out(&mut self, s: &str) {
@@ -416,7 +467,9 @@ impl Events for Printer {
     fn turn_started(&mut self, turn: u64, replay: bool) {
         self.finish_line();
         if replay {
-            self.out(&format!("[turn {turn}: served from the response store, not bought again]\n"));
+            self.out(&format!(
+                "[turn {turn}: served from the response store, not bought again]\n"
+            ));
         }
     }
     fn turn_finished(&mut self, _turn: u64) {
@@ -424,7 +477,11 @@ impl Events for Printer {
     }
     fn tool_started(&mut self, call: &ToolCall) {
         self.finish_line();
-        self.out(&format!("  → {} {}\n", call.name, output::one_line(&call.arguments.to_string(), 100)));
+        self.out(&format!(
+            "  → {} {}\n",
+            call.name,
+            output::one_line(&call.arguments.to_string(), 100)
+        ));
     }
     fn tool_finished(&mut self, _call: &ToolCall, outcome: Outcome, out: &str) {
         let first = out.lines().next().unwrap_or("");

@@ -27,7 +27,11 @@ impl Scratch {
     /// Writes a script of turns and returns its path.
     pub fn script(&self, name: &str, turns: Value) -> PathBuf {
         let p = self.dir.path().join(name);
-        std::fs::write(&p, serde_json::to_vec(&serde_json::json!({ "turns": turns })).unwrap()).unwrap();
+        std::fs::write(
+            &p,
+            serde_json::to_vec(&serde_json::json!({ "turns": turns })).unwrap(),
+        )
+        .unwrap();
         p
     }
 
@@ -60,15 +64,21 @@ impl Scratch {
     }
 
     pub fn only_session(&self) -> String {
-        let runs: Vec<_> = std::fs::read_dir(self.store.join("runs")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        let runs: Vec<_> = std::fs::read_dir(self.store.join("runs"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
         assert_eq!(runs.len(), 1, "{runs:?}");
         runs[0].clone()
     }
 
     /// The journal's records as JSON values.
     pub fn records(&self, id: &str) -> Vec<Value> {
-        let text = std::fs::read_to_string(self.store.join("runs").join(id).join("journal.jsonl")).unwrap();
-        text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+        let text = std::fs::read_to_string(self.store.join("runs").join(id).join("journal.jsonl"))
+            .unwrap();
+        text.lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
     }
 
     pub fn read(&self, rel: &str) -> String {
@@ -80,7 +90,10 @@ impl Scratch {
 pub fn wait_until(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
     let start = Instant::now();
     while !cond() {
-        assert!(start.elapsed() < Duration::from_secs(secs), "timed out waiting for {what}");
+        assert!(
+            start.elapsed() < Duration::from_secs(secs),
+            "timed out waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -96,15 +109,23 @@ pub fn json(out: &[u8]) -> Value {
 }
 
 pub fn kinds(records: &[Value]) -> Vec<String> {
-    records.iter().map(|r| r["kind"].as_str().unwrap().to_string()).collect()
+    records
+        .iter()
+        .map(|r| r["kind"].as_str().unwrap().to_string())
+        .collect()
 }
 
 pub fn results_for<'a>(records: &'a [Value], call: &str) -> Vec<&'a Value> {
-    records.iter().filter(|r| r["kind"] == "tool_result" && r["call"] == call).collect()
+    records
+        .iter()
+        .filter(|r| r["kind"] == "tool_result" && r["call"] == call)
+        .collect()
 }
 
 pub fn lines(path: &Path) -> usize {
-    std::fs::read_to_string(path).map(|t| t.lines().count()).unwrap_or(0)
+    std::fs::read_to_string(path)
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
 }
 
 pub fn call(id: &str, name: &str, args: Value) -> Value {
@@ -112,5 +133,9 @@ pub fn call(id: &str, name: &str, args: Value) -> Value {
 }
 
 pub fn shell(id: &str, command: &str) -> Value {
-    call(id, "shell", serde_json::json!({"command": command, "timeout_s": 60}))
+    call(
+        id,
+        "shell",
+        serde_json::json!({"command": command, "timeout_s": 60}),
+    )
 }
