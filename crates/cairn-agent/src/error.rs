@@ -14,6 +14,9 @@ pub enum AgentError {
     /// The journal failed.
     #[error(transparent)]
     Journal(#[from] cairn_journal::JournalError),
+    /// The session (or a fork's ancestry) does not load.
+    #[error(transparent)]
+    Session(#[from] cairn_sessions::SessionError),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] cairn_store::StoreError),

@@ -2,19 +2,23 @@
 //! appended is folded in at once, so the state never lags the journal.
 
 use cairn_journal::{JournalWriter, Meta, Record, RecordBody, RunState};
+use cairn_sessions::Pin;
 use cairn_store::{RunId, Store};
 
 use crate::AgentError;
 
-/// A run held for writing.
+/// A run held for writing. Its projections (`meta.json`, `sessions.index`)
+/// are refreshed at creation and at every turn and terminal boundary.
 #[derive(Debug)]
 pub struct Session {
+    store: Store,
     writer: JournalWriter,
     state: RunState,
+    receipt: Vec<Pin>,
 }
 
 impl Session {
-    /// Creates a new run.
+    /// Creates a new root run (forks are made by `cairn_sessions::fork`).
     ///
     /// # Errors
     /// Journal and store errors.
@@ -23,7 +27,14 @@ impl Session {
         let mut meta = meta;
         meta.run = id.to_string();
         let state = RunState::from_meta(&meta, writer.last_ts());
-        Ok(Session { writer, state })
+        let s = Session {
+            store: store.clone(),
+            writer,
+            state,
+            receipt: Vec::new(),
+        };
+        s.refresh_projections();
+        Ok(s)
     }
 
     /// Opens a run for a resume: the journal is locked BEFORE it is read and
@@ -33,8 +44,13 @@ impl Session {
     /// [`cairn_journal::JournalError::Locked`] and read errors.
     pub fn open(store: &Store, id: &RunId) -> Result<Self, AgentError> {
         let (writer, scan) = JournalWriter::open(store, id)?;
-        let state = cairn_sessions::state_for_resume(store, id, &scan)?;
-        Ok(Session { writer, state })
+        let (state, receipt) = cairn_sessions::state_for_resume(store, id, &scan)?;
+        Ok(Session {
+            store: store.clone(),
+            writer,
+            state,
+            receipt,
+        })
     }
 
     /// The run id.
@@ -59,6 +75,23 @@ impl Session {
     pub fn append(&mut self, body: RecordBody) -> Result<Record, AgentError> {
         let record = self.writer.append_record(body)?;
         self.state.apply(&record);
+        if matches!(
+            record.body,
+            RecordBody::Assistant(_) | RecordBody::Terminal(_)
+        ) {
+            self.refresh_projections();
+        }
         Ok(record)
+    }
+
+    /// Rewrites the projections from the state. Best effort: a projection
+    /// that is not written is rebuilt from the record by the next reader.
+    fn refresh_projections(&self) {
+        let tail = self.writer.tail().to_hex();
+        if let Err(e) =
+            cairn_sessions::refresh(&self.store, self.id(), &self.state, &tail, &self.receipt)
+        {
+            tracing::warn!("projections of {} not refreshed: {e}", self.id());
+        }
     }
 }

@@ -1,14 +1,21 @@
-//! Sessions as users see them: summaries for listing, the repository a session
-//! belongs to, and loading a run's state for a resume.
+//! Sessions as users see them: listing from projections that are never
+//! trusted over the record, forks that share a verified past, repository
+//! scoping, and loading a run's state for a resume.
 //!
 //! # Guarantees
-//! - A summary never trusts anything but the journal: the figures of a finished
-//!   run come from its last record (a `terminal` carries cumulative `totals`),
-//!   read from the end of the file without reading the rest; any other run is
-//!   read and folded in full.
-//! - A session whose journal does not read is still listed, marked
-//!   `valid: false` with the problem, never dropped silently and never fatal to
-//!   the listing.
+//! - A projection (`meta.json`, `sessions.index`) is used only while the
+//!   journal still vouches for it (length, mtime, record count, tail hash);
+//!   otherwise the summary is rebuilt from the verified record. A missing,
+//!   stale, malformed or oversized projection never breaks or falsifies a
+//!   listing, and concurrent writers never lose each other's index entries.
+//! - Cost figures come from the record: a finished run's from its last
+//!   (`terminal`) record, read from the end of the file; only an honestly
+//!   unknown cost is served from a projection.
+//! - A fork copies no history: it pins its parent's chain hash, folds the
+//!   verified prefix on resume, and is listed invalid (and refused by
+//!   resume) once that prefix changes or is truncated.
+//! - A session that does not verify is listed with `valid: false` and the
+//!   problem, never dropped.
 //!
 //! ```
 //! let dir = tempfile::tempdir().unwrap();
@@ -17,10 +24,16 @@
 //! ```
 #![deny(missing_docs)]
 
+mod error;
+mod fork;
 mod load;
+mod projection;
 mod repo;
 mod summary;
 
+pub use error::SessionError;
+pub use fork::{check_receipt, fork, lineage, pin_at, Pin, MAX_DEPTH};
 pub use load::{load, state_for_resume, Loaded};
+pub use projection::{read_index, read_meta, Binding, Projection, MAX_INDEX_BYTES, MAX_META_BYTES};
 pub use repo::{in_repository, repository_root};
-pub use summary::{list, summarize, ParentRef, Summary};
+pub use summary::{list, refresh, reindex, summarize, ParentRef, Summary};

@@ -1,13 +1,21 @@
-//! One line of `cairn sessions`: a [`Summary`], built from the journal alone.
+//! One line of `cairn sessions`: a [`Summary`], from a projection the
+//! journal still vouches for, or rebuilt from the verified record.
 
-use cairn_journal::{read_head_record, read_tail_record, Cost, JournalError, RecordBody, Status};
+use std::collections::HashMap;
+
+use cairn_journal::{read_tail_record, Cost, CostState, RecordBody, RunState};
 use cairn_store::{RunId, Store};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+use crate::fork::{check_receipt, Pin};
 use crate::load::load;
+use crate::projection::{
+    journal_stat, read_index, read_meta, update_index, write_meta, Binding, Projection,
+};
+use crate::SessionError;
 
 /// Where a fork came from.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ParentRef {
     /// Parent session id.
     pub id: String,
@@ -16,7 +24,7 @@ pub struct ParentRef {
 }
 
 /// A session as listed (the JSON object of `cairn sessions --json`, DESIGN §10).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     /// Session id.
     pub id: String,
@@ -30,9 +38,9 @@ pub struct Summary {
     pub updated: String,
     /// Workspace root.
     pub workspace: String,
-    /// Model turns.
+    /// Model turns (a fork counts the turns it inherited).
     pub turns: u64,
-    /// Records in the journal.
+    /// Records in the session's own journal.
     pub records: u64,
     /// Chain hash of the last record, hex.
     pub tail: String,
@@ -40,129 +48,343 @@ pub struct Summary {
     pub cost: Cost,
     /// Fork origin.
     pub parent: Option<ParentRef>,
-    /// Whether the journal reads and verifies.
+    /// Whether the journal (and a fork's pinned ancestry) verifies.
     pub valid: bool,
     /// Why it is not valid.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+    /// The first seq that does not verify, when known.
+    #[serde(skip)]
+    pub first_bad_seq: Option<u64>,
 }
 
-/// Summarises run `id`. Never fails: a journal that does not read gives a
-/// summary with `valid: false` and the problem.
-pub fn summarize(store: &Store, id: &RunId) -> Summary {
-    match quick(store, id) {
-        Ok(Some(s)) => s,
-        Ok(None) => full(store, id),
-        Err(e) => invalid(store, id, &e),
-    }
-}
-
-/// The O(1) path: the last record is a `terminal`, whose totals are cumulative.
-fn quick(store: &Store, id: &RunId) -> Result<Option<Summary>, JournalError> {
-    let path = store.journal_path(id);
-    let Some(tail) = read_tail_record(&path)? else {
-        return Ok(None);
-    };
-    let RecordBody::Terminal(t) = &tail.record.body else {
-        return Ok(None);
-    };
-    let head = read_head_record(&path)?;
-    let RecordBody::Meta(meta) = head.body else {
-        return Ok(None);
-    };
-    if meta.run != id.as_str() {
-        return Ok(None); // let the full read name the problem
-    }
-    Ok(Some(Summary {
-        id: id.to_string(),
-        name: meta.name.clone(),
-        status: t.reason.as_str().to_owned(),
-        created: meta.created.clone(),
-        updated: tail.record.ts.clone(),
-        workspace: meta.workspace.clone(),
-        turns: t.totals.turns,
-        records: tail.record.seq,
-        tail: tail.hash.to_hex(),
-        cost: t.totals.cost,
-        parent: meta.fork.as_ref().map(|f| ParentRef {
-            id: f.parent.clone(),
-            seq: f.seq,
-        }),
-        valid: true,
-        problem: None,
-    }))
-}
-
-fn full(store: &Store, id: &RunId) -> Summary {
-    match load(store, id) {
-        Ok(l) => {
-            let s = &l.state;
-            Summary {
-                id: id.to_string(),
-                name: s.name.clone(),
-                status: s.status.as_str().to_owned(),
-                created: s.created.clone(),
-                updated: s.updated.clone(),
-                workspace: s.workspace.clone(),
-                turns: s.totals.turns,
-                records: s.records,
-                tail: l.scan.tail.to_hex(),
-                cost: s.totals.cost,
-                parent: s.fork.as_ref().map(|f| ParentRef {
-                    id: f.parent.clone(),
-                    seq: f.seq,
-                }),
-                valid: true,
-                problem: None,
-            }
-        }
-        Err(e) => invalid(store, id, &e),
-    }
-}
-
-fn invalid(store: &Store, id: &RunId, e: &JournalError) -> Summary {
-    // Whatever the head still says, for a recognisable line.
-    let head = read_head_record(&store.journal_path(id)).ok();
-    let meta = head.and_then(|r| match r.body {
-        RecordBody::Meta(m) => Some(m),
-        _ => None,
-    });
-    Summary {
-        id: id.to_string(),
-        name: meta.as_ref().and_then(|m| m.name.clone()),
-        status: Status::Running.as_str().to_owned(),
-        created: meta.as_ref().map(|m| m.created.clone()).unwrap_or_default(),
-        updated: String::new(),
-        workspace: meta
-            .as_ref()
-            .map(|m| m.workspace.clone())
-            .unwrap_or_default(),
-        turns: 0,
-        records: 0,
-        tail: String::new(),
-        cost: Cost::UNKNOWN,
-        parent: meta.as_ref().and_then(|m| {
-            m.fork.as_ref().map(|f| ParentRef {
+impl Summary {
+    /// The summary of a folded run.
+    pub fn from_state(id: &RunId, state: &RunState, records: u64, tail: &str) -> Summary {
+        Summary {
+            id: id.to_string(),
+            name: state.name.clone().map(|n| bounded(&n, 200)),
+            status: state.status.as_str().to_owned(),
+            created: state.created.clone(),
+            updated: state.updated.clone(),
+            workspace: state.workspace.clone(),
+            turns: state.totals.turns,
+            records,
+            tail: tail.to_owned(),
+            cost: state.totals.cost,
+            parent: state.fork.as_ref().map(|f| ParentRef {
                 id: f.parent.clone(),
                 seq: f.seq,
-            })
-        }),
-        valid: false,
-        problem: Some(e.to_string()),
+            }),
+            valid: true,
+            problem: None,
+            first_bad_seq: None,
+        }
     }
+
+    fn invalid(store: &Store, id: &RunId, e: &SessionError) -> Summary {
+        let head = cairn_journal::read_head_record(&store.journal_path(id)).ok();
+        let meta = head.and_then(|r| match r.body {
+            RecordBody::Meta(m) => Some(m),
+            _ => None,
+        });
+        let first_bad_seq = match e {
+            SessionError::Journal(cairn_journal::JournalError::Damaged { seq, .. }) => Some(*seq),
+            _ => None,
+        };
+        Summary {
+            id: id.to_string(),
+            name: meta.as_ref().and_then(|m| m.name.clone()),
+            status: "running".into(),
+            created: meta.as_ref().map(|m| m.created.clone()).unwrap_or_default(),
+            updated: String::new(),
+            workspace: meta
+                .as_ref()
+                .map(|m| m.workspace.clone())
+                .unwrap_or_default(),
+            turns: 0,
+            records: 0,
+            tail: String::new(),
+            cost: Cost::UNKNOWN,
+            parent: meta.as_ref().and_then(|m| {
+                m.fork.as_ref().map(|f| ParentRef {
+                    id: f.parent.clone(),
+                    seq: f.seq,
+                })
+            }),
+            valid: false,
+            problem: Some(e.to_string()),
+            first_bad_seq,
+        }
+    }
+}
+
+fn bounded(s: &str, max: usize) -> String {
+    s.chars().take(max).collect()
+}
+
+/// A summary with the receipt it was checked against.
+struct Listed {
+    summary: Summary,
+    receipt: Vec<Pin>,
+    /// A projection to persist, when this one was rebuilt.
+    rebuilt: Option<Projection>,
+}
+
+/// Uses a projection when the journal still vouches for it: same length and
+/// mtime, and its last line carries the recorded seq and tail hash. Status,
+/// turns and cost of a finished run come from that last record itself.
+fn trust(store: &Store, id: &RunId, p: Projection) -> Option<Listed> {
+    let path = store.journal_path(id);
+    let (len, mtime_ns) = journal_stat(&path).ok()?;
+    if len != p.binding.len || mtime_ns != p.binding.mtime_ns {
+        return None;
+    }
+    let tail = read_tail_record(&path).ok()??;
+    if tail.record.seq != p.binding.records || tail.hash.to_hex() != p.binding.tail {
+        return None;
+    }
+    let mut s = p.summary;
+    s.updated.clone_from(&tail.record.ts);
+    s.records = p.binding.records;
+    s.tail.clone_from(&p.binding.tail);
+    match &tail.record.body {
+        RecordBody::Terminal(t) => {
+            s.status = t.reason.as_str().to_owned();
+            s.turns = t.totals.turns;
+            s.cost = t.totals.cost;
+        }
+        // Only an honestly unknown cost may be served without a replay.
+        _ if s.cost.state == CostState::Unknown => s.status = "running".into(),
+        _ => return None,
+    }
+    if let Err((pin, why)) = check_receipt(store, &p.receipt) {
+        s.valid = false;
+        s.problem = Some(format!(
+            "its pinned prefix of {} (seq {}) is no longer intact: {why}",
+            pin.run, pin.seq
+        ));
+    }
+    Some(Listed {
+        summary: s,
+        receipt: p.receipt,
+        rebuilt: None,
+    })
+}
+
+/// Rebuilds a summary from the verified record.
+fn rebuild(store: &Store, id: &RunId) -> Listed {
+    let path = store.journal_path(id);
+    let before = journal_stat(&path).ok();
+    match load(store, id) {
+        Ok(l) => {
+            let records = l.scan.records.len() as u64;
+            let tail = l.scan.tail.to_hex();
+            let summary = Summary::from_state(id, &l.state, records, &tail);
+            // Bind to what was read; if the file moved meanwhile, the next
+            // reader sees a mismatch and rebuilds again.
+            let after = journal_stat(&path).ok();
+            let rebuilt = match (before, after) {
+                (Some(b), Some(a)) if a == b && l.scan.torn.is_none() => Some(Projection {
+                    binding: Binding {
+                        len: a.0,
+                        mtime_ns: a.1,
+                        records,
+                        tail,
+                    },
+                    summary: summary.clone(),
+                    receipt: l.receipt.clone(),
+                }),
+                _ => None,
+            };
+            Listed {
+                summary,
+                receipt: l.receipt,
+                rebuilt,
+            }
+        }
+        Err(e) => Listed {
+            summary: Summary::invalid(store, id, &e),
+            receipt: Vec::new(),
+            rebuilt: None,
+        },
+    }
+}
+
+fn listed(store: &Store, id: &RunId, index: &HashMap<String, Projection>) -> Listed {
+    let projection = index
+        .get(id.as_str())
+        .cloned()
+        .or_else(|| read_meta(store, id));
+    projection
+        .and_then(|p| trust(store, id, p))
+        .unwrap_or_else(|| rebuild(store, id))
+}
+
+/// Marks forks invalid whose ancestors are missing or damaged at or before
+/// the pinned seq.
+fn propagate(all: &mut HashMap<String, Listed>) {
+    let verdicts: Vec<(String, String)> = all
+        .iter()
+        .filter(|(_, l)| l.summary.valid)
+        .filter_map(|(id, l)| {
+            l.receipt.iter().find_map(|pin| match all.get(&pin.run) {
+                None => Some((id.clone(), format!("its parent {} is gone", pin.run))),
+                Some(a)
+                    if !a.summary.valid && a.summary.first_bad_seq.is_none_or(|b| b <= pin.seq) =>
+                {
+                    Some((
+                        id.clone(),
+                        format!(
+                            "its ancestor {} does not verify within the pinned prefix (seq {})",
+                            pin.run, pin.seq
+                        ),
+                    ))
+                }
+                _ => None,
+            })
+        })
+        .collect();
+    for (id, why) in verdicts {
+        if let Some(l) = all.get_mut(&id) {
+            l.summary.valid = false;
+            l.summary.problem = Some(why);
+        }
+    }
+}
+
+fn persist(store: &Store, all: &HashMap<String, Listed>) {
+    let mut fresh = Vec::new();
+    for (id, l) in all {
+        if let (Some(p), Ok(id)) = (&l.rebuilt, RunId::parse(id)) {
+            // Best effort: a projection that is not written is rebuilt later.
+            let _ = write_meta(store, &id, p);
+            fresh.push((id, p.clone()));
+        }
+    }
+    let _ = update_index(store, &fresh);
+}
+
+/// Summarises run `id` (and checks a fork's ancestors). Never fails: a
+/// session that does not verify gets `valid: false` and the problem.
+pub fn summarize(store: &Store, id: &RunId) -> Summary {
+    let index = read_index(store);
+    let mut all = HashMap::new();
+    let me = listed(store, id, &index);
+    for pin in &me.receipt {
+        if let Ok(aid) = RunId::parse(&pin.run) {
+            if store.journal_path(&aid).exists() {
+                all.insert(pin.run.clone(), listed(store, &aid, &index));
+            }
+        }
+    }
+    all.insert(id.to_string(), me);
+    propagate(&mut all);
+    persist(store, &all);
+    all.remove(id.as_str())
+        .map(|l| l.summary)
+        .unwrap_or_else(|| {
+            Summary::invalid(
+                store,
+                id,
+                &SessionError::Journal(cairn_journal::JournalError::NotFound {
+                    run: id.to_string(),
+                }),
+            )
+        })
 }
 
 /// Every session in the store, newest first (by last update, then id).
+/// Projections are used where the journal still vouches for them; the rest
+/// are rebuilt from the record and written back.
 ///
 /// # Errors
 /// Only when the store's `runs/` directory cannot be read.
 pub fn list(store: &Store) -> Result<Vec<Summary>, cairn_store::StoreError> {
-    let mut out: Vec<Summary> = store
+    let index = read_index(store);
+    let mut all: HashMap<String, Listed> = store
         .run_ids()?
-        .iter()
+        .into_iter()
         .filter(|id| store.journal_path(id).exists())
-        .map(|id| summarize(store, id))
+        .map(|id| (id.to_string(), listed(store, &id, &index)))
         .collect();
+    propagate(&mut all);
+    persist(store, &all);
+    let mut out: Vec<Summary> = all.into_values().map(|l| l.summary).collect();
     out.sort_by(|a, b| b.updated.cmp(&a.updated).then_with(|| b.id.cmp(&a.id)));
     Ok(out)
+}
+
+/// Refreshes a run's projections from its writer's state (at turn and
+/// terminal boundaries). Best effort: errors are returned for logging only.
+///
+/// # Errors
+/// IO errors writing `meta.json` or the index.
+pub fn refresh(
+    store: &Store,
+    id: &RunId,
+    state: &RunState,
+    tail: &str,
+    receipt: &[Pin],
+) -> Result<(), SessionError> {
+    let (len, mtime_ns) =
+        journal_stat(&store.journal_path(id)).map_err(|e| cairn_store::StoreError::Io {
+            action: "reading metadata of",
+            path: store.journal_path(id),
+            source: e,
+        })?;
+    let summary = Summary::from_state(id, state, state.records, tail);
+    let p = Projection {
+        binding: Binding {
+            len,
+            mtime_ns,
+            records: state.records,
+            tail: tail.to_owned(),
+        },
+        summary,
+        receipt: receipt.to_vec(),
+    };
+    write_meta(store, id, &p)?;
+    update_index(store, &[(id.clone(), p)]).map_err(|e| cairn_store::StoreError::Io {
+        action: "updating",
+        path: store.sessions_index(),
+        source: e,
+    })?;
+    Ok(())
+}
+
+/// Rebuilds every projection from the verified record (`cairn reindex`).
+/// Returns (sessions indexed, sessions that do not verify).
+///
+/// # Errors
+/// The store cannot be read or the index cannot be written.
+pub fn reindex(store: &Store) -> Result<(usize, usize), SessionError> {
+    let mut entries = Vec::new();
+    let mut bad = 0;
+    for id in store.run_ids()? {
+        if !store.journal_path(&id).exists() {
+            continue;
+        }
+        let l = rebuild(store, &id);
+        match l.rebuilt {
+            Some(p) => {
+                write_meta(store, &id, &p)?;
+                entries.push((id.to_string(), p));
+            }
+            None => {
+                // Nothing trustworthy to project: drop any stale sidecar.
+                let _ = std::fs::remove_file(store.meta_path(&id));
+                if !l.summary.valid {
+                    bad += 1;
+                }
+            }
+        }
+    }
+    let n = entries.len();
+    crate::projection::replace_index(store, entries).map_err(|e| cairn_store::StoreError::Io {
+        action: "writing",
+        path: store.sessions_index(),
+        source: e,
+    })?;
+    Ok((n, bad))
 }

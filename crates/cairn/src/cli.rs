@@ -29,6 +29,10 @@ pub enum Command {
     Resume(ResumeArgs),
     /// Resume the most recent session of this repository (alias: --continue)
     Continue(ContinueArgs),
+    /// Branch a session: a new session sharing its past up to a record (alias: --fork)
+    Fork(ForkArgs),
+    /// Rebuild every session projection (meta.json, sessions.index) from the records
+    Reindex,
     /// List the sessions of this repository, newest first (alias: --sessions)
     Sessions(SessionsArgs),
     /// Inspect or remove one session
@@ -109,6 +113,21 @@ pub struct ContinueArgs {
     pub json: bool,
     #[command(flatten)]
     pub model: ModelArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ForkArgs {
+    /// The session to fork
+    pub id: String,
+    /// The last record to share, by seq [default: the last record]
+    #[arg(long, value_name = "SEQ")]
+    pub at: Option<String>,
+    /// The workspace of the new session [default: the parent's]
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Print the summary object as JSON
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

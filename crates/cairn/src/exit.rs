@@ -7,6 +7,7 @@
 use cairn_agent::AgentError;
 use cairn_journal::JournalError;
 use cairn_model::ModelError;
+use cairn_sessions::SessionError;
 
 /// A process exit code of the contract.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,9 +52,13 @@ pub fn classify(err: &anyhow::Error) -> Code {
         if let Some(j) = cause.downcast_ref::<JournalError>() {
             return journal_code(j);
         }
+        if let Some(s) = cause.downcast_ref::<SessionError>() {
+            return session_code(s);
+        }
         if let Some(a) = cause.downcast_ref::<AgentError>() {
             return match a {
                 AgentError::Journal(j) => journal_code(j),
+                AgentError::Session(s) => session_code(s),
                 AgentError::Guard { .. } => Code::Refused,
                 AgentError::StoredResponse { .. } => Code::Integrity,
                 AgentError::NotResumable { .. } | AgentError::SystemPrompt { .. } => Code::Usage,
@@ -76,6 +81,15 @@ fn journal_code(j: &JournalError) -> Code {
         JournalError::Locked { .. } => Code::Refused,
         JournalError::NotFound { .. } | JournalError::NewerSchema { .. } => Code::Usage,
         e if e.is_integrity() => Code::Integrity,
+        _ => Code::Failure,
+    }
+}
+
+fn session_code(s: &SessionError) -> Code {
+    match s {
+        SessionError::Journal(j) => journal_code(j),
+        SessionError::ForkPrefix { .. } => Code::Refused,
+        SessionError::BadForkPoint { .. } => Code::Usage,
         _ => Code::Failure,
     }
 }

@@ -54,6 +54,8 @@ fn run(cli: Cli) -> anyhow::Result<Code> {
         Command::Run(a) => cmd::run::run(&ctx, a),
         Command::Resume(a) => cmd::run::resume(&ctx, a),
         Command::Continue(a) => cmd::run::continue_(&ctx, a),
+        Command::Fork(a) => cmd::fork::run(&ctx, &a),
+        Command::Reindex => cmd::fork::reindex(&ctx),
         Command::Sessions(a) => cmd::sessions::list(&ctx, &a),
         Command::Session(SessionCommand::Ls(a)) => cmd::sessions::list(&ctx, &a),
         Command::Session(SessionCommand::Show(a)) => cmd::sessions::show(&ctx, &a),

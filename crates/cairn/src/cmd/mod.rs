@@ -1,5 +1,6 @@
 //! One module per subcommand, plus what they share.
 
+pub mod fork;
 pub mod prices;
 pub mod run;
 pub mod sessions;

@@ -178,9 +178,9 @@ fn conversation_line(e: &Entry) -> String {
             output: out,
             ..
         } => format!(
-            "  <- {} {:?}: {}\n",
+            "  <- {} {}: {}\n",
             name,
-            outcome,
+            outcome_str(*outcome),
             output::one_line(out, 90)
         ),
     }
@@ -217,8 +217,8 @@ fn describe(body: &cairn_journal::RecordBody) -> String {
         }
         B::ToolStart(t) => format!("{} ({})", t.name, t.call),
         B::ToolResult(t) => format!(
-            "{:?} ({}): {}",
-            t.outcome,
+            "{} ({}): {}",
+            outcome_str(t.outcome),
             t.call,
             output::one_line(&t.output, 70)
         ),

@@ -1,0 +1,258 @@
+//! Forks (DESIGN §3.3): a shared past, a divergent future, no copied history.
+//!
+//! A fork's `meta` pins `{parent, seq, hash}` — the parent's chain hash at
+//! the last record they share — and its genesis derives from that pin, so the
+//! child's chain continues the parent's prefix without copying it.
+//!
+//! A fork's **receipt** is the list of pins of every ancestor prefix it
+//! consumed, nearest first, each with the byte range of the pinned line. A
+//! lister checks a pin in O(1) by reading that one line: the chain makes
+//! `h(seq)` = SHA-256(prev of line seq ‖ line seq) checkable from it alone.
+//! Appends to a parent leave its prefix, and so the pin, intact; a changed or
+//! truncated pinned line fails the check. A resume verifies every ancestor
+//! prefix in full.
+
+use std::io::{Read, Seek, SeekFrom};
+
+use cairn_journal::{scan_journal_bytes, ChainHash, ForkPin, JournalError, Record, RecordBody};
+use cairn_store::{RunId, Store};
+use serde::{Deserialize, Serialize};
+
+use crate::SessionError;
+
+/// The deepest fork chain followed (a guard against crafted cycles).
+pub const MAX_DEPTH: usize = 10_000;
+
+/// One ancestor prefix a fork consumed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pin {
+    /// The ancestor run.
+    pub run: String,
+    /// The last record of it that is shared.
+    pub seq: u64,
+    /// Its `h(seq)`, hex.
+    pub hash: String,
+    /// Byte offset of line `seq` in the ancestor's journal.
+    pub offset: u64,
+    /// Length of that line without its newline.
+    pub len: u64,
+}
+
+/// Where line `seq` ends in `bytes` (index of its `\n`), and where it starts.
+fn line_bounds(bytes: &[u8], seq: u64) -> Option<(usize, usize)> {
+    let mut start = 0usize;
+    for n in 1..=seq {
+        let end = start + bytes[start..].iter().position(|&b| b == b'\n')?;
+        if n == seq {
+            return Some((start, end));
+        }
+        start = end + 1;
+    }
+    None
+}
+
+/// The verified records 1..=seq of `run` and the pin of that prefix.
+fn prefix(store: &Store, run: &str, seq: u64) -> Result<(Vec<Record>, Pin), String> {
+    let id = RunId::parse(run).map_err(|e| e.to_string())?;
+    let path = store.journal_path(&id);
+    let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let (start, end) = line_bounds(&bytes, seq)
+        .ok_or_else(|| format!("it has fewer than {seq} complete records"))?;
+    let scan = scan_journal_bytes(&path, &bytes[..end + 1], run).map_err(|e| e.to_string())?;
+    let pin = Pin {
+        run: run.to_owned(),
+        seq,
+        hash: scan.tail.to_hex(),
+        offset: start as u64,
+        len: (end - start) as u64,
+    };
+    Ok((scan.records, pin))
+}
+
+/// The records a session folds over — its ancestors' pinned prefixes, root
+/// first, then its own — and its receipt (nearest pin first).
+///
+/// # Errors
+/// [`SessionError::ForkPrefix`] when an ancestor prefix is missing, changed,
+/// truncated, or does not hash to its pin.
+pub fn lineage(
+    store: &Store,
+    run: &str,
+    own: &[Record],
+) -> Result<(Vec<Record>, Vec<Pin>), SessionError> {
+    let mut chain: Vec<Vec<Record>> = vec![own.to_vec()];
+    let mut receipt = Vec::new();
+    let mut fork = fork_of(own);
+    let mut seen = std::collections::HashSet::new();
+    while let Some(pin) = fork {
+        let fail = |reason: String| SessionError::ForkPrefix {
+            run: run.to_owned(),
+            ancestor: pin.parent.clone(),
+            seq: pin.seq,
+            reason,
+        };
+        if !seen.insert(pin.parent.clone()) || seen.len() > MAX_DEPTH {
+            return Err(fail(
+                "the fork chain loops or is deeper than cairn follows".into(),
+            ));
+        }
+        let (records, got) = prefix(store, &pin.parent, pin.seq).map_err(&fail)?;
+        if got.hash != pin.hash.to_hex() {
+            return Err(fail(format!(
+                "its chain hash there is {} but the fork pinned {}",
+                &got.hash[..16],
+                &pin.hash.to_hex()[..16]
+            )));
+        }
+        fork = fork_of(&records);
+        chain.push(records);
+        receipt.push(got);
+    }
+    let all = chain.into_iter().rev().flatten().collect();
+    Ok((all, receipt))
+}
+
+fn fork_of(records: &[Record]) -> Option<ForkPin> {
+    match records.first().map(|r| &r.body) {
+        Some(RecordBody::Meta(m)) => m.fork.clone(),
+        _ => None,
+    }
+}
+
+/// Checks a receipt in O(depth) small reads: each pinned line is still there
+/// and still hashes to its pin.
+///
+/// # Errors
+/// The first pin that fails, with the reason.
+pub fn check_receipt(store: &Store, receipt: &[Pin]) -> Result<(), (Pin, String)> {
+    for pin in receipt {
+        check_pin(store, pin).map_err(|why| (pin.clone(), why))?;
+    }
+    Ok(())
+}
+
+fn check_pin(store: &Store, pin: &Pin) -> Result<(), String> {
+    let id = RunId::parse(&pin.run).map_err(|e| e.to_string())?;
+    let mut f = std::fs::File::open(store.journal_path(&id))
+        .map_err(|e| format!("the parent journal cannot be opened: {e}"))?;
+    let mut buf = vec![0u8; pin.len as usize + 1];
+    f.seek(SeekFrom::Start(pin.offset))
+        .and_then(|_| f.read_exact(&mut buf))
+        .map_err(|_| "the parent journal was truncated before the pinned record".to_string())?;
+    if buf.last() != Some(&b'\n') {
+        return Err("the pinned record changed length".into());
+    }
+    let line = &buf[..buf.len() - 1];
+    let header: Result<serde_json::Value, _> = serde_json::from_slice(line);
+    let Ok(header) = header else {
+        return Err("the pinned record no longer parses".into());
+    };
+    let prev = header["prev"].as_str().and_then(ChainHash::from_hex);
+    let seq = header["seq"].as_u64();
+    match (prev, seq) {
+        (Some(prev), Some(s)) if s == pin.seq && prev.next(line).to_hex() == pin.hash => Ok(()),
+        _ => Err("the pinned record's bytes changed".into()),
+    }
+}
+
+/// Pins `parent` at `seq` (default: its last record) for a new fork.
+///
+/// # Errors
+/// [`SessionError::BadForkPoint`], or read and verify errors of the parent.
+pub fn pin_at(
+    store: &Store,
+    parent: &RunId,
+    seq: Option<u64>,
+) -> Result<(ForkPin, Pin), SessionError> {
+    let path = store.journal_path(parent);
+    let scan = cairn_journal::read_journal(&path, parent.as_str())?;
+    let records = scan.records.len() as u64;
+    let seq = seq.unwrap_or(records);
+    if seq == 0 || seq > records {
+        return Err(SessionError::BadForkPoint {
+            run: parent.to_string(),
+            records,
+        });
+    }
+    let (_, pin) = prefix(store, parent.as_str(), seq).map_err(|reason| {
+        SessionError::Journal(JournalError::Damaged {
+            path: path.clone(),
+            seq,
+            offset: 0,
+            reason,
+        })
+    })?;
+    let hash = ChainHash::from_hex(&pin.hash).unwrap_or(ChainHash([0; 32]));
+    Ok((
+        ForkPin {
+            parent: parent.to_string(),
+            seq,
+            hash,
+        },
+        pin,
+    ))
+}
+
+/// Creates a fork of `parent` at `seq` (default: its last record): a new run
+/// whose `meta` pins the parent's prefix and copies its configuration
+/// (workspace, fingerprint, routing), followed by a `terminal: suspended`
+/// record so it lists as resumable. Copies no records.
+///
+/// # Errors
+/// [`SessionError::BadForkPoint`], read and verify errors of the parent's
+/// lineage, write errors.
+pub fn fork(
+    store: &Store,
+    parent: &RunId,
+    seq: Option<u64>,
+    workspace: Option<String>,
+) -> Result<(RunId, cairn_journal::JournalWriter, cairn_journal::RunState), SessionError> {
+    use cairn_journal::{JournalWriter, Meta, Terminal, TerminalReason};
+    let (fork_pin, own_pin) = pin_at(store, parent, seq)?;
+    // The parent's configuration as of the fork point, over its own ancestry.
+    let parent_scan = cairn_journal::read_journal(&store.journal_path(parent), parent.as_str())?;
+    let upto = &parent_scan.records[..fork_pin.seq as usize];
+    let (records, parent_receipt) = lineage(store, parent.as_str(), upto)?;
+    let state = cairn_journal::fold(&records).map_err(|e| JournalError::Fold {
+        path: store.journal_path(parent),
+        reason: e.to_string(),
+    })?;
+    let id = RunId::new();
+    let meta = Meta {
+        run: id.to_string(),
+        created: cairn_journal::now_rfc3339(),
+        workspace: workspace.unwrap_or_else(|| state.workspace.clone()),
+        name: Some(format!(
+            "fork of {}",
+            state.name.clone().unwrap_or_else(|| parent.to_string())
+        )),
+        fingerprint: state.fingerprint.clone(),
+        fork: Some(fork_pin.clone()),
+        routing: state.routing.clone(),
+        system_file: state.system_file.clone(),
+    };
+    let mut writer = JournalWriter::create(store, &id, meta.clone())?;
+    let mut child = state;
+    let meta_record = Record {
+        v: cairn_journal::SCHEMA_VERSION,
+        seq: 1,
+        prev: ChainHash::fork_genesis(&fork_pin.parent, fork_pin.seq, &fork_pin.hash),
+        ts: writer.last_ts().to_owned(),
+        body: RecordBody::Meta(Box::new(meta)),
+    };
+    child.apply(&meta_record);
+    let terminal = writer.append_record(RecordBody::Terminal(Terminal {
+        reason: TerminalReason::Suspended,
+        totals: child.totals,
+        detail: Some(format!(
+            "forked from {parent} at seq {}; resume this session to continue",
+            fork_pin.seq
+        )),
+    }))?;
+    child.apply(&terminal);
+    child.records = 2;
+    let mut receipt = vec![own_pin];
+    receipt.extend(parent_receipt);
+    crate::summary::refresh(store, &id, &child, &writer.tail().to_hex(), &receipt)?;
+    Ok((id, writer, child))
+}

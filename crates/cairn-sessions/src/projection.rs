@@ -1,0 +1,224 @@
+//! Projections (DESIGN §3.1): the per-run `meta.json` sidecar and the store's
+//! `sessions.index`, so sessions can be listed without replaying them.
+//!
+//! Invariants:
+//! - a projection is a cache, never the truth: each entry is bound to the
+//!   journal's byte length, sub-second mtime, record count and chain tail
+//!   hash, and a reader uses it only when all four still match (the tail hash
+//!   is checked against the journal's last line, which attests it alone);
+//! - a missing, stale, malformed or oversized projection is ignored and
+//!   rebuilt from the verified record; nothing in one can make a listing fail
+//!   or lie;
+//! - `meta.json` is replaced atomically (the durable-write helper);
+//! - `sessions.index` is JSON lines, the last line for an id wins. Updates are
+//!   appended under an exclusive lock (`sessions.index.lock`), so two
+//!   processes finishing runs at once never lose each other's entries; the
+//!   file is compacted (atomically, under the same lock) when it has grown to
+//!   twice its live entries;
+//! - cost figures are not served from here unless honestly `unknown`
+//!   (DESIGN §4.5): the lister takes them from the journal's last record.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use cairn_store::{durable, RunId, Store};
+use serde::{Deserialize, Serialize};
+
+use crate::fork::Pin;
+use crate::summary::Summary;
+
+/// The largest `meta.json` a reader will parse.
+pub const MAX_META_BYTES: u64 = 256 * 1024;
+/// The largest `sessions.index` a reader will parse.
+pub const MAX_INDEX_BYTES: u64 = 512 * 1024 * 1024;
+/// The largest single index line.
+const MAX_LINE_BYTES: usize = 256 * 1024;
+
+/// What a projection is bound to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Binding {
+    /// Journal length in bytes.
+    pub len: u64,
+    /// Journal mtime in nanoseconds since the epoch (a quick first test only).
+    pub mtime_ns: i128,
+    /// Records in the journal.
+    pub records: u64,
+    /// Chain hash of the last record, hex.
+    pub tail: String,
+}
+
+/// One projected session.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Projection {
+    /// The binding.
+    pub binding: Binding,
+    /// The summary as of the binding.
+    pub summary: Summary,
+    /// For a fork: the pins of every ancestor prefix it consumed, nearest first.
+    #[serde(default)]
+    pub receipt: Vec<Pin>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct IndexLine {
+    id: String,
+    #[serde(flatten)]
+    projection: Projection,
+}
+
+/// The journal's current length and mtime, for a binding.
+pub fn journal_stat(path: &Path) -> std::io::Result<(u64, i128)> {
+    let m = std::fs::metadata(path)?;
+    Ok((
+        m.len(),
+        m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
+    ))
+}
+
+/// Reads a run's `meta.json`, or `None` when it is missing, oversized or
+/// malformed.
+pub fn read_meta(store: &Store, id: &RunId) -> Option<Projection> {
+    let path = store.meta_path(id);
+    let f = File::open(&path).ok()?;
+    if f.metadata().ok()?.len() > MAX_META_BYTES {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    f.take(MAX_META_BYTES).read_to_end(&mut bytes).ok()?;
+    let p: Projection = serde_json::from_slice(&bytes).ok()?;
+    (p.summary.id == id.as_str()).then_some(p)
+}
+
+/// Replaces a run's `meta.json` atomically.
+///
+/// # Errors
+/// IO errors from the durable write.
+pub fn write_meta(
+    store: &Store,
+    id: &RunId,
+    p: &Projection,
+) -> Result<(), cairn_store::StoreError> {
+    let bytes = serde_json::to_vec_pretty(p).unwrap_or_default();
+    durable::write_atomic(&store.meta_path(id), &bytes)
+}
+
+fn index_lock_path(store: &Store) -> PathBuf {
+    store.sessions_index().with_file_name("sessions.index.lock")
+}
+
+/// Reads `sessions.index`: the newest entry per id. Malformed lines are
+/// skipped; a missing or oversized index reads as empty.
+pub fn read_index(store: &Store) -> std::collections::HashMap<String, Projection> {
+    let mut out = std::collections::HashMap::new();
+    let path = store.sessions_index();
+    let Ok(f) = File::open(&path) else { return out };
+    if f.metadata()
+        .map(|m| m.len() > MAX_INDEX_BYTES)
+        .unwrap_or(true)
+    {
+        return out;
+    }
+    let mut bytes = Vec::new();
+    if f.take(MAX_INDEX_BYTES).read_to_end(&mut bytes).is_err() {
+        return out;
+    }
+    for line in bytes.split(|&b| b == b'\n') {
+        if line.is_empty() || line.len() > MAX_LINE_BYTES {
+            continue;
+        }
+        if let Ok(l) = serde_json::from_slice::<IndexLine>(line) {
+            if l.projection.summary.id == l.id {
+                out.insert(l.id, l.projection);
+            }
+        }
+    }
+    out
+}
+
+/// A held `sessions.index.lock`.
+struct IndexLock(#[allow(dead_code)] File);
+
+fn lock_index(store: &Store) -> std::io::Result<IndexLock> {
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(durable::FILE_MODE)
+        .open(index_lock_path(store))?;
+    f.lock()?;
+    Ok(IndexLock(f))
+}
+
+/// Appends entries to `sessions.index` under its lock, compacting it when it
+/// has grown to twice its live entries. Best effort: a projection that is
+/// not written is rebuilt later.
+///
+/// # Errors
+/// IO errors (the caller may ignore them: the index is a cache).
+pub fn update_index(store: &Store, entries: &[(RunId, Projection)]) -> std::io::Result<()> {
+    if entries.is_empty() {
+        return Ok(());
+    }
+    let _lock = lock_index(store)?;
+    let path = store.sessions_index();
+    let mut buf = Vec::new();
+    for (id, p) in entries {
+        let line = IndexLine {
+            id: id.to_string(),
+            projection: p.clone(),
+        };
+        serde_json::to_writer(&mut buf, &line).map_err(std::io::Error::other)?;
+        buf.push(b'\n');
+    }
+    let mut f = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(durable::FILE_MODE)
+        .open(&path)?;
+    f.write_all(&buf)?;
+    drop(f);
+    maybe_compact(store, &path)
+}
+
+fn maybe_compact(store: &Store, path: &Path) -> std::io::Result<()> {
+    let bytes = std::fs::read(path)?;
+    let lines = bytes
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .count();
+    let live = read_index(store);
+    if lines < 64 || lines < 2 * live.len() {
+        return Ok(());
+    }
+    write_index(store, live.into_iter().collect())
+}
+
+/// Rewrites `sessions.index` with exactly these entries (atomically). The
+/// caller holds the index lock, or calls [`replace_index`].
+fn write_index(store: &Store, mut entries: Vec<(String, Projection)>) -> std::io::Result<()> {
+    entries.retain(|(id, _)| {
+        RunId::parse(id)
+            .map(|id| store.journal_path(&id).exists())
+            .unwrap_or(false)
+    });
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut buf = Vec::new();
+    for (id, projection) in entries {
+        serde_json::to_writer(&mut buf, &IndexLine { id, projection })
+            .map_err(std::io::Error::other)?;
+        buf.push(b'\n');
+    }
+    durable::write_atomic(&store.sessions_index(), &buf).map_err(std::io::Error::other)
+}
+
+/// Replaces `sessions.index` with these entries, under its lock (reindex).
+///
+/// # Errors
+/// IO errors.
+pub fn replace_index(store: &Store, entries: Vec<(String, Projection)>) -> std::io::Result<()> {
+    let _lock = lock_index(store)?;
+    write_index(store, entries)
+}
