@@ -42,7 +42,7 @@ pub struct Binding {
     /// Journal length in bytes.
     pub len: u64,
     /// Journal mtime in nanoseconds since the epoch (a quick first test only).
-    pub mtime_ns: i128,
+    pub mtime_ns: i64,
     /// Records in the journal.
     pub records: u64,
     /// Chain hash of the last record, hex.
@@ -61,19 +61,21 @@ pub struct Projection {
     pub receipt: Vec<Pin>,
 }
 
+/// One line of `sessions.index` (no `flatten`: it buffers, and is slow).
 #[derive(Serialize, Deserialize)]
 struct IndexLine {
     id: String,
-    #[serde(flatten)]
     projection: Projection,
 }
 
 /// The journal's current length and mtime, for a binding.
-pub fn journal_stat(path: &Path) -> std::io::Result<(u64, i128)> {
+pub fn journal_stat(path: &Path) -> std::io::Result<(u64, i64)> {
     let m = std::fs::metadata(path)?;
     Ok((
         m.len(),
-        m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
+        m.mtime()
+            .saturating_mul(1_000_000_000)
+            .saturating_add(m.mtime_nsec()),
     ))
 }
 
@@ -221,4 +223,74 @@ fn write_index(store: &Store, mut entries: Vec<(String, Projection)>) -> std::io
 pub fn replace_index(store: &Store, entries: Vec<(String, Projection)>) -> std::io::Result<()> {
     let _lock = lock_index(store)?;
     write_index(store, entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::summary::Summary;
+    use cairn_journal::Cost;
+
+    fn projection(id: &str) -> Projection {
+        Projection {
+            binding: Binding {
+                len: 10,
+                mtime_ns: 1_700_000_000_123_456_789,
+                records: 3,
+                tail: "ab".repeat(32),
+            },
+            summary: Summary {
+                id: id.into(),
+                name: Some("n".into()),
+                status: "completed".into(),
+                created: "c".into(),
+                updated: "u".into(),
+                workspace: "/w".into(),
+                turns: 1,
+                records: 3,
+                tail: "ab".repeat(32),
+                cost: Cost::known(0.5),
+                parent: None,
+                valid: true,
+                problem: None,
+                first_bad_seq: None,
+            },
+            receipt: vec![],
+        }
+    }
+
+    #[test]
+    fn index_lines_round_trip_and_the_last_wins() {
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(d.path()).unwrap();
+        let id = RunId::new();
+        cairn_journal::JournalWriter::create(
+            &store,
+            &id,
+            cairn_journal::Meta {
+                run: String::new(),
+                created: "c".into(),
+                workspace: "/w".into(),
+                name: None,
+                fingerprint: None,
+                fork: None,
+                routing: None,
+                system_file: None,
+            },
+        )
+        .unwrap();
+        let mut p = projection(id.as_str());
+        update_index(&store, &[(id.clone(), p.clone())]).unwrap();
+        p.binding.records = 4;
+        update_index(&store, &[(id.clone(), p.clone())]).unwrap();
+        let read = read_index(&store);
+        assert_eq!(read.get(id.as_str()), Some(&p));
+        // Compaction keeps the newest entry of each live id.
+        for _ in 0..100 {
+            update_index(&store, &[(id.clone(), p.clone())]).unwrap();
+        }
+        let text = std::fs::read_to_string(store.sessions_index()).unwrap();
+        assert!(text.lines().count() < 70, "compacted");
+        assert_eq!(read_index(&store).get(id.as_str()), Some(&p));
+    }
 }
