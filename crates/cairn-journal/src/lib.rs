@@ -57,7 +57,7 @@ pub use error::{JournalError, LockHolder};
 pub use fold::{fold, Entry, FoldError, PendingCall, RunState, Status};
 pub use lock::RunLock;
 pub use reader::{
-    read_head_record, read_journal, read_tail_record, scan_journal_bytes, verify_bytes,
+    mtime_ns, read_head_record, read_journal, read_tail_record, scan_journal_bytes, verify_bytes,
     verify_journal, Scan, TailRecord, TornTail, VerifyReport,
 };
 pub use record::{

@@ -17,7 +17,7 @@
 //! Nothing here writes: a reader reports a torn tail and ignores it; only the
 //! writer, holding the lock, cuts it.
 
-use std::io::{Read, Seek, SeekFrom};
+use std::io::Read;
 use std::path::Path;
 
 use crate::chain::ChainHash;
@@ -277,7 +277,7 @@ fn walk(bytes: &[u8], run: &str) -> Walk {
                 found: header.v,
             });
         } else if deferred.is_none() {
-            match serde_json::from_slice::<Record>(line) {
+            match Record::from_line(line) {
                 Ok(r) => {
                     if seq > 1 && matches!(r.body, RecordBody::Meta(_)) {
                         deferred = Some(damaged("a second `meta` record".into()));
@@ -464,6 +464,16 @@ pub struct TailRecord {
     pub hash: ChainHash,
     /// Length of the journal file.
     pub len: u64,
+    /// Its mtime, nanoseconds since the epoch (see [`mtime_ns`]).
+    pub mtime_ns: i64,
+}
+
+/// A file's mtime in nanoseconds since the epoch, as projections bind it.
+pub fn mtime_ns(meta: &std::fs::Metadata) -> i64 {
+    use std::os::unix::fs::MetadataExt;
+    meta.mtime()
+        .saturating_mul(1_000_000_000)
+        .saturating_add(meta.mtime_nsec())
 }
 
 /// Reads the last record from the end of the file without reading the rest.
@@ -476,17 +486,20 @@ pub struct TailRecord {
 /// # Errors
 /// Only IO errors.
 pub fn read_tail_record(path: &Path) -> Result<Option<TailRecord>, JournalError> {
-    let mut f = std::fs::File::open(path).map_err(|e| JournalError::io("opening", path, e))?;
-    let len = f
+    use std::os::unix::fs::FileExt;
+    // One path lookup, then fstat and pread on the descriptor: listing does
+    // this for every session, so syscalls count.
+    let f = std::fs::File::open(path).map_err(|e| JournalError::io("opening", path, e))?;
+    let meta = f
         .metadata()
-        .map_err(|e| JournalError::io("reading metadata of", path, e))?
-        .len();
-    let mut window: u64 = 16 * 1024;
+        .map_err(|e| JournalError::io("reading metadata of", path, e))?;
+    let (len, mtime_ns) = (meta.len(), mtime_ns(&meta));
+    // Records are usually a few hundred bytes; grow the window for long ones.
+    let mut window: u64 = 2 * 1024;
     loop {
         let take = window.min(len);
         let mut buf = vec![0u8; take as usize];
-        f.seek(SeekFrom::Start(len - take))
-            .and_then(|_| f.read_exact(&mut buf))
+        f.read_exact_at(&mut buf, len - take)
             .map_err(|e| JournalError::io("reading", path, e))?;
         if buf.last() != Some(&b'\n') {
             return Ok(None);
@@ -501,14 +514,19 @@ pub fn read_tail_record(path: &Path) -> Result<Option<TailRecord>, JournalError>
             }
         };
         let line = &body[start..];
-        let Ok(record) = serde_json::from_slice::<Record>(line) else {
+        let Ok(record) = Record::from_line(line) else {
             return Ok(None);
         };
         if record.v > SCHEMA_VERSION {
             return Ok(None);
         }
         let hash = record.prev.next(line);
-        return Ok(Some(TailRecord { record, hash, len }));
+        return Ok(Some(TailRecord {
+            record,
+            hash,
+            len,
+            mtime_ns,
+        }));
     }
 }
 
@@ -541,8 +559,8 @@ pub fn read_head_record(path: &Path) -> Result<Record, JournalError> {
         reason: reason.into(),
     };
     let end = end.ok_or_else(|| bad("the journal holds no complete `meta` record"))?;
-    let record: Record =
-        serde_json::from_slice(&buf[..end]).map_err(|_| bad("the first record is not valid"))?;
+    let record =
+        Record::from_line(&buf[..end]).map_err(|_| bad("the first record is not valid"))?;
     if !matches!(record.body, RecordBody::Meta(_)) || record.seq != 1 {
         return Err(bad("the first record is not a `meta`"));
     }

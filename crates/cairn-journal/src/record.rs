@@ -405,6 +405,55 @@ pub struct Terminal {
     pub detail: Option<String>,
 }
 
+impl Record {
+    /// Parses one line (without its newline).
+    ///
+    /// Equivalent to deserialising [`Record`], but without serde's buffering
+    /// of a flattened, internally tagged body: the header is read first, then
+    /// the body struct its `kind` names is read from the same bytes (unknown
+    /// fields, the header's among them, are ignored).
+    ///
+    /// # Errors
+    /// The line is not a record of a known kind with its fields.
+    pub fn from_line(line: &[u8]) -> Result<Record, serde_json::Error> {
+        use serde_json::from_slice as parse;
+        #[derive(Deserialize)]
+        struct Head<'a> {
+            v: u32,
+            seq: u64,
+            prev: ChainHash,
+            ts: String,
+            #[serde(borrow)]
+            kind: std::borrow::Cow<'a, str>,
+        }
+        let h: Head = parse(line)?;
+        let body = match &*h.kind {
+            "meta" => RecordBody::Meta(Box::new(parse(line)?)),
+            "user" => RecordBody::User(parse(line)?),
+            "assistant" => RecordBody::Assistant(parse(line)?),
+            "tool_start" => RecordBody::ToolStart(parse(line)?),
+            "tool_result" => RecordBody::ToolResult(parse(line)?),
+            "snapshot" => RecordBody::Snapshot(parse(line)?),
+            "reconcile" => RecordBody::Reconcile(parse(line)?),
+            "checkpoint" => RecordBody::Checkpoint(parse(line)?),
+            "override" => RecordBody::Override(parse(line)?),
+            "terminal" => RecordBody::Terminal(parse(line)?),
+            other => {
+                return Err(serde::de::Error::custom(format!(
+                    "unknown record kind `{other}`"
+                )))
+            }
+        };
+        Ok(Record {
+            v: h.v,
+            seq: h.seq,
+            prev: h.prev,
+            ts: h.ts,
+            body,
+        })
+    }
+}
+
 /// The header fields only; what `verify` needs to check the chain.
 #[derive(Deserialize)]
 pub(crate) struct Header<'a> {

@@ -241,3 +241,16 @@ fn tail_and_head_are_read_from_the_ends() {
     std::io::Write::write_all(&mut f, b"{\"v\":1").unwrap();
     assert!(read_tail_record(&path).unwrap().is_none());
 }
+
+#[test]
+fn from_line_agrees_with_serde_on_every_kind() {
+    let d = tempfile::tempdir().unwrap();
+    let (_store, _id, path) = common::sample(d.path());
+    let text = std::fs::read_to_string(&path).unwrap();
+    for line in text.lines() {
+        let a = Record::from_line(line.as_bytes()).unwrap();
+        let b: Record = serde_json::from_str(line).unwrap();
+        assert_eq!(a, b);
+    }
+    assert!(Record::from_line(br#"{"v":1,"seq":1,"prev":"00","ts":"t","kind":"nope"}"#).is_err());
+}

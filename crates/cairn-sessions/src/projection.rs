@@ -20,7 +20,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use cairn_store::{durable, RunId, Store};
@@ -71,12 +71,7 @@ struct IndexLine {
 /// The journal's current length and mtime, for a binding.
 pub fn journal_stat(path: &Path) -> std::io::Result<(u64, i64)> {
     let m = std::fs::metadata(path)?;
-    Ok((
-        m.len(),
-        m.mtime()
-            .saturating_mul(1_000_000_000)
-            .saturating_add(m.mtime_nsec()),
-    ))
+    Ok((m.len(), cairn_journal::mtime_ns(&m)))
 }
 
 /// Reads a run's `meta.json`, or `None` when it is missing, oversized or

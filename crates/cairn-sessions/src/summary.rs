@@ -135,13 +135,12 @@ struct Listed {
 /// mtime, and its last line carries the recorded seq and tail hash. Status,
 /// turns and cost of a finished run come from that last record itself.
 fn trust(store: &Store, id: &RunId, p: Projection) -> Option<Listed> {
-    let path = store.journal_path(id);
-    let (len, mtime_ns) = journal_stat(&path).ok()?;
-    if len != p.binding.len || mtime_ns != p.binding.mtime_ns {
-        return None;
-    }
-    let tail = read_tail_record(&path).ok()??;
-    if tail.record.seq != p.binding.records || tail.hash.to_hex() != p.binding.tail {
+    let tail = read_tail_record(&store.journal_path(id)).ok()??;
+    if tail.len != p.binding.len
+        || tail.mtime_ns != p.binding.mtime_ns
+        || tail.record.seq != p.binding.records
+        || tail.hash.to_hex() != p.binding.tail
+    {
         return None;
     }
     let mut s = p.summary;
@@ -211,14 +210,17 @@ fn rebuild(store: &Store, id: &RunId) -> Listed {
     }
 }
 
-fn listed(store: &Store, id: &RunId, index: &HashMap<String, Projection>) -> Listed {
+/// The listing of one session, or `None` when it has no journal (a run
+/// directory being created or removed).
+fn listed(store: &Store, id: &RunId, index: &HashMap<String, Projection>) -> Option<Listed> {
     let projection = index
         .get(id.as_str())
         .cloned()
         .or_else(|| read_meta(store, id));
-    projection
-        .and_then(|p| trust(store, id, p))
-        .unwrap_or_else(|| rebuild(store, id))
+    if let Some(l) = projection.and_then(|p| trust(store, id, p)) {
+        return Some(l);
+    }
+    store.journal_path(id).exists().then(|| rebuild(store, id))
 }
 
 /// Marks forks invalid whose ancestors are missing or damaged at or before
@@ -270,11 +272,19 @@ fn persist(store: &Store, all: &HashMap<String, Listed>) {
 pub fn summarize(store: &Store, id: &RunId) -> Summary {
     let index = read_index(store);
     let mut all = HashMap::new();
-    let me = listed(store, id, &index);
+    let Some(me) = listed(store, id, &index) else {
+        return Summary::invalid(
+            store,
+            id,
+            &SessionError::Journal(cairn_journal::JournalError::NotFound {
+                run: id.to_string(),
+            }),
+        );
+    };
     for pin in &me.receipt {
         if let Ok(aid) = RunId::parse(&pin.run) {
-            if store.journal_path(&aid).exists() {
-                all.insert(pin.run.clone(), listed(store, &aid, &index));
+            if let Some(l) = listed(store, &aid, &index) {
+                all.insert(pin.run.clone(), l);
             }
         }
     }
@@ -302,12 +312,32 @@ pub fn summarize(store: &Store, id: &RunId) -> Summary {
 /// Only when the store's `runs/` directory cannot be read.
 pub fn list(store: &Store) -> Result<Vec<Summary>, cairn_store::StoreError> {
     let index = read_index(store);
-    let mut all: HashMap<String, Listed> = store
-        .run_ids()?
-        .into_iter()
-        .filter(|id| store.journal_path(id).exists())
-        .map(|id| (id.to_string(), listed(store, &id, &index)))
-        .collect();
+    let ids = store.run_ids()?;
+    // Each session is checked on its own: spread them over the cores.
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8);
+    let chunk = ids.len().div_ceil(workers).max(1);
+    let mut all: HashMap<String, Listed> = HashMap::with_capacity(ids.len());
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = ids
+            .chunks(chunk)
+            .map(|part| {
+                let index = &index;
+                scope.spawn(move || {
+                    part.iter()
+                        .filter_map(|id| Some((id.to_string(), listed(store, id, index)?)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for h in handles {
+            match h.join() {
+                Ok(part) => all.extend(part),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+    });
     propagate(&mut all);
     persist(store, &all);
     let mut out: Vec<Summary> = all.into_values().map(|l| l.summary).collect();

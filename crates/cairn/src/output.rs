@@ -4,11 +4,13 @@
 
 use std::io::Write;
 
-/// Prints one JSON value and a newline.
+/// Prints one JSON value and a newline, in one write (stdout is line
+/// buffered: writing through it line by line costs a syscall per line).
 pub fn json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
+    let mut buf = serde_json::to_vec_pretty(value)?;
+    buf.push(b'\n');
     let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, value)?;
-    writeln!(out)?;
+    out.write_all(&buf)?;
     out.flush()?;
     Ok(())
 }
