@@ -7,8 +7,9 @@
 //!   - the same right after deleting every projection (rebuilt from the
 //!     verified records and written back);
 //!   - a head-of-every-file scan (open each journal, parse its first line),
-//!     the way tools without projections list sessions;
-//! then the resume latency of a 100,000-record session (lock, read, verify,
+//!     the way tools without projections list sessions.
+//!
+//! Then the resume latency of a 100,000-record session (lock, read, verify,
 //! fold). Medians; ratios against the projection listing.
 
 use std::path::Path;
