@@ -15,7 +15,7 @@ use cairn_agent::{
 };
 use cairn_journal::{Budgets, Meta, Outcome, Routing, TerminalReason, ToolCall};
 use cairn_model::{provider_from_spec, ModelSpec, ProviderConfig, ProviderKind};
-use cairn_store::RunId;
+use cairn_store::{RunId, Store};
 use cairn_tools::{ToolConfig, Toolbox, Workspace};
 use serde::Serialize;
 
@@ -234,8 +234,6 @@ fn assemble(
     )
     .with_faults(faults()))
 }
-
-use cairn_store::Store;
 
 /// `cairn resume ID [TEXT]`.
 pub fn resume(ctx: &Context, args: ResumeArgs) -> anyhow::Result<Code> {
