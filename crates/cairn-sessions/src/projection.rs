@@ -18,6 +18,7 @@
 //! - cost figures are not served from here unless honestly `unknown`
 //!   (DESIGN §4.5): the lister takes them from the journal's last record.
 
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -107,27 +108,66 @@ fn index_lock_path(store: &Store) -> PathBuf {
 
 /// Reads `sessions.index`: the newest entry per id. Malformed lines are
 /// skipped; a missing or oversized index reads as empty.
-pub fn read_index(store: &Store) -> std::collections::HashMap<String, Projection> {
-    let mut out = std::collections::HashMap::new();
+pub fn read_index(store: &Store) -> HashMap<String, Projection> {
     let path = store.sessions_index();
-    let Ok(f) = File::open(&path) else { return out };
+    let Ok(f) = File::open(&path) else {
+        return HashMap::new();
+    };
     if f.metadata()
         .map(|m| m.len() > MAX_INDEX_BYTES)
         .unwrap_or(true)
     {
-        return out;
+        return HashMap::new();
     }
     let mut bytes = Vec::new();
     if f.take(MAX_INDEX_BYTES).read_to_end(&mut bytes).is_err() {
-        return out;
+        return HashMap::new();
     }
+    // Parse in parts on every core, at line boundaries; later parts win, as
+    // later lines do.
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8);
+    let mut parts = Vec::with_capacity(workers);
+    let mut start = 0;
+    for k in 1..=workers {
+        let mut end = if k == workers {
+            bytes.len()
+        } else {
+            bytes.len() * k / workers
+        };
+        while end < bytes.len() && end > 0 && bytes[end - 1] != b'\n' {
+            end += 1;
+        }
+        let end = end.max(start);
+        parts.push(&bytes[start..end]);
+        start = end;
+    }
+    let mut out = HashMap::new();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = parts
+            .into_iter()
+            .map(|p| scope.spawn(move || parse_lines(p)))
+            .collect();
+        for h in handles {
+            match h.join() {
+                Ok(part) => out.extend(part),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+    });
+    out
+}
+
+fn parse_lines(bytes: &[u8]) -> Vec<(String, Projection)> {
+    let mut out = Vec::new();
     for line in bytes.split(|&b| b == b'\n') {
         if line.is_empty() || line.len() > MAX_LINE_BYTES {
             continue;
         }
         if let Ok(l) = serde_json::from_slice::<IndexLine>(line) {
             if l.projection.summary.id == l.id {
-                out.insert(l.id, l.projection);
+                out.push((l.id, l.projection));
             }
         }
     }

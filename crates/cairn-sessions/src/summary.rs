@@ -212,11 +212,8 @@ fn rebuild(store: &Store, id: &RunId) -> Listed {
 
 /// The listing of one session, or `None` when it has no journal (a run
 /// directory being created or removed).
-fn listed(store: &Store, id: &RunId, index: &HashMap<String, Projection>) -> Option<Listed> {
-    let projection = index
-        .get(id.as_str())
-        .cloned()
-        .or_else(|| read_meta(store, id));
+fn listed(store: &Store, id: &RunId, projection: Option<Projection>) -> Option<Listed> {
+    let projection = projection.or_else(|| read_meta(store, id));
     if let Some(l) = projection.and_then(|p| trust(store, id, p)) {
         return Some(l);
     }
@@ -270,9 +267,9 @@ fn persist(store: &Store, all: &HashMap<String, Listed>) {
 /// Summarises run `id` (and checks a fork's ancestors). Never fails: a
 /// session that does not verify gets `valid: false` and the problem.
 pub fn summarize(store: &Store, id: &RunId) -> Summary {
-    let index = read_index(store);
+    let mut index = read_index(store);
     let mut all = HashMap::new();
-    let Some(me) = listed(store, id, &index) else {
+    let Some(me) = listed(store, id, index.remove(id.as_str())) else {
         return Summary::invalid(
             store,
             id,
@@ -283,7 +280,7 @@ pub fn summarize(store: &Store, id: &RunId) -> Summary {
     };
     for pin in &me.receipt {
         if let Ok(aid) = RunId::parse(&pin.run) {
-            if let Some(l) = listed(store, &aid, &index) {
+            if let Some(l) = listed(store, &aid, index.remove(aid.as_str())) {
                 all.insert(pin.run.clone(), l);
             }
         }
@@ -311,22 +308,29 @@ pub fn summarize(store: &Store, id: &RunId) -> Summary {
 /// # Errors
 /// Only when the store's `runs/` directory cannot be read.
 pub fn list(store: &Store) -> Result<Vec<Summary>, cairn_store::StoreError> {
-    let index = read_index(store);
-    let ids = store.run_ids()?;
+    let mut index = read_index(store);
+    let work: Vec<(RunId, Option<Projection>)> = store
+        .run_ids()?
+        .into_iter()
+        .map(|id| {
+            let p = index.remove(id.as_str());
+            (id, p)
+        })
+        .collect();
     // Each session is checked on its own: spread them over the cores.
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(8);
-    let chunk = ids.len().div_ceil(workers).max(1);
-    let mut all: HashMap<String, Listed> = HashMap::with_capacity(ids.len());
+    let chunk = work.len().div_ceil(workers).max(1);
+    let mut all: HashMap<String, Listed> = HashMap::with_capacity(work.len());
+    let mut work = work.into_iter();
     std::thread::scope(|scope| {
-        let handles: Vec<_> = ids
-            .chunks(chunk)
-            .map(|part| {
-                let index = &index;
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                let part: Vec<_> = work.by_ref().take(chunk).collect();
                 scope.spawn(move || {
-                    part.iter()
-                        .filter_map(|id| Some((id.to_string(), listed(store, id, index)?)))
+                    part.into_iter()
+                        .filter_map(|(id, p)| Some((id.to_string(), listed(store, &id, p)?)))
                         .collect::<Vec<_>>()
                 })
             })

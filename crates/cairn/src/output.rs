@@ -4,10 +4,11 @@
 
 use std::io::Write;
 
-/// Prints one JSON value and a newline, in one write (stdout is line
-/// buffered: writing through it line by line costs a syscall per line).
+/// Prints one JSON value (compact; pipe it to `jq` to read it) and a
+/// newline, in one write: stdout is line buffered, and writing through it
+/// line by line would cost a syscall per line.
 pub fn json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
-    let mut buf = serde_json::to_vec_pretty(value)?;
+    let mut buf = serde_json::to_vec(value)?;
     buf.push(b'\n');
     let mut out = std::io::stdout().lock();
     out.write_all(&buf)?;
