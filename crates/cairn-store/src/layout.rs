@@ -95,6 +95,22 @@ impl Store {
         self.root.join("objects")
     }
 
+    /// `<store>/store.lock`: held shared by everything that writes objects or
+    /// manifests, and exclusively by prune (DESIGN §5.6).
+    pub fn store_lock_path(&self) -> PathBuf {
+        self.root.join("store.lock")
+    }
+
+    /// `<store>/runs/<id>/workspace/snapshots`.
+    pub fn snapshots_dir(&self, id: &RunId) -> PathBuf {
+        self.workspace_dir(id).join("snapshots")
+    }
+
+    /// `<store>/runs/<id>/workspace/index.json`.
+    pub fn workspace_index_path(&self, id: &RunId) -> PathBuf {
+        self.workspace_dir(id).join("index.json")
+    }
+
     /// `<store>/sessions.index`.
     pub fn sessions_index(&self) -> PathBuf {
         self.root.join("sessions.index")

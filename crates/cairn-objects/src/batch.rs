@@ -1,0 +1,404 @@
+//! Group commit of objects: many puts, one durability barrier.
+//!
+//! A put hashes its bytes, skips them when the object is present (or already
+//! staged in this batch), and otherwise writes header + zstd frame to a
+//! temporary file in the object's fan-out directory. [`ObjectBatch::commit`]
+//! then, on several IO threads, fsyncs each temporary file and renames it to
+//! its name, and finally fsyncs every fan-out directory the batch wrote into
+//! or relied on. Only after `commit` returns may a manifest name the objects.
+
+use std::cell::RefCell;
+use std::collections::{BTreeSet, HashSet};
+use std::fs::{File, Permissions};
+use std::io::Write;
+use std::os::unix::fs::{FileExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use cairn_store::durable::{create_dir_private, fsync_dir, FILE_MODE};
+use tempfile::TempPath;
+
+use crate::format::{Header, ObjectKind};
+use crate::hash::Hasher;
+use crate::{ObjectError, ObjectHash, ObjectPool, Phase, Progress, Put, StoreLock};
+
+/// Files up to this size are read whole, hashed, and compressed in memory;
+/// larger ones are streamed twice (hash, then compress while re-hashing).
+const IN_MEMORY_MAX: u64 = 4 << 20;
+const STREAM_CHUNK: usize = 1 << 20;
+/// zstd level: the fastest standard level. Objects are written once per
+/// content and read rarely, so speed of capture wins over ratio.
+const ZSTD_LEVEL: i32 = 1;
+/// Threads issuing fsync and rename at commit: the disk merges concurrent
+/// flushes, so more threads than cores pay off.
+const IO_THREADS: usize = 8;
+
+thread_local! {
+    static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
+}
+
+/// Totals of a committed batch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct BatchReport {
+    /// Objects this batch added to the pool.
+    pub objects: u64,
+    /// Bytes those objects occupy on disk.
+    pub stored_bytes: u64,
+}
+
+struct Staged {
+    temp: TempPath,
+    dest: PathBuf,
+    stored: u64,
+}
+
+#[derive(Default)]
+struct State {
+    staged: Vec<Staged>,
+    claimed: HashSet<ObjectHash>,
+    /// Fan-out directories to fsync at commit.
+    dirs: BTreeSet<PathBuf>,
+    /// Fan-out directories known to exist.
+    ready: HashSet<PathBuf>,
+}
+
+/// A group of puts that become durable together. Safe to share between
+/// threads (`put_*` take `&self`). Dropping it without [`commit`] removes its
+/// temporary files; nothing it staged becomes visible.
+///
+/// [`commit`]: ObjectBatch::commit
+pub struct ObjectBatch<'p> {
+    pool: &'p ObjectPool,
+    _lock: &'p StoreLock,
+    state: Mutex<State>,
+}
+
+impl<'p> ObjectBatch<'p> {
+    pub(crate) fn new(pool: &'p ObjectPool, lock: &'p StoreLock) -> Self {
+        ObjectBatch {
+            pool,
+            _lock: lock,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while holding this lock leaves the sets consistent enough:
+        // at worst an object is written twice or an extra directory fsynced.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Number of objects staged so far.
+    pub fn len(&self) -> usize {
+        self.state().staged.len()
+    }
+
+    /// True when nothing is staged.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Stages `bytes` (visible after [`ObjectBatch::commit`]).
+    ///
+    /// # Errors
+    /// The temporary file cannot be written.
+    pub fn put_bytes(&self, bytes: &[u8]) -> Result<Put, ObjectError> {
+        let hash = ObjectHash::of(bytes);
+        let size = bytes.len() as u64;
+        let Some(fan) = self.claim(hash)? else {
+            return Ok(not_new(hash, size));
+        };
+        match self.stage_encoded(&fan, hash, bytes) {
+            Ok(stored) => Ok(Put {
+                hash,
+                size,
+                new: true,
+                stored_bytes: stored,
+            }),
+            Err(e) => {
+                self.unclaim(&hash);
+                Err(e)
+            }
+        }
+    }
+
+    /// Stages the content of an open file, read from offset 0 whatever its
+    /// position. `path` is used in messages only.
+    ///
+    /// # Errors
+    /// Reading fails, or the file changed between the two passes over a large
+    /// file ([`ObjectError::SourceChanged`]); or the write fails.
+    pub fn put_open_file(&self, file: &File, path: &Path) -> Result<Put, ObjectError> {
+        let meta = file
+            .metadata()
+            .map_err(|e| ObjectError::io("reading metadata of", path, e))?;
+        if !meta.is_file() {
+            return Err(ObjectError::io(
+                "storing",
+                path,
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"),
+            ));
+        }
+        if meta.len() <= IN_MEMORY_MAX {
+            let bytes = read_whole(file, meta.len(), path)?;
+            return self.put_bytes(&bytes);
+        }
+        self.put_streamed(file, path)
+    }
+
+    fn put_streamed(&self, file: &File, path: &Path) -> Result<Put, ObjectError> {
+        let (hash, size) = hash_stream(file, path, |_| Ok(()))?;
+        let Some(fan) = self.claim(hash)? else {
+            return Ok(not_new(hash, size));
+        };
+        let res = (|| {
+            let mut tmp = self.temp_in(&fan)?;
+            let tmp_path = tmp.path().to_owned();
+            let io = |e| ObjectError::io("writing object", &tmp_path, e);
+            let header = Header {
+                kind: ObjectKind::Blob,
+                plain_len: size,
+            };
+            tmp.write_all(&header.encode()).map_err(io)?;
+            let mut enc =
+                zstd::stream::write::Encoder::new(tmp.as_file_mut(), ZSTD_LEVEL).map_err(io)?;
+            let (again, len) = hash_stream(file, path, |chunk| enc.write_all(chunk).map_err(io))?;
+            enc.finish().map_err(io)?;
+            if again != hash || len != size {
+                return Err(ObjectError::SourceChanged {
+                    path: path.to_owned(),
+                });
+            }
+            let stored = tmp.as_file().metadata().map_err(io)?.len();
+            self.push(tmp.into_temp_path(), &fan, hash, stored);
+            Ok(stored)
+        })();
+        match res {
+            Ok(stored) => Ok(Put {
+                hash,
+                size,
+                new: true,
+                stored_bytes: stored,
+            }),
+            Err(e) => {
+                self.unclaim(&hash);
+                Err(e)
+            }
+        }
+    }
+
+    /// Decides whether this put writes `hash`: `Some(fan-out dir)` when it
+    /// must, `None` when the object is present or already staged here.
+    fn claim(&self, hash: ObjectHash) -> Result<Option<PathBuf>, ObjectError> {
+        if self.state().claimed.contains(&hash) {
+            return Ok(None);
+        }
+        let fan = self.pool.dir().join(hash.fan_out());
+        let present = self.pool.contains(&hash);
+        let mut st = self.state();
+        // Even an object we did not write is about to be named by a manifest:
+        // its directory entry must be durable before that manifest is.
+        st.dirs.insert(fan.clone());
+        if present || !st.claimed.insert(hash) {
+            return Ok(None);
+        }
+        if !st.ready.contains(&fan) {
+            drop(st);
+            create_dir_private(&fan)?;
+            self.state().ready.insert(fan.clone());
+        }
+        Ok(Some(fan))
+    }
+
+    fn unclaim(&self, hash: &ObjectHash) {
+        self.state().claimed.remove(hash);
+    }
+
+    fn temp_in(&self, fan: &Path) -> Result<tempfile::NamedTempFile, ObjectError> {
+        tempfile::Builder::new()
+            .prefix(".")
+            .suffix(".tmp")
+            .permissions(Permissions::from_mode(FILE_MODE))
+            .tempfile_in(fan)
+            .map_err(|e| ObjectError::io("creating temporary object in", fan, e))
+    }
+
+    fn stage_encoded(
+        &self,
+        fan: &Path,
+        hash: ObjectHash,
+        bytes: &[u8],
+    ) -> Result<u64, ObjectError> {
+        let encoded = compress(bytes).map_err(|e| ObjectError::io("compressing for", fan, e))?;
+        let mut tmp = self.temp_in(fan)?;
+        let header = Header {
+            kind: ObjectKind::Blob,
+            plain_len: bytes.len() as u64,
+        };
+        let tmp_path = tmp.path().to_owned();
+        tmp.write_all(&header.encode())
+            .and_then(|_| tmp.write_all(&encoded))
+            .map_err(|e| ObjectError::io("writing object", &tmp_path, e))?;
+        let stored = (header.encode().len() + encoded.len()) as u64;
+        self.push(tmp.into_temp_path(), fan, hash, stored);
+        Ok(stored)
+    }
+
+    fn push(&self, temp: TempPath, fan: &Path, hash: ObjectHash, stored: u64) {
+        let dest = fan.join(hash.rest());
+        self.state().staged.push(Staged { temp, dest, stored });
+    }
+
+    /// Makes every staged object durable and visible: fsync of each
+    /// temporary file, rename to its name, fsync of each directory involved.
+    /// After it returns, a manifest may name any object put into this batch.
+    ///
+    /// # Errors
+    /// An fsync or rename fails. Objects renamed before the failure may be
+    /// visible but are not guaranteed durable; the caller must not write a
+    /// manifest naming them.
+    pub fn commit(self, progress: &dyn Progress) -> Result<BatchReport, ObjectError> {
+        let state = self.state.into_inner().unwrap_or_else(|p| p.into_inner());
+        let total = state.staged.len();
+        if total == 0 && state.dirs.is_empty() {
+            return Ok(BatchReport::default());
+        }
+        progress.begin(Phase::Store, Some(total as u64));
+        let mut lanes: Vec<Vec<Staged>> = (0..IO_THREADS.min(total.max(1)))
+            .map(|_| Vec::new())
+            .collect();
+        let nlanes = lanes.len();
+        for (i, s) in state.staged.into_iter().enumerate() {
+            lanes[i % nlanes].push(s);
+        }
+        let results: Vec<Result<u64, ObjectError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = lanes
+                .into_iter()
+                .map(|lane| scope.spawn(move || publish_lane(lane, progress)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err(panicked())))
+                .collect()
+        });
+        let mut stored_bytes = 0;
+        for r in results {
+            stored_bytes += r?;
+        }
+        let dirs: Vec<PathBuf> = state.dirs.into_iter().collect();
+        let chunk = dirs.len().div_ceil(IO_THREADS).max(1);
+        let synced: Vec<Result<(), ObjectError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = dirs
+                .chunks(chunk)
+                .map(|part| {
+                    scope.spawn(move || -> Result<(), ObjectError> {
+                        for d in part {
+                            fsync_dir(d)?;
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err(panicked())))
+                .collect()
+        });
+        for r in synced {
+            r?;
+        }
+        progress.end(Phase::Store);
+        Ok(BatchReport {
+            objects: total as u64,
+            stored_bytes,
+        })
+    }
+}
+
+fn panicked() -> ObjectError {
+    ObjectError::io(
+        "committing objects",
+        PathBuf::new(),
+        std::io::Error::other("an IO thread panicked"),
+    )
+}
+
+fn publish_lane(lane: Vec<Staged>, progress: &dyn Progress) -> Result<u64, ObjectError> {
+    let mut bytes = 0;
+    for s in lane {
+        File::open(&s.temp)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| ObjectError::io("syncing object", s.temp.to_path_buf(), e))?;
+        let dest = s.dest;
+        s.temp
+            .persist(&dest)
+            .map_err(|e| ObjectError::io("renaming object into place", &dest, e.error))?;
+        bytes += s.stored;
+        progress.advance(Phase::Store, 1, s.stored);
+    }
+    Ok(bytes)
+}
+
+fn not_new(hash: ObjectHash, size: u64) -> Put {
+    Put {
+        hash,
+        size,
+        new: false,
+        stored_bytes: 0,
+    }
+}
+
+fn compress(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
+    COMPRESSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(zstd::bulk::Compressor::new(ZSTD_LEVEL)?);
+        }
+        match slot.as_mut() {
+            Some(c) => c.compress(bytes),
+            None => zstd::bulk::compress(bytes, ZSTD_LEVEL),
+        }
+    })
+}
+
+/// Reads a whole file from offset 0 (it may have grown since `hint`).
+fn read_whole(file: &File, hint: u64, path: &Path) -> Result<Vec<u8>, ObjectError> {
+    let mut buf = vec![0u8; (hint as usize).max(1)];
+    let mut len = 0usize;
+    loop {
+        if len == buf.len() {
+            buf.resize(buf.len() * 2, 0);
+        }
+        match file.read_at(&mut buf[len..], len as u64) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(ObjectError::io("reading", path, e)),
+        }
+    }
+    buf.truncate(len);
+    Ok(buf)
+}
+
+/// Hashes a file from offset 0 in chunks, handing each chunk to `sink`.
+fn hash_stream(
+    file: &File,
+    path: &Path,
+    mut sink: impl FnMut(&[u8]) -> Result<(), ObjectError>,
+) -> Result<(ObjectHash, u64), ObjectError> {
+    let mut hasher = Hasher::default();
+    let mut buf = vec![0u8; STREAM_CHUNK];
+    let mut off = 0u64;
+    loop {
+        let n = match file.read_at(&mut buf, off) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(ObjectError::io("reading", path, e)),
+        };
+        hasher.update(&buf[..n]);
+        sink(&buf[..n])?;
+        off += n as u64;
+    }
+    Ok(hasher.finish())
+}

@@ -1,0 +1,137 @@
+//! The bytes of one object file: a 16-byte header, then one zstd frame.
+//!
+//! ```text
+//! offset  size  field
+//! 0       4     magic "CRNO"
+//! 4       1     format version, 1
+//! 5       1     kind: 1 = blob (the plain bytes themselves)
+//! 6       1     codec: 1 = zstd
+//! 7       1     reserved, 0
+//! 8       8     plain length, u64 little-endian
+//! 16      …     the encoded bytes (one zstd frame)
+//! ```
+//!
+//! The object's name is the SHA-256 of the plain bytes, whatever the kind and
+//! codec: a later kind (issue 6's chunk list) names the same content the same
+//! way and only stores it differently.
+
+/// The four bytes every object file starts with.
+pub(crate) const MAGIC: [u8; 4] = *b"CRNO";
+/// The header version this build writes and reads.
+pub(crate) const FORMAT_VERSION: u8 = 1;
+/// Header length in bytes.
+pub(crate) const HEADER_LEN: usize = 16;
+const CODEC_ZSTD: u8 = 1;
+
+/// What an object's encoded bytes are.
+///
+/// Only [`ObjectKind::Blob`] exists today. The kind is part of the header so
+/// that content-defined chunk lists (DESIGN §6) can be added without renaming
+/// any object; a reader meeting a kind it does not know refuses it rather than
+/// misreading it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ObjectKind {
+    /// The plain bytes, compressed.
+    Blob,
+}
+
+impl ObjectKind {
+    fn code(self) -> u8 {
+        match self {
+            ObjectKind::Blob => 1,
+        }
+    }
+
+    fn from_code(c: u8) -> Option<Self> {
+        match c {
+            1 => Some(ObjectKind::Blob),
+            _ => None,
+        }
+    }
+}
+
+/// A decoded header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Header {
+    pub(crate) kind: ObjectKind,
+    pub(crate) plain_len: u64,
+}
+
+impl Header {
+    pub(crate) fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut h = [0u8; HEADER_LEN];
+        h[..4].copy_from_slice(&MAGIC);
+        h[4] = FORMAT_VERSION;
+        h[5] = self.kind.code();
+        h[6] = CODEC_ZSTD;
+        h[8..].copy_from_slice(&self.plain_len.to_le_bytes());
+        h
+    }
+
+    /// Decodes a header, or says what is wrong with it.
+    pub(crate) fn decode(b: &[u8]) -> Result<Header, HeaderError> {
+        if b.len() < HEADER_LEN {
+            return Err(HeaderError::Damaged("shorter than its 16-byte header"));
+        }
+        if b[..4] != MAGIC {
+            return Err(HeaderError::Damaged("does not start with the object magic"));
+        }
+        if b[4] != FORMAT_VERSION {
+            return Err(HeaderError::Newer { version: b[4] });
+        }
+        let kind = ObjectKind::from_code(b[5]).ok_or(HeaderError::Newer { version: b[4] })?;
+        if b[6] != CODEC_ZSTD {
+            return Err(HeaderError::Newer { version: b[4] });
+        }
+        let mut len = [0u8; 8];
+        len.copy_from_slice(&b[8..16]);
+        Ok(Header {
+            kind,
+            plain_len: u64::from_le_bytes(len),
+        })
+    }
+}
+
+/// Why a header did not decode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum HeaderError {
+    /// Not an object this or any cairn wrote.
+    Damaged(&'static str),
+    /// A version, kind or codec this build does not know.
+    Newer { version: u8 },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trip_and_refusals() {
+        let h = Header {
+            kind: ObjectKind::Blob,
+            plain_len: 1 << 40,
+        };
+        let b = h.encode();
+        assert_eq!(Header::decode(&b).unwrap(), h);
+        assert!(matches!(
+            Header::decode(&b[..8]),
+            Err(HeaderError::Damaged(_))
+        ));
+        let mut bad = b;
+        bad[0] = b'X';
+        assert!(matches!(Header::decode(&bad), Err(HeaderError::Damaged(_))));
+        let mut newer = b;
+        newer[4] = 2;
+        assert!(matches!(
+            Header::decode(&newer),
+            Err(HeaderError::Newer { .. })
+        ));
+        let mut kind = b;
+        kind[5] = 9;
+        assert!(matches!(
+            Header::decode(&kind),
+            Err(HeaderError::Newer { .. })
+        ));
+    }
+}

@@ -1,0 +1,83 @@
+//! cairn's store-global object pool: content-addressed, compressed, durable.
+//!
+//! Every file a run writes is kept once per content, however many snapshots
+//! or runs name it (DESIGN §5.1). An object lives at
+//! `<store>/objects/<aa>/<62 more hex digits>`, where the 64 digits are the
+//! SHA-256 of its plain bytes; the file holds a 16-byte header and the bytes
+//! compressed with zstd (format in `DESIGN.md` beside this crate).
+//!
+//! # Guarantees
+//! - An object appears complete or not at all: it is written under a
+//!   temporary name in its own directory, fsynced, renamed, and the directory
+//!   fsynced. Storing content that is already present writes nothing.
+//! - Reads check the content against the name: [`ObjectPool::get`],
+//!   [`ObjectPool::read_to`] and [`ObjectPool::verify`] report a damaged
+//!   object as [`ObjectError::Corrupt`], never return wrong bytes silently
+//!   (a streaming reader learns it at the end and must discard what it got).
+//! - [`ObjectBatch`] gives group commit: many objects, one barrier, and only
+//!   after [`ObjectBatch::commit`] may a manifest name them.
+//! - [`prune`] keeps every object any [`ManifestSource`] names, deletes nothing
+//!   when a manifest cannot be read, and holds the [`StoreLock`] exclusively.
+//!   Every write needs the lock (the put and batch methods take a
+//!   `&StoreLock`), which writers hold shared until their manifest is
+//!   durable, so prune never races a capture.
+//!
+//! # Not guaranteed
+//! - Objects are not encrypted, and the hash proves integrity, not origin.
+//! - The store lock is advisory: a program other than cairn that deletes
+//!   files in the pool is not stopped.
+//! - A streaming read of a damaged object has already produced bytes when the
+//!   damage is detected.
+//!
+//! No async, no networking; [`ObjectBatch::commit`] uses a few short-lived IO
+//! threads. Progress goes to a [`Progress`] you pass in; nothing is drawn.
+//!
+//! # Example
+//! ```
+//! use cairn_objects::{prune, ManifestSource, NoProgress, ObjectHash, ObjectPool,
+//!                     PruneOptions, SourceError, StoreLock};
+//! use cairn_store::Store;
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let store = Store::open(dir.path()).unwrap();
+//! let pool = ObjectPool::open(&store).unwrap();
+//!
+//! // Writers hold the store lock shared until their manifest is durable.
+//! let lock = StoreLock::shared(&store).unwrap();
+//! let kept = pool.put_bytes(&lock, b"named by a manifest").unwrap();
+//! let lost = pool.put_bytes(&lock, b"named by nothing").unwrap();
+//! assert!(kept.new && !pool.put_bytes(&lock, b"named by a manifest").unwrap().new);
+//! assert_eq!(pool.get(&kept.hash).unwrap(), b"named by a manifest");
+//! drop(lock);
+//!
+//! struct One(ObjectHash);
+//! impl ManifestSource for One {
+//!     fn name(&self) -> String { "example".into() }
+//!     fn referenced(&self, mark: &mut dyn FnMut(ObjectHash)) -> Result<(), SourceError> {
+//!         mark(self.0);
+//!         Ok(())
+//!     }
+//! }
+//! let report = prune(&pool, &[&One(kept.hash)], &PruneOptions::new(), &NoProgress).unwrap();
+//! assert_eq!(report.objects, 1);
+//! assert!(pool.contains(&kept.hash) && !pool.contains(&lost.hash));
+//! ```
+#![deny(missing_docs)]
+
+mod batch;
+mod error;
+mod format;
+mod hash;
+mod lock;
+mod pool;
+mod progress;
+mod prune;
+
+pub use batch::{BatchReport, ObjectBatch};
+pub use error::{ObjectError, SourceError};
+pub use format::ObjectKind;
+pub use hash::{HashParseError, ObjectHash};
+pub use lock::{LockMode, StoreLock};
+pub use pool::{open_nofollow, ObjectInfo, ObjectPool, Put, POOL_FORMAT};
+pub use progress::{NoProgress, Phase, Progress};
+pub use prune::{prune, ManifestSource, PruneOptions, PruneReport};

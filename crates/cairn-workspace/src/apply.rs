@@ -1,0 +1,273 @@
+//! Carrying out a restore plan: stage every file first, then change the tree.
+//!
+//! Stage: each file to write is decompressed (and verified against its hash)
+//! into a `.cairn-tmp-*` file in its final directory, given its mode and
+//! fsynced. If anything fails here the temporaries and any directory created
+//! for them are removed: the workspace is as it was.
+//! Apply: deletions, then renames of the staged files over their targets,
+//! then mode changes, then removal of directories left empty, then an fsync
+//! of every directory touched. A failure here is reported as
+//! [`WorkspaceError::RestoreIncomplete`], naming the bank that undoes it.
+
+use std::collections::{BTreeSet, HashSet};
+use std::io::{BufWriter, Write as _};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::PermissionsExt;
+use std::sync::Mutex;
+
+use cairn_objects::{Phase, Progress};
+use rayon::prelude::*;
+
+use crate::manifest::{Entry, SnapshotId};
+use crate::safe_fs::{self, Reach};
+use crate::workspace::Workspace;
+use crate::{LeftAlone, WorkspaceError};
+
+/// One file to write.
+#[derive(Clone, Debug)]
+pub(crate) struct Write {
+    pub(crate) path: String,
+    pub(crate) entry: Entry,
+    /// A file in the way on its path is deleted first, so it is staged after
+    /// the deletions.
+    pub(crate) late: bool,
+}
+
+impl Write {
+    pub(crate) fn new(path: &str, entry: Entry) -> Self {
+        Write {
+            path: path.to_owned(),
+            entry,
+            late: false,
+        }
+    }
+}
+
+/// What to change.
+#[derive(Debug, Default)]
+pub(crate) struct Plan {
+    pub(crate) writes: Vec<Write>,
+    pub(crate) deletes: Vec<String>,
+    pub(crate) modes: Vec<(String, u32)>,
+    pub(crate) left_alone: Vec<LeftAlone>,
+}
+
+/// What was changed.
+#[derive(Debug, Default)]
+pub(crate) struct Done {
+    pub(crate) written: Vec<String>,
+    pub(crate) deleted: Vec<String>,
+    pub(crate) modes: Vec<String>,
+    pub(crate) dirs_removed: Vec<String>,
+    pub(crate) left_alone: Vec<LeftAlone>,
+}
+
+/// A staged file. Its directory is re-opened (safely) when it is renamed,
+/// so a large restore does not hold one descriptor per file.
+struct Staged {
+    path: String,
+    temp: String,
+}
+
+impl Staged {
+    fn dir(&self, root: &OwnedFd) -> Result<(OwnedFd, String), Reach> {
+        safe_fs::open_parent(root, &self.path, false, &mut Vec::new())
+    }
+}
+
+fn reach_err(target: &SnapshotId, path: &str, r: Reach) -> WorkspaceError {
+    match r {
+        Reach::Symlink(a) => WorkspaceError::UnsafePath {
+            snapshot: target.to_string(),
+            path: path.to_owned(),
+            reason: format!("`{a}` is a symbolic link, and cairn never restores through one"),
+        },
+        Reach::NotDir(a) => WorkspaceError::UnsafePath {
+            snapshot: target.to_string(),
+            path: path.to_owned(),
+            reason: format!("`{a}` is not a directory"),
+        },
+        Reach::Io(e) => WorkspaceError::io("reaching", path, e),
+    }
+}
+
+pub(crate) fn apply(
+    ws: &Workspace,
+    target: &SnapshotId,
+    bank: &SnapshotId,
+    plan: Plan,
+    want_dirs: &HashSet<&str>,
+    progress: &dyn Progress,
+) -> Result<Done, WorkspaceError> {
+    let root =
+        safe_fs::open_root(ws.root()).map_err(|e| WorkspaceError::io("opening", ws.root(), e))?;
+    let (early, late): (Vec<Write>, Vec<Write>) = plan.writes.into_iter().partition(|w| !w.late);
+
+    // Stage: nothing visible changes until every file is staged.
+    let created = Mutex::new(Vec::new());
+    progress.begin(Phase::Stage, Some((early.len() + late.len()) as u64));
+    let staged: Vec<Result<Staged, WorkspaceError>> = early
+        .par_iter()
+        .map(|w| stage(ws, &root, target, w, &created, progress))
+        .collect();
+    let (ok, failed): (Vec<_>, Vec<_>) = staged.into_iter().partition(|r| r.is_ok());
+    let ok: Vec<Staged> = ok.into_iter().filter_map(Result::ok).collect();
+    if let Some(Err(e)) = failed.into_iter().next() {
+        for s in &ok {
+            if let Ok((dir, _)) = s.dir(&root) {
+                let _ = safe_fs::unlink_at(&dir, &s.temp);
+            }
+        }
+        let mut made = created.into_inner().unwrap_or_else(|p| p.into_inner());
+        made.sort_by_key(|d| std::cmp::Reverse(d.matches('/').count()));
+        for d in made {
+            if let Ok((dir, name)) = safe_fs::open_parent(&root, &d, false, &mut Vec::new()) {
+                let _ = safe_fs::rmdir_at(&dir, &name);
+            }
+        }
+        return Err(e);
+    }
+
+    let mut done = Done {
+        left_alone: plan.left_alone,
+        ..Done::default()
+    };
+    let incomplete = |e: WorkspaceError| WorkspaceError::RestoreIncomplete {
+        bank: bank.to_string(),
+        source: Box::new(e),
+    };
+    let mut touched: BTreeSet<String> = BTreeSet::new();
+    let total = plan.deletes.len() + ok.len() + late.len() + plan.modes.len();
+    progress.end(Phase::Stage);
+    progress.begin(Phase::Apply, Some(total as u64));
+
+    for p in &plan.deletes {
+        let (dir, name) = safe_fs::open_parent(&root, p, false, &mut Vec::new())
+            .map_err(|r| incomplete(reach_err(target, p, r)))?;
+        match safe_fs::lstat_at(&dir, &name) {
+            Ok(st) if safe_fs::is_regular(&st) => {
+                safe_fs::unlink_at(&dir, &name)
+                    .map_err(|e| incomplete(WorkspaceError::io("deleting", p, e)))?;
+                done.deleted.push(p.clone());
+                touched.insert(parent_of(p).to_owned());
+            }
+            Ok(_) => done.left_alone.push(LeftAlone {
+                path: p.clone(),
+                reason: "it is no longer a regular file, so cairn has no copy of it".into(),
+            }),
+            Err(_) => {}
+        }
+        progress.advance(Phase::Apply, 1, 0);
+    }
+    let mut to_rename = ok;
+    for w in &late {
+        let s =
+            stage(ws, &root, target, w, &Mutex::new(Vec::new()), progress).map_err(incomplete)?;
+        to_rename.push(s);
+    }
+    for s in &to_rename {
+        let (dir, name) = s
+            .dir(&root)
+            .map_err(|r| incomplete(reach_err(target, &s.path, r)))?;
+        safe_fs::rename_at(&dir, &s.temp, &name).map_err(|e| {
+            let _ = safe_fs::unlink_at(&dir, &s.temp);
+            incomplete(WorkspaceError::io("renaming into place", &s.path, e))
+        })?;
+        done.written.push(s.path.clone());
+        touched.insert(parent_of(&s.path).to_owned());
+        progress.advance(Phase::Apply, 1, 0);
+    }
+    for (p, mode) in &plan.modes {
+        let (dir, name) = safe_fs::open_parent(&root, p, false, &mut Vec::new())
+            .map_err(|r| incomplete(reach_err(target, p, r)))?;
+        match safe_fs::chmod_at(&dir, &name, *mode) {
+            Ok(()) => done.modes.push(p.clone()),
+            Err(e) => done.left_alone.push(LeftAlone {
+                path: p.clone(),
+                reason: format!("its mode could not be set: {e}"),
+            }),
+        }
+        progress.advance(Phase::Apply, 1, 0);
+    }
+
+    // Directories emptied by the deletions, deepest first, unless the target
+    // has files below them.
+    let mut candidates: BTreeSet<&str> = BTreeSet::new();
+    for p in &done.deleted {
+        for (i, _) in p.match_indices('/') {
+            candidates.insert(&p[..i]);
+        }
+    }
+    let mut ordered: Vec<&str> = candidates
+        .into_iter()
+        .filter(|d| !want_dirs.contains(d))
+        .collect();
+    ordered.sort_by_key(|d| std::cmp::Reverse(d.matches('/').count()));
+    for d in ordered {
+        let Ok((dir, name)) = safe_fs::open_parent(&root, d, false, &mut Vec::new()) else {
+            continue;
+        };
+        if safe_fs::rmdir_at(&dir, &name).is_ok() {
+            done.dirs_removed.push(d.to_owned());
+            touched.insert(parent_of(d).to_owned());
+        }
+    }
+    for d in &touched {
+        if let Ok(fd) = safe_fs::open_dir(&root, d, false, &mut Vec::new()) {
+            safe_fs::sync_dir(&fd).map_err(|e| incomplete(WorkspaceError::io("syncing", d, e)))?;
+        }
+    }
+    progress.end(Phase::Apply);
+    done.written.sort();
+    done.dirs_removed.sort();
+    done.left_alone.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(done)
+}
+
+fn parent_of(p: &str) -> &str {
+    p.rsplit_once('/').map_or("", |(d, _)| d)
+}
+
+/// Writes one file's content under a temporary name in its final directory.
+fn stage(
+    ws: &Workspace,
+    root: &OwnedFd,
+    target: &SnapshotId,
+    w: &Write,
+    created: &Mutex<Vec<String>>,
+    progress: &dyn Progress,
+) -> Result<Staged, WorkspaceError> {
+    let mut made = Vec::new();
+    let res = safe_fs::open_parent(root, &w.path, true, &mut made);
+    created
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .extend(made);
+    let (dir, _) = res.map_err(|r| reach_err(target, &w.path, r))?;
+    let temp = format!(
+        ".cairn-tmp-{}",
+        ulid::Ulid::new().to_string().to_lowercase()
+    );
+    let file = safe_fs::create_at(&dir, &temp)
+        .map_err(|e| WorkspaceError::io("creating a temporary file for", &w.path, e))?;
+    let result = (|| -> Result<(), WorkspaceError> {
+        let mut out = BufWriter::with_capacity(256 << 10, &file);
+        ws.pool().read_to(&w.entry.hash, &mut out)?;
+        out.flush()
+            .map_err(|e| WorkspaceError::io("writing", &w.path, e))?;
+        drop(out);
+        file.set_permissions(std::fs::Permissions::from_mode(w.entry.mode & 0o777))
+            .map_err(|e| WorkspaceError::io("setting the mode of", &w.path, e))?;
+        file.sync_all()
+            .map_err(|e| WorkspaceError::io("syncing", &w.path, e))
+    })();
+    if let Err(e) = result {
+        let _ = safe_fs::unlink_at(&dir, &temp);
+        return Err(e);
+    }
+    progress.advance(Phase::Stage, 1, w.entry.size);
+    Ok(Staged {
+        path: w.path.clone(),
+        temp,
+    })
+}

@@ -1,0 +1,267 @@
+//! Capture: walk, reuse what the stat cache may vouch for, hash the rest in
+//! parallel, store new objects, write the manifest (or dedupe onto the head),
+//! then the index.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use cairn_objects::{open_nofollow, ObjectBatch, ObjectError, Phase, Progress};
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::index::{CacheEntry, Stat, Trust, INDEX_VERSION};
+use crate::manifest::{Entry, Manifest, SkipReason, Skipped, SnapshotId, MANIFEST_VERSION};
+use crate::walk::{walk, Found, Limits};
+use crate::workspace::Session;
+use crate::{Label, WorkspaceError};
+
+/// How often a file that changes while it is read is re-read before it is
+/// reported as [`SkipReason::Changing`].
+const READ_ATTEMPTS: usize = 3;
+
+/// The outcome of one capture.
+#[derive(Clone, Debug, Serialize)]
+pub struct CaptureReport {
+    /// The snapshot that now holds this state (the head's, when deduped).
+    pub snapshot: SnapshotId,
+    /// The label this capture added.
+    pub label: Label,
+    /// True when the tree equalled the head's, so no manifest was written and
+    /// the label was added to the head.
+    pub deduped: bool,
+    /// Files captured.
+    pub files: u64,
+    /// Their total size.
+    pub bytes: u64,
+    /// Files read and hashed this time (the rest came from the stat cache).
+    pub hashed: u64,
+    /// Bytes read and hashed this time.
+    pub hashed_bytes: u64,
+    /// Objects this capture added to the store.
+    pub stored_objects: u64,
+    /// Bytes those objects occupy.
+    pub stored_bytes: u64,
+    /// Coverage gaps: paths present but not captured, with the reason.
+    pub skipped: Vec<Skipped>,
+    /// Rule-file lines that were skipped, and why.
+    pub warnings: Vec<String>,
+}
+
+enum Hashed {
+    Captured { entry: Entry, stat: Stat },
+    Vanished,
+    Skip(SkipReason),
+}
+
+/// One walked file on its way into the manifest.
+enum Item {
+    /// The stat cache vouched for it.
+    Known(Entry, CacheEntry),
+    /// It must be read; the index into the hashing jobs.
+    Job(usize),
+}
+
+pub(crate) fn capture(
+    s: &mut Session<'_>,
+    label: &Label,
+    progress: &dyn Progress,
+) -> Result<CaptureReport, WorkspaceError> {
+    let ws = s.ws;
+    let started = crate::clock::store_now(&ws.clock_path())?;
+    let rules = ws.ignore_rules()?;
+    let config = ws.config();
+    let limits = Limits {
+        max_files: config.max_files,
+        max_file_bytes: config.max_file_bytes,
+    };
+    // The index may still be loading on another thread while we walk.
+    let walked = walk(ws.root(), &rules, limits, progress)?;
+    let (index, lock) = s.parts()?;
+    let trust = Trust {
+        started_ns: index.started_ns,
+        slack_ns: i64::try_from(config.racy_slack.as_nanos()).unwrap_or(i64::MAX),
+        ctime: config.trust_ctime,
+    };
+
+    // Both lists are sorted by path: one merge pass decides what to read.
+    let mut items: Vec<(String, Item)> = Vec::with_capacity(walked.files.len());
+    let mut jobs: Vec<Found> = Vec::new();
+    let mut cached = index.files.iter().peekable();
+    for f in walked.files {
+        while cached
+            .next_if(|(k, _)| k.as_str() < f.path.as_str())
+            .is_some()
+        {}
+        let hit = match cached.peek() {
+            Some((k, c)) if **k == f.path && trust.trusts(c, &f.stat) => Some(**c),
+            _ => None,
+        };
+        match hit {
+            Some(c) => {
+                let e = Entry {
+                    hash: c.hash,
+                    size: c.size,
+                    mode: c.mode & 0o777,
+                };
+                items.push((f.path, Item::Known(e, c)));
+            }
+            None => {
+                items.push((f.path.clone(), Item::Job(jobs.len())));
+                jobs.push(f);
+            }
+        }
+    }
+
+    let batch = ws.pool().batch(lock);
+    progress.begin(Phase::Hash, Some(jobs.len() as u64));
+    let mut results: Vec<Option<Result<Hashed, WorkspaceError>>> = jobs
+        .par_iter()
+        .map(|f| {
+            let r = hash_one(&batch, ws.root(), f, limits.max_file_bytes);
+            if let Ok(Hashed::Captured { entry, .. }) = &r {
+                progress.advance(Phase::Hash, 1, entry.size);
+            }
+            Some(r)
+        })
+        .collect();
+    progress.end(Phase::Hash);
+
+    let mut skipped = walked.skipped;
+    let (mut hashed, mut hashed_bytes) = (0u64, 0u64);
+    let mut list: Vec<(String, Entry, CacheEntry)> = Vec::with_capacity(items.len());
+    for (path, item) in items {
+        match item {
+            Item::Known(e, c) => list.push((path, e, c)),
+            Item::Job(i) => match results[i].take().transpose()? {
+                Some(Hashed::Captured { entry, stat }) => {
+                    hashed += 1;
+                    hashed_bytes += entry.size;
+                    list.push((path, entry, CacheEntry::new(&stat, entry.hash)));
+                }
+                Some(Hashed::Skip(reason)) => skipped.push(Skipped { path, reason }),
+                Some(Hashed::Vanished) | None => {}
+            },
+        }
+    }
+    skipped.sort_by(|a, b| a.path.cmp(&b.path));
+    let committed = batch.commit(progress)?;
+
+    let files = list.len() as u64;
+    let bytes = list.iter().map(|(_, e, _)| e.size).sum();
+    let same_as_head = index.head.is_some()
+        && skipped == index.head_skipped
+        && list.len() == index.files.len()
+        && list.iter().zip(&index.files).all(|((p, e, _), (q, c))| {
+            p == q && e.hash == c.hash && e.size == c.size && e.mode == c.mode & 0o777
+        });
+    let snapshot = match (&index.head, same_as_head) {
+        (Some(head), true) => head.clone(),
+        _ => {
+            let id = SnapshotId::new();
+            let manifest = Manifest {
+                version: MANIFEST_VERSION,
+                id: id.clone(),
+                parent: index.head.clone(),
+                label: label.clone(),
+                created: crate::now_rfc3339(),
+                files,
+                bytes,
+                entries: list.iter().map(|(p, e, _)| (p.clone(), *e)).collect(),
+                skipped: skipped.clone(),
+            };
+            let json = serde_json::to_vec(&manifest).map_err(WorkspaceError::Encode)?;
+            cairn_store::durable::write_atomic(&ws.manifest_path(&id), &json)?;
+            id
+        }
+    };
+
+    index.version = INDEX_VERSION;
+    index.head = Some(snapshot.clone());
+    index.started_ns = Some(started);
+    index.head_skipped = skipped.clone();
+    index.files = list
+        .into_iter()
+        .map(|(p, _, c)| (p, c))
+        .collect::<BTreeMap<_, _>>();
+    index.set_label(label, &snapshot);
+    s.save()?;
+
+    Ok(CaptureReport {
+        snapshot,
+        label: label.clone(),
+        deduped: same_as_head,
+        files,
+        bytes,
+        hashed,
+        hashed_bytes,
+        stored_objects: committed.objects,
+        stored_bytes: committed.stored_bytes,
+        skipped,
+        warnings: rules.warnings().iter().map(|w| w.to_string()).collect(),
+    })
+}
+
+/// Reads one file into the batch, with a stat before and after; re-reads a
+/// file that changed meanwhile.
+fn hash_one(
+    batch: &ObjectBatch<'_>,
+    root: &Path,
+    f: &Found,
+    max_bytes: u64,
+) -> Result<Hashed, WorkspaceError> {
+    let abs = root.join(&f.path);
+    let unreadable = |e: &std::io::Error| {
+        Hashed::Skip(SkipReason::Unreadable {
+            detail: e.to_string(),
+        })
+    };
+    for _ in 0..READ_ATTEMPTS {
+        let file = match open_nofollow(&abs) {
+            Ok(file) => file,
+            Err(e) => {
+                return Ok(match e.raw_os_error() {
+                    Some(libc::ENOENT) | Some(libc::ENOTDIR) => Hashed::Vanished,
+                    Some(libc::ELOOP) => Hashed::Skip(SkipReason::Symlink),
+                    _ => unreadable(&e),
+                })
+            }
+        };
+        let before = match file.metadata() {
+            Ok(m) => Stat::of(&m),
+            Err(e) => return Ok(unreadable(&e)),
+        };
+        if before.mode & libc::S_IFMT != libc::S_IFREG {
+            return Ok(Hashed::Skip(SkipReason::Special));
+        }
+        if before.size > max_bytes {
+            return Ok(Hashed::Skip(SkipReason::TooLarge {
+                size: before.size,
+                limit: max_bytes,
+            }));
+        }
+        let put = match batch.put_open_file(&file, &abs) {
+            Ok(p) => p,
+            Err(ObjectError::SourceChanged { .. }) => continue,
+            Err(ObjectError::Io { path, source, .. }) if path == abs => {
+                return Ok(unreadable(&source));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let after = match file.metadata() {
+            Ok(m) => Stat::of(&m),
+            Err(e) => return Ok(unreadable(&e)),
+        };
+        let by_path = std::fs::symlink_metadata(&abs).map(|m| Stat::of(&m)).ok();
+        if before == after && by_path == Some(after) && put.size == after.size {
+            return Ok(Hashed::Captured {
+                entry: Entry {
+                    hash: put.hash,
+                    size: put.size,
+                    mode: after.mode & 0o777,
+                },
+                stat: after,
+            });
+        }
+    }
+    Ok(Hashed::Skip(SkipReason::Changing))
+}

@@ -1,0 +1,112 @@
+//! cairn's workspace versioning: every file a run writes, captured at every
+//! node boundary, so a rewind can undo exactly what the run did and nothing
+//! the operator did (DESIGN §5).
+//!
+//! A [`Workspace`] is one run's view of one directory. Each capture walks the
+//! tree under the [`IgnoreRules`], hashes what the stat cache cannot vouch
+//! for (in parallel), stores new content in the store-global object pool
+//! (`cairn-objects`), and writes a snapshot manifest under a [`Label`] — or,
+//! when nothing changed since the head, adds the label to the head. Restores
+//! bank the current state first, so every restore can itself be undone.
+//!
+//! # Guarantees
+//! - A snapshot names only objects that were durable before its manifest was
+//!   written; the index is replaced atomically after the manifest. A crash
+//!   loses at most the capture in progress.
+//! - The stat cache never hides a change it could miss: an entry is trusted
+//!   only when type, mode, size, mtime, ctime and inode are unchanged AND the
+//!   file's times are older than the previous capture's start (on the store's
+//!   clock) minus a slack, so a same-second rewrite of equal size is re-read.
+//!   A file that changes while it is read is re-read, then reported.
+//! - Coverage gaps are never silent: symlinks, files over the size limit,
+//!   special and unreadable files are listed in every [`CaptureReport`] and
+//!   manifest. A tree over the file limit is refused before anything is read.
+//! - Windows are judged from each snapshot's own label, written once at
+//!   capture, never from the (re-pointable) label map.
+//! - A restore checks every path and every object before it changes
+//!   anything; writes through temporary files and renames; never follows a
+//!   symlink, never writes outside the root or into `.git` or the store;
+//!   never deletes a path it did not capture (skipped or excluded).
+//!
+//! # Not guaranteed
+//! - Authorship is decidable only at window boundaries: an edit the operator
+//!   makes while a node runs is attributed to that node.
+//! - Empty directories are not versioned; a restore removes the directories
+//!   it empties and creates the ones it needs.
+//! - Symlinks, files outside the workspace and effects outside the machine
+//!   are out of scope.
+//! - Only the rule file at the workspace root is read.
+//!
+//! No async, no networking, no environment: the binary turns
+//! `CAIRN_WORKSPACE_MAX_FILE_MB` into a [`CaptureConfig`]. Progress goes to
+//! a [`Progress`] you pass in; nothing is drawn.
+//!
+//! # Example
+//! ```
+//! use cairn_store::{RunId, Store};
+//! use cairn_workspace::{CaptureConfig, NoProgress, NodeEnd, NodeName, NodeRef,
+//!                       RestoreScope, Workspace};
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let root = dir.path().join("project");
+//! std::fs::create_dir(&root).unwrap();
+//! std::fs::write(root.join("notes.md"), "draft\n").unwrap();
+//!
+//! let store = Store::open(dir.path().join("store")).unwrap();
+//! let ws = Workspace::open(&store, &RunId::new(), &root, CaptureConfig::default()).unwrap();
+//!
+//! // One node of a run (what `cairn exec` does around a command).
+//! let node = NodeName::parse("exec").unwrap();
+//! let entry = ws.enter_node(&node, &NoProgress).unwrap();
+//! std::fs::write(root.join("notes.md"), "rewritten by a bot\n").unwrap();
+//! std::fs::write(root.join("new.txt"), "created by a bot\n").unwrap();
+//! ws.leave_node(&entry.at, NodeEnd::Completed, &NoProgress).unwrap();
+//!
+//! // Undo what the node did.
+//! let to = NodeRef::parse("exec:1").unwrap();
+//! let report = ws.rewind_to(&to, RestoreScope::Run, &NoProgress).unwrap();
+//! assert_eq!(std::fs::read_to_string(root.join("notes.md")).unwrap(), "draft\n");
+//! assert!(!root.join("new.txt").exists());
+//! // ... and the rewind itself can be undone from its bank.
+//! ws.restore_snapshot(&report.bank.snapshot, &NoProgress).unwrap();
+//! assert!(root.join("new.txt").exists());
+//! ```
+#![deny(missing_docs)]
+
+mod apply;
+mod capture;
+mod clock;
+mod config;
+mod error;
+mod history;
+mod ignore;
+mod index;
+mod label;
+mod manifest;
+mod prune_source;
+mod restore;
+mod safe_fs;
+mod walk;
+mod workspace;
+
+pub use cairn_objects::{prune, NoProgress, Phase, Progress, PruneOptions, PruneReport};
+pub use capture::CaptureReport;
+pub use config::CaptureConfig;
+pub use error::WorkspaceError;
+pub use history::{Interval, SnapshotInfo};
+pub use ignore::{
+    IgnoreMatch, IgnoreOptions, IgnoreRules, IgnoreWarning, RuleSource, DEFAULT_EXCLUDES,
+    IGNORE_FILES,
+};
+pub use label::{Label, LabelError, LabelKind, NodeIter, NodeName, NodeRef};
+pub use manifest::{
+    Entry, Manifest, SkipReason, Skipped, SnapshotId, SnapshotIdError, MANIFEST_VERSION,
+};
+pub use prune_source::SnapshotManifests;
+pub use restore::{LeftAlone, RestoreReport, RestoreScope};
+pub use workspace::{NodeEnd, NodeEntry, Workspace};
+
+/// Now, RFC 3339 UTC with microseconds (the `created` of a manifest).
+pub(crate) fn now_rfc3339() -> String {
+    humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string()
+}

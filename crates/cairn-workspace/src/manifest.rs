@@ -1,0 +1,253 @@
+//! Snapshot manifests: `<run>/workspace/snapshots/<id>.json` (DESIGN §5.1).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+use std::str::FromStr;
+
+use cairn_objects::ObjectHash;
+use serde::{Deserialize, Serialize};
+
+use crate::{Label, WorkspaceError};
+
+/// The manifest format this build writes; it reads this version and older.
+pub const MANIFEST_VERSION: u32 = 1;
+
+/// A snapshot's id: a ULID for new snapshots; when reading, 1–64 characters
+/// of `[0-9A-Za-z_-]`, so an id is always one safe path component.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SnapshotId(String);
+
+/// A string that is not a snapshot id.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{shown}` is not a snapshot id: ids are 1-64 letters, digits, `_` or `-` (list them with `cairn rewind ID --list-snapshots`)")]
+pub struct SnapshotIdError {
+    shown: String,
+}
+
+impl SnapshotId {
+    pub(crate) fn new() -> Self {
+        SnapshotId(ulid::Ulid::new().to_string())
+    }
+
+    /// Validates an id.
+    ///
+    /// # Errors
+    /// [`SnapshotIdError`] for anything but 1–64 of `[0-9A-Za-z_-]`.
+    pub fn parse(s: &str) -> Result<Self, SnapshotIdError> {
+        let ok = !s.is_empty()
+            && s.len() <= 64
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if ok {
+            Ok(SnapshotId(s.to_owned()))
+        } else {
+            Err(SnapshotIdError {
+                shown: s.chars().take(70).collect(),
+            })
+        }
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for SnapshotId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl FromStr for SnapshotId {
+    type Err = SnapshotIdError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        SnapshotId::parse(s)
+    }
+}
+
+impl Serialize for SnapshotId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for SnapshotId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        SnapshotId::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// One captured file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// Its content's object.
+    pub hash: ObjectHash,
+    /// Its length in bytes.
+    pub size: u64,
+    /// Its permission bits (`0o777` at most).
+    pub mode: u32,
+}
+
+/// Why a path in the tree was not captured: a coverage gap, always reported.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum SkipReason {
+    /// A symbolic link: never followed, never captured.
+    Symlink,
+    /// Larger than the configured limit.
+    TooLarge {
+        /// Its size.
+        size: u64,
+        /// The limit in force.
+        limit: u64,
+    },
+    /// A FIFO, socket or device.
+    Special,
+    /// It could not be read (e.g. permission denied).
+    Unreadable {
+        /// The error.
+        detail: String,
+    },
+    /// Its name is not UTF-8 (the path shown is a lossy rendering).
+    NotUtf8,
+    /// It kept changing while it was read.
+    Changing,
+}
+
+impl fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SkipReason::Symlink => f.write_str("symbolic link (not followed or captured)"),
+            SkipReason::TooLarge { size, limit } => write!(
+                f,
+                "{size} bytes, over the {limit}-byte limit (raise CAIRN_WORKSPACE_MAX_FILE_MB to capture it)"
+            ),
+            SkipReason::Special => f.write_str("not a regular file (FIFO, socket or device)"),
+            SkipReason::Unreadable { detail } => write!(f, "unreadable: {detail}"),
+            SkipReason::NotUtf8 => f.write_str("name is not UTF-8"),
+            SkipReason::Changing => f.write_str("kept changing while it was read"),
+        }
+    }
+}
+
+/// A path that was not captured, with the reason.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Skipped {
+    /// The path, relative to the workspace root.
+    pub path: String,
+    /// Why.
+    #[serde(flatten)]
+    pub reason: SkipReason,
+}
+
+/// A snapshot manifest: the whole tree at one boundary.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Format version.
+    pub version: u32,
+    /// This snapshot's id (equal to its file name).
+    pub id: SnapshotId,
+    /// The head when it was captured.
+    pub parent: Option<SnapshotId>,
+    /// The label it was captured under, written once and never moved.
+    pub label: Label,
+    /// When it was captured, RFC 3339 UTC.
+    pub created: String,
+    /// Number of entries.
+    pub files: u64,
+    /// Sum of entry sizes.
+    pub bytes: u64,
+    /// Captured files by path (`/`-separated, relative to the root).
+    pub entries: BTreeMap<String, Entry>,
+    /// Paths present but not captured.
+    pub skipped: Vec<Skipped>,
+}
+
+/// The listing fields of a manifest, read without its entries.
+#[derive(Clone, Debug, Deserialize)]
+pub(crate) struct Summary {
+    pub(crate) id: SnapshotId,
+    pub(crate) parent: Option<SnapshotId>,
+    pub(crate) label: Label,
+    pub(crate) created: String,
+    pub(crate) files: u64,
+    pub(crate) bytes: u64,
+}
+
+/// Checks that a manifest path names a place strictly inside the workspace
+/// by a plain relative path: no absolute path, no empty, `.` or `..`
+/// component, no NUL, nothing inside `.git`.
+pub(crate) fn check_path(p: &str) -> Result<(), &'static str> {
+    if p.is_empty() {
+        return Err("the path is empty");
+    }
+    if p.starts_with('/') {
+        return Err("the path is absolute");
+    }
+    if p.contains('\0') {
+        return Err("the path contains a NUL byte");
+    }
+    for c in p.split('/') {
+        match c {
+            "" => return Err("the path has an empty component"),
+            "." | ".." => return Err("the path has a `.` or `..` component"),
+            ".git" => return Err("the path is inside `.git`, which cairn never writes"),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+impl Manifest {
+    /// Reads and checks the manifest at `path` (its id must equal `expect`).
+    pub(crate) fn load(path: &Path, expect: &SnapshotId) -> Result<Manifest, WorkspaceError> {
+        let bytes = std::fs::read(path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => WorkspaceError::NoSuchSnapshot {
+                snapshot: expect.to_string(),
+            },
+            _ => WorkspaceError::io("reading manifest", path, e),
+        })?;
+        let damaged = |reason: String| WorkspaceError::ManifestDamaged {
+            path: path.to_owned(),
+            reason,
+        };
+        let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| damaged(e.to_string()))?;
+        if m.version > MANIFEST_VERSION {
+            return Err(damaged(format!(
+                "format version {} is newer than this cairn's {MANIFEST_VERSION}; upgrade cairn",
+                m.version
+            )));
+        }
+        if m.id != *expect {
+            return Err(damaged(format!("it names itself {}", m.id)));
+        }
+        for p in m.entries.keys() {
+            check_path(p).map_err(|reason| WorkspaceError::UnsafePath {
+                snapshot: m.id.to_string(),
+                path: p.clone(),
+                reason: reason.to_owned(),
+            })?;
+        }
+        Ok(m)
+    }
+
+    /// Reads the listing fields of the manifest at `path`.
+    pub(crate) fn load_summary(path: &Path) -> Result<Summary, WorkspaceError> {
+        let bytes =
+            std::fs::read(path).map_err(|e| WorkspaceError::io("reading manifest", path, e))?;
+        serde_json::from_slice(&bytes).map_err(|e| WorkspaceError::ManifestDamaged {
+            path: path.to_owned(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// True when both hold the same files with the same content and modes,
+    /// and the same coverage gaps.
+    pub fn same_tree(&self, other: &Manifest) -> bool {
+        self.entries == other.entries && self.skipped == other.skipped
+    }
+}

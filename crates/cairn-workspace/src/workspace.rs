@@ -1,0 +1,508 @@
+//! [`Workspace`]: one run's view of one workspace directory.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Component, Path, PathBuf};
+
+use cairn_objects::{ObjectPool, Progress, StoreLock};
+use cairn_store::durable::{create_dir_private, FILE_MODE};
+use cairn_store::{RunId, Store};
+
+use crate::capture::{capture, CaptureReport};
+use crate::history::{self, Interval, SnapshotInfo};
+use crate::ignore::{IgnoreMatch, IgnoreOptions, IgnoreRules};
+use crate::index::Index;
+use crate::manifest::{Manifest, SnapshotId};
+use crate::restore::{restore, RestoreReport, RestoreScope, Target};
+use crate::{CaptureConfig, Label, NodeIter, NodeName, NodeRef, WorkspaceError};
+
+/// How a node's execution ended, for [`Workspace::leave_node`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeEnd {
+    /// It completed this iteration: `post:`.
+    Completed,
+    /// It did not (failure, interruption, cancel): `fail:`, which opens a window.
+    Failed,
+    /// It waits on a human: `pause:`, which opens a window. Capture
+    /// `resume:` with [`Workspace::capture`] on the way back in.
+    Paused,
+}
+
+/// What [`Workspace::enter_node`] recorded.
+#[derive(Clone, Debug)]
+pub struct NodeEntry {
+    /// The node and the iteration it was given.
+    pub at: NodeIter,
+    /// The `resume:` capture taken first when the run already had a head
+    /// (deduped onto it when nothing moved).
+    pub resume: Option<CaptureReport>,
+    /// The `pre:` capture, only when the run had no snapshot yet.
+    pub first: Option<CaptureReport>,
+    /// The snapshot `pre:<node>:<iter>` now points at.
+    pub pre: SnapshotId,
+}
+
+/// One run's versioned view of a workspace directory.
+///
+/// Writers ([`capture`](Workspace::capture), [`label_head`](Workspace::label_head),
+/// [`enter_node`](Workspace::enter_node), [`leave_node`](Workspace::leave_node),
+/// the restores) take the run's workspace lock (one writer per run at a time;
+/// others wait) and the store lock shared (so prune waits for them). Readers
+/// take no lock: manifests are immutable and the index is replaced atomically.
+#[derive(Clone, Debug)]
+pub struct Workspace {
+    store: Store,
+    run: RunId,
+    root: PathBuf,
+    config: CaptureConfig,
+    pool: ObjectPool,
+    ignore: IgnoreOptions,
+}
+
+/// A writer's hold on a run's workspace: both locks and the index.
+pub(crate) struct Session<'w> {
+    pub(crate) ws: &'w Workspace,
+    index: IndexSlot,
+    /// Held shared for the whole session: objects are written and named
+    /// under it, so prune never runs in between.
+    store_lock: StoreLock,
+    _ws_lock: File,
+}
+
+/// The index, read on a helper thread so that parsing it overlaps the walk.
+enum IndexSlot {
+    Loading(std::thread::JoinHandle<Result<Index, WorkspaceError>>),
+    Ready(Box<Index>),
+    Failed,
+}
+
+impl Session<'_> {
+    /// The index and the store lock (both borrowed at once).
+    pub(crate) fn parts(&mut self) -> Result<(&mut Index, &StoreLock), WorkspaceError> {
+        if let IndexSlot::Loading(_) = self.index {
+            let slot = std::mem::replace(&mut self.index, IndexSlot::Failed);
+            if let IndexSlot::Loading(h) = slot {
+                let loaded = h.join().unwrap_or_else(|_| {
+                    Err(WorkspaceError::io(
+                        "reading",
+                        self.ws.index_path(),
+                        std::io::Error::other("the index reader panicked"),
+                    ))
+                })?;
+                self.index = IndexSlot::Ready(Box::new(loaded));
+            }
+        }
+        match &mut self.index {
+            IndexSlot::Ready(idx) => Ok((idx, &self.store_lock)),
+            _ => Err(WorkspaceError::io(
+                "reading",
+                self.ws.index_path(),
+                std::io::Error::other("an earlier read of the index failed"),
+            )),
+        }
+    }
+
+    /// The index.
+    pub(crate) fn index(&mut self) -> Result<&mut Index, WorkspaceError> {
+        Ok(self.parts()?.0)
+    }
+
+    pub(crate) fn save(&mut self) -> Result<(), WorkspaceError> {
+        let path = self.ws.index_path();
+        self.index()?.save(&path)
+    }
+}
+
+impl Workspace {
+    /// A view of the workspace at `root` for run `run` of `store`. Creates
+    /// nothing; the first capture creates `<run>/workspace/`.
+    ///
+    /// # Errors
+    /// `root` is not a directory that can be resolved.
+    pub fn open(
+        store: &Store,
+        run: &RunId,
+        root: impl AsRef<Path>,
+        config: CaptureConfig,
+    ) -> Result<Self, WorkspaceError> {
+        let given = root.as_ref();
+        let root = given
+            .canonicalize()
+            .map_err(|e| WorkspaceError::io("resolving the workspace", given, e))?;
+        if !root.is_dir() {
+            return Err(WorkspaceError::io(
+                "opening the workspace",
+                &root,
+                std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory"),
+            ));
+        }
+        let mut ignore = IgnoreOptions {
+            default_excludes: config.default_excludes,
+            ..IgnoreOptions::default()
+        };
+        let store_root = store
+            .root()
+            .canonicalize()
+            .unwrap_or_else(|_| store.root().to_path_buf());
+        if let Ok(inside) = store_root.strip_prefix(&root) {
+            if let Some(rel) = inside.to_str().filter(|r| !r.is_empty()) {
+                ignore.always_excluded.push(rel.to_owned());
+            }
+        }
+        Ok(Workspace {
+            store: store.clone(),
+            run: run.clone(),
+            pool: ObjectPool::at(store),
+            root,
+            config,
+            ignore,
+        })
+    }
+
+    /// The workspace root (canonical).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The run.
+    pub fn run(&self) -> &RunId {
+        &self.run
+    }
+
+    /// The capture settings.
+    pub fn config(&self) -> &CaptureConfig {
+        &self.config
+    }
+
+    pub(crate) fn pool(&self) -> &ObjectPool {
+        &self.pool
+    }
+
+    pub(crate) fn snapshots_dir(&self) -> PathBuf {
+        self.store.snapshots_dir(&self.run)
+    }
+
+    pub(crate) fn manifest_path(&self, id: &SnapshotId) -> PathBuf {
+        self.snapshots_dir().join(format!("{id}.json"))
+    }
+
+    pub(crate) fn index_path(&self) -> PathBuf {
+        self.store.workspace_index_path(&self.run)
+    }
+
+    pub(crate) fn clock_path(&self) -> PathBuf {
+        self.store.workspace_dir(&self.run).join("clock")
+    }
+
+    fn session(&self) -> Result<Session<'_>, WorkspaceError> {
+        create_dir_private(&self.snapshots_dir())?;
+        let pool = ObjectPool::open(&self.store)?;
+        let lock_path = self.store.workspace_dir(&self.run).join("lock");
+        let ws_lock = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(FILE_MODE)
+            .open(&lock_path)
+            .map_err(|e| WorkspaceError::io("opening", &lock_path, e))?;
+        ws_lock
+            .lock()
+            .map_err(|e| WorkspaceError::io("locking", &lock_path, e))?;
+        let store_lock = StoreLock::shared(pool.store())?;
+        let (path, snaps) = (self.index_path(), self.snapshots_dir());
+        let index = IndexSlot::Loading(std::thread::spawn(move || Index::load(&path, &snaps)));
+        Ok(Session {
+            ws: self,
+            index,
+            store_lock,
+            _ws_lock: ws_lock,
+        })
+    }
+
+    fn read_index(&self) -> Result<Index, WorkspaceError> {
+        Index::load(&self.index_path(), &self.snapshots_dir())
+    }
+
+    /// The rules in force now (re-read on every capture).
+    ///
+    /// # Errors
+    /// The rule file exists but cannot be read.
+    pub fn ignore_rules(&self) -> Result<IgnoreRules, WorkspaceError> {
+        IgnoreRules::load(&self.root, &self.ignore)
+    }
+
+    /// The rule deciding `path` (absolute, or relative to the root), as
+    /// `cairn check-ignore -v` reports it; `None` when no rule applies (the
+    /// path is captured). A path ending in `/`, or naming an existing
+    /// directory, is matched as a directory.
+    ///
+    /// # Errors
+    /// [`WorkspaceError::OutsideWorkspace`] for a path outside the root.
+    pub fn check_ignore(&self, path: &Path) -> Result<Option<IgnoreMatch>, WorkspaceError> {
+        let outside = || WorkspaceError::OutsideWorkspace {
+            path: path.to_owned(),
+            root: self.root.clone(),
+        };
+        let rel = if path.is_absolute() {
+            let parent = path.parent().and_then(|p| p.canonicalize().ok());
+            match (path.strip_prefix(&self.root), parent) {
+                (Ok(r), _) => r.to_path_buf(),
+                (Err(_), Some(p)) => match (p.strip_prefix(&self.root), path.file_name()) {
+                    (Ok(r), Some(name)) => r.join(name),
+                    _ => return Err(outside()),
+                },
+                _ => return Err(outside()),
+            }
+        } else {
+            path.to_path_buf()
+        };
+        let mut parts = Vec::new();
+        for c in rel.components() {
+            match c {
+                Component::Normal(s) => parts.push(s.to_str().ok_or_else(outside)?.to_owned()),
+                Component::CurDir => {}
+                _ => return Err(outside()),
+            }
+        }
+        if parts.is_empty() {
+            return Ok(None);
+        }
+        let rel = parts.join("/");
+        let is_dir = path.as_os_str().to_string_lossy().ends_with('/')
+            || std::fs::symlink_metadata(self.root.join(&rel)).is_ok_and(|m| m.is_dir());
+        Ok(self.ignore_rules()?.check(&rel, is_dir))
+    }
+
+    /// Captures the workspace under `label`: a new snapshot whose parent is
+    /// the head, or, when the tree equals the head's, the label added to the
+    /// head. Every gap is in the report.
+    ///
+    /// # Errors
+    /// [`WorkspaceError::TooManyFiles`] (nothing captured), store and IO errors.
+    pub fn capture(
+        &self,
+        label: &Label,
+        progress: &dyn Progress,
+    ) -> Result<CaptureReport, WorkspaceError> {
+        let mut s = self.session()?;
+        capture(&mut s, label, progress)
+    }
+
+    /// `cairn snapshot [--label LABEL]`: captures under `label`, or under the
+    /// next `snap:<n>` when none is given.
+    ///
+    /// # Errors
+    /// As [`Workspace::capture`].
+    pub fn snapshot(
+        &self,
+        label: Option<&Label>,
+        progress: &dyn Progress,
+    ) -> Result<CaptureReport, WorkspaceError> {
+        let mut s = self.session()?;
+        let label = match label {
+            Some(l) => l.clone(),
+            None => Label::Snap(history::next_number(s.index()?, false)),
+        };
+        capture(&mut s, &label, progress)
+    }
+
+    /// Points `label` at the head without capturing (how `pre:` costs
+    /// nothing between two nodes of a running loop).
+    ///
+    /// # Errors
+    /// [`WorkspaceError::NoSnapshots`] when nothing was captured yet.
+    pub fn label_head(&self, label: &Label) -> Result<SnapshotId, WorkspaceError> {
+        let mut s = self.session()?;
+        let head = s.index()?.head.clone().ok_or(WorkspaceError::NoSnapshots)?;
+        s.index()?.set_label(label, &head);
+        s.save()?;
+        Ok(head)
+    }
+
+    /// Marks the start of iteration `at` inside a running loop (the agent
+    /// loop's `pre:turn:N`): nothing touches the workspace between two nodes,
+    /// so `pre:` is a label on the head; only a run's very first boundary is a
+    /// capture.
+    ///
+    /// # Errors
+    /// As [`Workspace::capture`].
+    pub fn mark_pre(
+        &self,
+        at: &NodeIter,
+        progress: &dyn Progress,
+    ) -> Result<NodeEntry, WorkspaceError> {
+        let mut s = self.session()?;
+        let pre = Label::Pre(at.clone());
+        if let Some(head) = s.index()?.head.clone() {
+            s.index()?.set_label(&pre, &head);
+            s.save()?;
+            return Ok(NodeEntry {
+                at: at.clone(),
+                resume: None,
+                first: None,
+                pre: head,
+            });
+        }
+        let first = capture(&mut s, &pre, progress)?;
+        Ok(NodeEntry {
+            at: at.clone(),
+            resume: None,
+            pre: first.snapshot.clone(),
+            first: Some(first),
+        })
+    }
+
+    /// Starts the next iteration of `node` from outside the run's process
+    /// (`cairn exec`): captures `resume:<node>:<iter>` when the run has a head
+    /// (deduped when nothing moved; what moved came from outside the run),
+    /// then points `pre:<node>:<iter>` at the head. The first capture of a run
+    /// is taken under `pre:` itself.
+    ///
+    /// # Errors
+    /// As [`Workspace::capture`].
+    pub fn enter_node(
+        &self,
+        node: &NodeName,
+        progress: &dyn Progress,
+    ) -> Result<NodeEntry, WorkspaceError> {
+        let mut s = self.session()?;
+        let at = NodeIter::new(node.clone(), history::next_iteration(s.index()?, node));
+        let pre = Label::Pre(at.clone());
+        if s.index()?.head.is_none() {
+            let first = capture(&mut s, &pre, progress)?;
+            return Ok(NodeEntry {
+                at,
+                resume: None,
+                pre: first.snapshot.clone(),
+                first: Some(first),
+            });
+        }
+        let resume = capture(&mut s, &Label::Resume(at.clone()), progress)?;
+        s.index()?.set_label(&pre, &resume.snapshot);
+        s.save()?;
+        Ok(NodeEntry {
+            at,
+            pre: resume.snapshot.clone(),
+            resume: Some(resume),
+            first: None,
+        })
+    }
+
+    /// Ends an iteration: captures `post:`, `fail:` or `pause:` of `at`.
+    ///
+    /// # Errors
+    /// As [`Workspace::capture`].
+    pub fn leave_node(
+        &self,
+        at: &NodeIter,
+        end: NodeEnd,
+        progress: &dyn Progress,
+    ) -> Result<CaptureReport, WorkspaceError> {
+        let label = match end {
+            NodeEnd::Completed => Label::Post(at.clone()),
+            NodeEnd::Failed => Label::Fail(at.clone()),
+            NodeEnd::Paused => Label::Pause(at.clone()),
+        };
+        self.capture(&label, progress)
+    }
+
+    /// The next iteration of `node` in this run (iterations count from 1 per
+    /// node name within the run).
+    ///
+    /// # Errors
+    /// A manifest or the index cannot be read.
+    pub fn next_iteration(&self, node: &NodeName) -> Result<u32, WorkspaceError> {
+        Ok(history::next_iteration(&self.read_index()?, node))
+    }
+
+    /// The newest capture, if any.
+    ///
+    /// # Errors
+    /// The index cannot be read.
+    pub fn head(&self) -> Result<Option<SnapshotId>, WorkspaceError> {
+        Ok(self.read_index()?.head)
+    }
+
+    /// The snapshot `label` points at in the label map.
+    ///
+    /// # Errors
+    /// The index cannot be read.
+    pub fn resolve(&self, label: &Label) -> Result<Option<SnapshotId>, WorkspaceError> {
+        Ok(self.read_index()?.labels.get(label).cloned())
+    }
+
+    /// A snapshot's manifest, with every path checked.
+    ///
+    /// # Errors
+    /// [`WorkspaceError::NoSuchSnapshot`], a damaged manifest, an unsafe path.
+    pub fn manifest(&self, id: &SnapshotId) -> Result<Manifest, WorkspaceError> {
+        Manifest::load(&self.manifest_path(id), id)
+    }
+
+    /// Every snapshot, newest first, with every label each carries.
+    ///
+    /// # Errors
+    /// A manifest or the index cannot be read.
+    pub fn list_snapshots(&self) -> Result<Vec<SnapshotInfo>, WorkspaceError> {
+        let all = history::summaries(&self.snapshots_dir())?;
+        Ok(history::list(&all, &self.read_index()?))
+    }
+
+    /// Every interval on the chain to the head, oldest first, each judged by
+    /// its closing snapshot's own label.
+    ///
+    /// # Errors
+    /// A manifest or the index cannot be read, or the chain is broken.
+    pub fn intervals(&self) -> Result<Vec<Interval>, WorkspaceError> {
+        let all = history::summaries(&self.snapshots_dir())?;
+        let Some(head) = self.read_index()?.head else {
+            return Ok(Vec::new());
+        };
+        Ok(history::intervals(&history::chain(&all, &head)?))
+    }
+
+    /// The non-executing windows: intervals whose changes did not come from
+    /// the run (closed by `resume:`, a bank, or an operator's capture).
+    ///
+    /// # Errors
+    /// As [`Workspace::intervals`].
+    pub fn windows(&self) -> Result<Vec<Interval>, WorkspaceError> {
+        Ok(self
+            .intervals()?
+            .into_iter()
+            .filter(|i| !i.by_run)
+            .collect())
+    }
+
+    /// `cairn rewind --to NODE[:ITER]`: restores the `pre:` state of that node
+    /// (its latest iteration when none is given), within `scope`. Banks the
+    /// current state first. The run must not be executing.
+    ///
+    /// # Errors
+    /// [`WorkspaceError::NoSuchBoundary`]; integrity errors (nothing changed);
+    /// [`WorkspaceError::RestoreIncomplete`] when applying failed part-way.
+    pub fn rewind_to(
+        &self,
+        to: &NodeRef,
+        scope: RestoreScope,
+        progress: &dyn Progress,
+    ) -> Result<RestoreReport, WorkspaceError> {
+        let mut s = self.session()?;
+        restore(&mut s, Target::Node(to), scope, progress)
+    }
+
+    /// `cairn rewind --restore-snapshot SNAP`: restores the whole tree of a
+    /// snapshot (always full scope). Banks the current state first.
+    ///
+    /// # Errors
+    /// As [`Workspace::rewind_to`].
+    pub fn restore_snapshot(
+        &self,
+        id: &SnapshotId,
+        progress: &dyn Progress,
+    ) -> Result<RestoreReport, WorkspaceError> {
+        let mut s = self.session()?;
+        restore(&mut s, Target::Snapshot(id), RestoreScope::Full, progress)
+    }
+}

@@ -1,0 +1,108 @@
+#![allow(dead_code)]
+//! Shared fixtures: a store and a workspace in a temp dir, and helpers to
+//! read and write the tree.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use cairn_store::{RunId, Store};
+use cairn_workspace::*;
+
+pub struct Fixture {
+    pub dir: tempfile::TempDir,
+    pub store: Store,
+    pub root: PathBuf,
+    pub run: RunId,
+    pub ws: Workspace,
+}
+
+impl Fixture {
+    pub fn new() -> Self {
+        Self::with(CaptureConfig::default())
+    }
+
+    pub fn with(config: CaptureConfig) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("ws");
+        fs::create_dir(&root).unwrap();
+        let store = Store::open(dir.path().join("store")).unwrap();
+        let run = RunId::new();
+        let ws = Workspace::open(&store, &run, &root, config).unwrap();
+        Fixture {
+            dir,
+            store,
+            root,
+            run,
+            ws,
+        }
+    }
+
+    pub fn write(&self, rel: &str, content: &str) {
+        let p = self.root.join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, content).unwrap();
+    }
+
+    pub fn read(&self, rel: &str) -> Option<String> {
+        fs::read_to_string(self.root.join(rel)).ok()
+    }
+
+    pub fn remove(&self, rel: &str) {
+        fs::remove_file(self.root.join(rel)).unwrap();
+    }
+
+    pub fn capture(&self, label: &str) -> CaptureReport {
+        self.ws
+            .capture(&Label::parse(label).unwrap(), &NoProgress)
+            .unwrap()
+    }
+
+    /// Every file and directory under the root: path -> (content or "<dir>"
+    /// or "-> target", mode).
+    pub fn tree(&self) -> BTreeMap<String, (String, u32)> {
+        fn go(base: &Path, dir: &Path, out: &mut BTreeMap<String, (String, u32)>) {
+            for e in fs::read_dir(dir).unwrap() {
+                let e = e.unwrap();
+                let p = e.path();
+                let rel = p.strip_prefix(base).unwrap().to_str().unwrap().to_owned();
+                let m = fs::symlink_metadata(&p).unwrap();
+                let mode = m.permissions().mode() & 0o777;
+                if m.file_type().is_symlink() {
+                    let t = fs::read_link(&p).unwrap();
+                    out.insert(rel, (format!("-> {}", t.display()), 0));
+                } else if m.is_dir() {
+                    out.insert(rel.clone(), ("<dir>".into(), mode));
+                    go(base, &p, out);
+                } else {
+                    out.insert(rel, (fs::read_to_string(&p).unwrap_or_default(), mode));
+                }
+            }
+        }
+        let mut out = BTreeMap::new();
+        go(&self.root, &self.root, &mut out);
+        out
+    }
+
+    /// The raw text of the store's files for this run and its objects, to
+    /// prove an operation wrote nothing.
+    pub fn manifests(&self) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(self.store.snapshots_dir(&self.run))
+            .map(|r| {
+                r.map(|e| e.unwrap().file_name().to_str().unwrap().to_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+}
+
+pub fn label(s: &str) -> Label {
+    Label::parse(s).unwrap()
+}
+
+pub fn node(s: &str) -> NodeName {
+    NodeName::parse(s).unwrap()
+}
