@@ -28,6 +28,10 @@ use cairn_journal::{
 use cairn_model::{ModelRequest, ModelResponse, Provider};
 use cairn_tools::{Toolbox, Workspace};
 
+use cairn_journal::{Reconcile, Snapshot};
+use cairn_workspace::Label;
+
+use crate::boundaries::{self, Boundaries};
 use crate::events::{Events, Sink};
 use crate::fingerprint::{compare, fingerprint, Verdict};
 use crate::responses::{ResponseStore, StoredResponse};
@@ -86,6 +90,11 @@ pub struct Agent {
     pricing: Arc<dyn Pricing>,
     stop: Stop,
     faults: Faults,
+    boundaries: Boundaries,
+    /// The turn whose `pre:` was taken and whose `post:` was not yet.
+    open_turn: Option<u64>,
+    /// What changed outside the run, to tell the model before its next turn.
+    note: Option<String>,
 }
 
 impl Agent {
@@ -111,7 +120,17 @@ impl Agent {
             pricing,
             stop,
             faults: Faults::default(),
+            boundaries: Boundaries::new(None),
+            open_turn: None,
+            note: None,
         }
+    }
+
+    /// Versions the workspace at every turn boundary with `tracker`
+    /// (DESIGN §5.3); without it the loop journals no `snapshot` records.
+    pub fn with_tracker(mut self, tracker: cairn_workspace::Workspace) -> Self {
+        self.boundaries = Boundaries::new(Some(tracker));
+        self
     }
 
     /// Arms crash points (tests only).
@@ -179,10 +198,15 @@ impl Agent {
         text: Option<String>,
         ev: &mut dyn Events,
     ) -> Result<Ending, AgentError> {
+        // Every way back in closes the window the last stop opened.
+        if self.session.state().records > 1 {
+            self.reconcile(ev)?;
+        }
         if let Some(end) = self.complete_last_turn(ev).await? {
             return Ok(end);
         }
         if let Some(text) = text {
+            self.deliver_note()?;
             self.session.append(RecordBody::User(User { text }))?;
         }
         loop {
@@ -195,7 +219,9 @@ impl Agent {
             if let Some(why) = self.over_budget() {
                 return self.end(TerminalReason::BudgetExhausted, Some(why));
             }
+            self.deliver_note()?;
             let turn = self.session.state().next_turn();
+            self.boundary_pre(turn, ev)?;
             let request = self.request(turn);
             let (response, replay) = match self.call_model(turn, &request, ev).await? {
                 Called::Done(r, replay) => (r, replay),
@@ -239,7 +265,118 @@ impl Agent {
             if let Some(end) = self.dispatch_pending(ev).await? {
                 return Ok(end);
             }
+            self.boundary(Label::Post, turn, ev)?;
+            self.open_turn = None;
         }
+    }
+
+    /// `resume:turn:N` and the `reconcile` record: what changed while
+    /// nothing of the run executed, on the record, and for the model.
+    fn reconcile(&mut self, ev: &mut dyn Events) -> Result<(), AgentError> {
+        let n = self.session.state().next_turn();
+        let Some(at) = boundaries::turn(n) else {
+            return Ok(());
+        };
+        let label = Label::Resume(at);
+        let base = self.inherited_base();
+        let taken = match self.boundaries.capture_since(label.clone(), base) {
+            Ok(Some(t)) => t,
+            Ok(None) => return Ok(()),
+            Err(why) => {
+                ev.notice(&why);
+                return Ok(());
+            }
+        };
+        self.session.append(RecordBody::Snapshot(Snapshot {
+            snapshot: taken.snapshot.to_string(),
+            label: label.to_string(),
+        }))?;
+        self.session.append(RecordBody::Reconcile(Reconcile {
+            changed: taken.changed.clone(),
+            snapshot: Some(taken.snapshot.to_string()),
+        }))?;
+        if !taken.changed.is_empty() {
+            let shown: Vec<_> = taken.changed.iter().take(50).map(String::as_str).collect();
+            let more = taken.changed.len().saturating_sub(shown.len());
+            let msg = format!(
+                "cairn: while this session was stopped, {} file(s) in the workspace changed outside it: {}{}. Take this into account before relying on what you saw earlier.",
+                taken.changed.len(),
+                shown.join(", "),
+                if more > 0 { format!(" and {more} more") } else { String::new() }
+            );
+            ev.notice(&format!(
+                "{} path(s) changed outside the session since it stopped; the model will be told",
+                taken.changed.len()
+            ));
+            self.note = Some(msg);
+        }
+        Ok(())
+    }
+
+    /// For a fork that has no snapshot of its own yet: the last snapshot its
+    /// lineage journaled, read from whichever ancestor holds it.
+    fn inherited_base(&self) -> Option<cairn_workspace::Manifest> {
+        let sid = self.session.state().last_snapshot.as_ref()?;
+        let sid = cairn_workspace::SnapshotId::parse(&sid.snapshot).ok()?;
+        let root = self.workspace.root();
+        std::iter::once(self.session.id().to_string())
+            .chain(self.session.receipt().iter().map(|p| p.run.clone()))
+            .filter_map(|run| cairn_store::RunId::parse(&run).ok())
+            .find_map(|run| {
+                let ws = cairn_workspace::Workspace::open(
+                    self.session.store(),
+                    &run,
+                    root,
+                    cairn_workspace::CaptureConfig::default(),
+                )
+                .ok()?;
+                ws.manifest(&sid).ok()
+            })
+    }
+
+    fn deliver_note(&mut self) -> Result<(), AgentError> {
+        if let Some(text) = self.note.take() {
+            self.session.append(RecordBody::User(User { text }))?;
+        }
+        Ok(())
+    }
+
+    fn boundary_pre(&mut self, turn: u64, ev: &mut dyn Events) -> Result<(), AgentError> {
+        self.open_turn = Some(turn);
+        match self.boundaries.pre(turn) {
+            Ok(Some(t)) => {
+                self.session.append(RecordBody::Snapshot(Snapshot {
+                    snapshot: t.snapshot.to_string(),
+                    label: format!("pre:turn:{turn}"),
+                }))?;
+            }
+            Ok(None) => {}
+            Err(why) => ev.notice(&why),
+        }
+        Ok(())
+    }
+
+    fn boundary(
+        &mut self,
+        make: fn(cairn_workspace::NodeIter) -> Label,
+        turn: u64,
+        ev: &mut dyn Events,
+    ) -> Result<(), AgentError> {
+        let Some(at) = boundaries::turn(turn) else {
+            return Ok(());
+        };
+        let label = make(at);
+        match self.boundaries.capture(label.clone()) {
+            Ok(Some(t)) => {
+                self.session.append(RecordBody::Snapshot(Snapshot {
+                    snapshot: t.snapshot.to_string(),
+                    label: label.to_string(),
+                }))?;
+            }
+            Ok(None) => {}
+            Err(why) => ev.notice(&why),
+        }
+        Ok(())
     }
 
     /// Finishes the in-flight batch of the last turn (after a crash, a
@@ -249,6 +386,11 @@ impl Agent {
         ev: &mut dyn Events,
     ) -> Result<Option<Ending>, AgentError> {
         let pending: Vec<PendingCall> = self.session.state().pending.clone();
+        if pending.is_empty() {
+            return Ok(None);
+        }
+        let turn = self.session.state().totals.turns;
+        self.open_turn = Some(turn);
         for p in pending {
             if let Some(end) = self.stopped()? {
                 return Ok(Some(end));
@@ -282,6 +424,8 @@ impl Agent {
                 ev.tool_finished(&p.call, Outcome::Unknown, &output);
             }
         }
+        self.boundary(Label::Post, turn, ev)?;
+        self.open_turn = None;
         Ok(None)
     }
 
@@ -455,6 +599,18 @@ impl Agent {
         reason: TerminalReason,
         detail: Option<String>,
     ) -> Result<Ending, AgentError> {
+        // A turn cut short opens a window with `fail:`; a run that stops
+        // between turns waits for a human: `pause:`. Closed by `resume:`.
+        let mut quiet = crate::events::Silent;
+        match self.open_turn.take() {
+            Some(n) => self.boundary(Label::Fail, n, &mut quiet)?,
+            None => {
+                let last = self.session.state().totals.turns;
+                if last > 0 {
+                    self.boundary(Label::Pause, last, &mut quiet)?;
+                }
+            }
+        }
         let totals = self.session.state().totals;
         self.session.append(RecordBody::Terminal(Terminal {
             reason,

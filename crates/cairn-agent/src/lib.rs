@@ -31,6 +31,7 @@
 #![deny(missing_docs)]
 
 mod agent;
+mod boundaries;
 mod canonical;
 mod convert;
 mod error;
@@ -42,6 +43,7 @@ mod session;
 mod stop;
 
 pub use agent::{Agent, Config, Ending, Faults};
+pub use boundaries::changed_paths;
 pub use error::AgentError;
 pub use events::{Events, Silent};
 pub use fingerprint::{compare, fingerprint, Verdict};

@@ -63,6 +63,16 @@ impl Session {
         &self.state
     }
 
+    /// For a fork, the pins of the ancestor prefixes it folds over.
+    pub fn receipt(&self) -> &[Pin] {
+        &self.receipt
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
     /// The writer (for its seq and tail).
     pub fn writer(&self) -> &JournalWriter {
         &self.writer
@@ -75,9 +85,14 @@ impl Session {
     pub fn append(&mut self, body: RecordBody) -> Result<Record, AgentError> {
         let record = self.writer.append_record(body)?;
         self.state.apply(&record);
+        // Turn and terminal boundaries, and bookkeeping that may end a
+        // journal (a snapshot, a checkpoint), keep the projections current.
         if matches!(
             record.body,
-            RecordBody::Assistant(_) | RecordBody::Terminal(_)
+            RecordBody::Assistant(_)
+                | RecordBody::Terminal(_)
+                | RecordBody::Snapshot(_)
+                | RecordBody::Checkpoint(_)
         ) {
             self.refresh_projections();
         }

@@ -4,8 +4,9 @@
 //! Invariants:
 //! - every counter is derived from records alone, so it can never drift from
 //!   the journal;
-//! - the status is the last terminal's reason, or `running` when any record
-//!   follows it (a resume) or none exists;
+//! - the status is the last terminal's reason, or `running` when work
+//!   follows it (a resume: any record but `snapshot`, `reconcile` and
+//!   `checkpoint`, which are bookkeeping) or none exists;
 //! - the in-flight batch is the last assistant turn's tool calls that have no
 //!   result yet, each marked by whether its `tool_start` was journaled.
 
@@ -158,7 +159,15 @@ impl RunState {
     pub fn apply(&mut self, record: &Record) {
         self.records += 1;
         self.updated.clone_from(&record.ts);
-        if !matches!(record.body, RecordBody::Terminal(_)) {
+        // Work after a terminal starts a new stretch (a resume); bookkeeping
+        // (snapshots, reconciliation, checkpoints, a rewind's bank) does not.
+        if !matches!(
+            record.body,
+            RecordBody::Terminal(_)
+                | RecordBody::Snapshot(_)
+                | RecordBody::Reconcile(_)
+                | RecordBody::Checkpoint(_)
+        ) {
             self.status = Status::Running;
             self.detail = None;
         }
@@ -167,10 +176,12 @@ impl RunState {
                 let inherited = std::mem::take(&mut self.conversation);
                 let totals = self.totals;
                 let pending = std::mem::take(&mut self.pending);
+                let last_snapshot = self.last_snapshot.take();
                 *self = RunState::from_meta(m, &record.ts);
                 self.conversation = inherited;
                 self.totals = totals;
                 self.pending = pending;
+                self.last_snapshot = last_snapshot;
             }
             RecordBody::User(u) => self.conversation.push(Entry::User {
                 text: u.text.clone(),

@@ -155,7 +155,12 @@ fn trust(store: &Store, id: &RunId, p: Projection) -> Option<Listed> {
         }
         // Only an honestly unknown cost may be served without a replay.
         _ if s.cost.state == CostState::Unknown => s.status = "running".into(),
-        _ => return None,
+        // The projection is current; only the cost needs the record.
+        _ => {
+            let mut l = rebuild(store, id);
+            l.rebuilt = None;
+            return Some(l);
+        }
     }
     if let Err((pin, why)) = check_receipt(store, &p.receipt) {
         s.valid = false;

@@ -29,6 +29,16 @@ pub enum Command {
     Resume(ResumeArgs),
     /// Resume the most recent session of this repository (alias: --continue)
     Continue(ContinueArgs),
+    /// Run any command as a node of a session: its file changes become rewindable
+    Exec(ExecArgs),
+    /// Capture the workspace now into a session
+    Snapshot(SnapshotArgs),
+    /// List a session's workspace snapshots, or put files back as they were
+    Rewind(RewindArgs),
+    /// Show which paths the workspace rules exclude (like `git check-ignore`)
+    CheckIgnore(CheckIgnoreArgs),
+    /// Delete objects no snapshot or checkpoint names any more
+    Prune(PruneArgs),
     /// Branch a session: a new session sharing its past up to a record (alias: --fork)
     Fork(ForkArgs),
     /// Rebuild every session projection (meta.json, sessions.index) from the records
@@ -113,6 +123,88 @@ pub struct ContinueArgs {
     pub json: bool,
     #[command(flatten)]
     pub model: ModelArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// The session to record into [default: a new session]
+    #[arg(long, value_name = "ID", env = "CAIRN_RUN")]
+    pub run: Option<String>,
+    /// The node name (iterations count from 1 per name within the session)
+    #[arg(long, value_name = "NAME", default_value = "exec")]
+    pub node: String,
+    /// Print the summary object as JSON on stdout (the command's output goes to stderr)
+    #[arg(long)]
+    pub json: bool,
+    /// The command and its arguments
+    #[arg(last = true, required = true, num_args = 1.., value_name = "COMMAND")]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+#[derive(Debug, Args)]
+pub struct SnapshotArgs {
+    /// The session [default: the newest session of this repository that is not running, or a new one]
+    #[arg(long, value_name = "ID")]
+    pub run: Option<String>,
+    /// A label, e.g. `gate:1` [default: the next `snap:<n>`]
+    #[arg(long)]
+    pub label: Option<String>,
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Scope {
+    /// Only the paths the session itself changed from there on
+    Run,
+    /// The whole tree
+    Full,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["list_snapshots", "to", "restore_snapshot"])))]
+pub struct RewindArgs {
+    /// Session id
+    pub id: String,
+    /// List snapshots newest first, with every label each carries
+    #[arg(long)]
+    pub list_snapshots: bool,
+    /// Restore the state before NODE (e.g. `turn:3`, `exec:2`, `exec` for its latest iteration)
+    #[arg(long, value_name = "NODE[:ITER]")]
+    pub to: Option<String>,
+    /// With --to: restore only what the session changed (run) or the whole tree (full)
+    #[arg(long, value_enum, default_value = "run", requires = "to")]
+    pub restore_scope: Scope,
+    /// With --to turn:N: also fork the conversation at that turn, to continue from there
+    #[arg(long, requires = "to")]
+    pub fork: bool,
+    /// Restore a snapshot by id (always the whole tree)
+    #[arg(long, value_name = "SNAP")]
+    pub restore_snapshot: Option<String>,
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckIgnoreArgs {
+    /// Also print the file, line and rule that decided each path
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// Paths to check, relative to the current directory
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    /// Report what would be deleted, delete nothing
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -69,11 +69,29 @@ pub fn classify(err: &anyhow::Error) -> Code {
         if let Some(m) = cause.downcast_ref::<ModelError>() {
             return model_code(m);
         }
+        if let Some(w) = cause.downcast_ref::<cairn_workspace::WorkspaceError>() {
+            return flags(w.is_integrity(), w.is_refusal(), w.is_usage());
+        }
+        if let Some(o) = cause.downcast_ref::<cairn_objects::ObjectError>() {
+            return flags(o.is_integrity(), o.is_refusal(), false);
+        }
         if cause.downcast_ref::<cairn_store::RunIdError>().is_some() {
             return Code::Usage;
         }
     }
     Code::Failure
+}
+
+fn flags(integrity: bool, refusal: bool, usage: bool) -> Code {
+    if integrity {
+        Code::Integrity
+    } else if refusal {
+        Code::Refused
+    } else if usage {
+        Code::Usage
+    } else {
+        Code::Failure
+    }
 }
 
 fn journal_code(j: &JournalError) -> Code {

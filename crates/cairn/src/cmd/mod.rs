@@ -1,10 +1,14 @@
 //! One module per subcommand, plus what they share.
 
+pub mod exec;
 pub mod fork;
 pub mod prices;
+pub mod progress;
+pub mod rewind;
 pub mod run;
 pub mod sessions;
 pub mod verify;
+pub mod workspace;
 
 use std::path::PathBuf;
 

@@ -200,7 +200,9 @@ pub fn run(ctx: &Context, args: RunArgs) -> anyhow::Result<Code> {
         if !args.json {
             eprintln!("cairn: session {id} in {}", ws.root().display());
         }
-        let agent = assemble(&store, session, provider, tools, ws, &plan, stop)?;
+        let versions = crate::cmd::workspace::tracker(&store, &id, ws.root())?;
+        let agent =
+            assemble(&store, session, provider, tools, ws, &plan, stop)?.with_tracker(versions);
         drive(agent, Some(args.task.join(" ")), args.json, handle).await
     })
 }
@@ -332,7 +334,9 @@ fn resume_id(
         let provider =
             provider_from_spec(&plan.spec, plan.base_url.as_deref(), &provider_config())?;
         let tools = Toolbox::builtin(ToolConfig::default());
-        let mut agent = assemble(&store, session, provider, tools, ws, &plan, stop)?;
+        let versions = crate::cmd::workspace::tracker(&store, &id, ws.root())?;
+        let mut agent =
+            assemble(&store, session, provider, tools, ws, &plan, stop)?.with_tracker(versions);
         let mut printer = Printer::new(json);
         agent.guard(force, &mut printer)?;
         drive(agent, text, json, handle).await
@@ -351,7 +355,12 @@ async fn drive(
     json: bool,
     handle: StopHandle,
 ) -> anyhow::Result<Code> {
-    let signals = tokio::spawn(watch_signals(handle));
+    use tokio::signal::unix::{signal, SignalKind};
+    // Installed before the first step, so no signal can take the default
+    // action (death) while the loop is working.
+    let int = signal(SignalKind::interrupt())?;
+    let term = signal(SignalKind::terminate())?;
+    let signals = tokio::spawn(watch_signals(handle, int, term));
     let mut printer = Printer::new(json);
     let result = agent.drive(text, &mut printer).await;
     signals.abort();
@@ -361,14 +370,11 @@ async fn drive(
     report(&id, &ending, agent.session().state(), json)
 }
 
-async fn watch_signals(handle: StopHandle) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        return;
-    };
+async fn watch_signals(
+    handle: StopHandle,
+    mut int: tokio::signal::unix::Signal,
+    mut term: tokio::signal::unix::Signal,
+) {
     loop {
         tokio::select! {
             _ = int.recv() => {}

@@ -1,0 +1,150 @@
+//! `cairn rewind ID (--list-snapshots | --to NODE[:ITER] [--restore-scope run|full]
+//! [--fork] | --restore-snapshot SNAP) [--json]` (DESIGN §5.4).
+//!
+//! The session's journal is locked for the whole operation, so no run of it
+//! can change the workspace underneath a restore. Every restore banks the
+//! current state first (a `bank:` snapshot, journaled), so it can be undone.
+
+use std::path::Path;
+
+use cairn_journal::{RecordBody, Snapshot};
+use cairn_store::Store;
+use cairn_workspace::{NodeRef, RestoreReport, RestoreScope, SnapshotId};
+use serde::Serialize;
+
+use crate::cli::{RewindArgs, Scope};
+use crate::cmd::progress::Bars;
+use crate::cmd::workspace::tracker;
+use crate::cmd::Context;
+use crate::exit::{coded, Code};
+use crate::output;
+
+#[derive(Serialize)]
+struct RewindOut<'a> {
+    run: String,
+    #[serde(flatten)]
+    report: &'a RestoreReport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fork: Option<String>,
+}
+
+pub fn run(ctx: &Context, args: &RewindArgs) -> anyhow::Result<Code> {
+    let id = ctx.existing_run(&args.id)?;
+    let store = Store::open(ctx.store.root())?;
+    // Held until the end: no run of this session moves meanwhile.
+    let mut session = cairn_agent::Session::open(&store, &id)?;
+    let root = session.state().workspace.clone();
+    let ws = tracker(&store, &id, Path::new(&root))?;
+    let bars = Bars::new(args.json);
+
+    if args.list_snapshots {
+        let list = ws.list_snapshots()?;
+        if args.json {
+            output::json(&list)?;
+        } else if list.is_empty() {
+            output::text(&format!("session {id} has no workspace snapshots\n"))?;
+        } else {
+            let mut s = String::new();
+            for x in &list {
+                let labels: Vec<String> = x.labels.iter().map(|l| l.to_string()).collect();
+                s.push_str(&format!(
+                    "{}  {}  {:>6} files {:>10} bytes  {}\n",
+                    x.id,
+                    x.created.get(..19).unwrap_or(&x.created).replace('T', " "),
+                    x.files,
+                    x.bytes,
+                    labels.join(" ")
+                ));
+            }
+            output::text(&s)?;
+        }
+        return Ok(Code::Ok);
+    }
+
+    let report = if let Some(to) = &args.to {
+        let node = NodeRef::parse(to).map_err(|e| coded(Code::Usage, e.to_string()))?;
+        let scope = match args.restore_scope {
+            Scope::Run => RestoreScope::Run,
+            Scope::Full => RestoreScope::Full,
+        };
+        ws.rewind_to(&node, scope, &bars)?
+    } else if let Some(snap) = &args.restore_snapshot {
+        let snap = SnapshotId::parse(snap).map_err(|e| coded(Code::Usage, e.to_string()))?;
+        if !args.json {
+            eprintln!("cairn: --restore-snapshot restores the whole tree (after banking the current state)");
+        }
+        ws.restore_snapshot(&snap, &bars)?
+    } else {
+        return Err(coded(
+            Code::Usage,
+            "give --list-snapshots, --to NODE[:ITER] or --restore-snapshot SNAP",
+        ));
+    };
+    for c in report.closed.iter().chain(std::iter::once(&report.bank)) {
+        session.append(RecordBody::Snapshot(Snapshot {
+            snapshot: c.snapshot.to_string(),
+            label: c.label.to_string(),
+        }))?;
+    }
+
+    let fork = if args.fork {
+        let Some(label) = &report.target_label else {
+            return Err(coded(Code::Usage, "--fork needs --to NODE[:ITER]"));
+        };
+        let wanted = label.to_string();
+        let records = cairn_sessions::load(&store, &id)?.scan.records;
+        let Some(seq) = records.iter().find_map(|r| match &r.body {
+            RecordBody::Snapshot(s) if s.label == wanted => Some(r.seq),
+            _ => None,
+        }) else {
+            return Err(coded(
+                Code::Usage,
+                format!("session {id} has no journaled `{wanted}` boundary to fork at (--fork works with the agent's turn:N nodes)"),
+            ));
+        };
+        drop(session);
+        let (child, _, _) = cairn_sessions::fork(&store, &id, Some(seq), None)?;
+        Some(child.to_string())
+    } else {
+        None
+    };
+
+    if args.json {
+        output::json(&RewindOut {
+            run: id.to_string(),
+            report: &report,
+            fork,
+        })?;
+    } else {
+        let target = report
+            .target_label
+            .as_ref()
+            .map(|l| format!("{l} ({})", report.target))
+            .unwrap_or_else(|| report.target.to_string());
+        let mut s = format!(
+            "restored {target}, scope {}: {} written, {} deleted, {} mode change(s), {} director(ies) removed\n",
+            match report.scope {
+                RestoreScope::Run => "run (only what the session changed)",
+                RestoreScope::Full => "full tree",
+            },
+            report.written.len(),
+            report.deleted.len(),
+            report.modes.len(),
+            report.dirs_removed.len()
+        );
+        for l in &report.left_alone {
+            s.push_str(&format!("  left alone: {} ({})\n", l.path, l.reason));
+        }
+        s.push_str(&format!(
+            "the state before this restore is banked as {} ({}); undo with: cairn rewind {id} --restore-snapshot {}\n",
+            report.bank.label, report.bank.snapshot, report.bank.snapshot
+        ));
+        if let Some(f) = &fork {
+            s.push_str(&format!(
+                "forked the conversation as {f}; continue with: cairn resume {f} [TEXT]\n"
+            ));
+        }
+        output::text(&s)?;
+    }
+    Ok(Code::Ok)
+}

@@ -1,0 +1,271 @@
+//! `cairn snapshot`, `cairn check-ignore`, `cairn prune`, and what the
+//! workspace commands share: the capture settings, the session to record
+//! into, the tracker of a session.
+
+use std::path::Path;
+
+use cairn_agent::Session;
+use cairn_journal::{Meta, RecordBody, Snapshot};
+use cairn_store::{RunId, Store};
+use cairn_workspace::{CaptureConfig, IgnoreOptions, IgnoreRules, Label, RuleSource, Workspace};
+use serde::Serialize;
+
+use crate::cli::{CheckIgnoreArgs, PruneArgs, SnapshotArgs};
+use crate::cmd::progress::Bars;
+use crate::cmd::{sessions, Context};
+use crate::exit::{coded, Code};
+use crate::output;
+
+/// Capture settings from the environment (`CAIRN_WORKSPACE_MAX_FILE_MB`).
+pub fn capture_config() -> anyhow::Result<CaptureConfig> {
+    let mut c = CaptureConfig::default();
+    if let Ok(v) = std::env::var("CAIRN_WORKSPACE_MAX_FILE_MB") {
+        let mb: u64 = v.trim().parse().map_err(|_| {
+            coded(
+                Code::Usage,
+                format!("CAIRN_WORKSPACE_MAX_FILE_MB={v:?} is not a whole number of MiB"),
+            )
+        })?;
+        c = c.max_file_mb(mb);
+    }
+    Ok(c)
+}
+
+/// The workspace tracker of session `id` rooted at `root`.
+pub fn tracker(store: &Store, id: &RunId, root: &Path) -> anyhow::Result<Workspace> {
+    Ok(Workspace::open(store, id, root, capture_config()?)?)
+}
+
+/// Opens `--run ID`, or the newest session of this repository that is not
+/// running, or creates a session (no model) for the current directory.
+pub fn session_for(
+    ctx: &Context,
+    store: &Store,
+    run: Option<&str>,
+    name: &str,
+) -> anyhow::Result<Session> {
+    if let Some(id) = run {
+        let id = ctx.existing_run(id)?;
+        return Ok(Session::open(store, &id)?);
+    }
+    let pick = sessions::visible(ctx, false)?
+        .into_iter()
+        .find(|s| s.valid && s.status != "running");
+    if let Some(s) = pick {
+        return Ok(Session::open(store, &RunId::parse(&s.id)?)?);
+    }
+    new_session(ctx, store, name)
+}
+
+/// A new session without a model, for the current directory.
+pub fn new_session(ctx: &Context, store: &Store, name: &str) -> anyhow::Result<Session> {
+    let root = std::fs::canonicalize(&ctx.cwd)?;
+    let meta = Meta {
+        run: String::new(),
+        created: cairn_journal::now_rfc3339(),
+        workspace: root.to_string_lossy().into_owned(),
+        name: Some(output::one_line(name, 80)),
+        fingerprint: None,
+        fork: None,
+        routing: None,
+        system_file: None,
+    };
+    Ok(Session::create(store, &RunId::new(), meta)?)
+}
+
+#[derive(Serialize)]
+struct SnapshotOut<'a> {
+    run: String,
+    id: String,
+    label: String,
+    deduped: bool,
+    files: u64,
+    bytes: u64,
+    hashed: u64,
+    skipped: &'a [cairn_workspace::Skipped],
+}
+
+/// `cairn snapshot [--run ID] [--label LABEL] [--json]`.
+pub fn snapshot(ctx: &Context, args: &SnapshotArgs) -> anyhow::Result<Code> {
+    let label = match &args.label {
+        Some(l) => Some(Label::parse(l).map_err(|e| coded(Code::Usage, e.to_string()))?),
+        None => None,
+    };
+    let store = Store::open(ctx.store.root())?;
+    let mut session = session_for(ctx, &store, args.run.as_deref(), "workspace snapshots")?;
+    let root = session.state().workspace.clone();
+    let ws = tracker(&store, session.id(), Path::new(&root))?;
+    let report = ws.snapshot(label.as_ref(), &Bars::new(args.json))?;
+    session.append(RecordBody::Snapshot(Snapshot {
+        snapshot: report.snapshot.to_string(),
+        label: report.label.to_string(),
+    }))?;
+    if session.state().status == cairn_journal::Status::Running && session.state().records <= 2 {
+        // A session made just for this snapshot: nothing of it is running.
+        let totals = session.state().totals;
+        session.append(RecordBody::Terminal(cairn_journal::Terminal {
+            reason: cairn_journal::TerminalReason::Completed,
+            totals,
+            detail: Some("workspace snapshots taken with `cairn snapshot`".into()),
+        }))?;
+    }
+    let out = SnapshotOut {
+        run: session.id().to_string(),
+        id: report.snapshot.to_string(),
+        label: report.label.to_string(),
+        deduped: report.deduped,
+        files: report.files,
+        bytes: report.bytes,
+        hashed: report.hashed,
+        skipped: &report.skipped,
+    };
+    if args.json {
+        output::json(&out)?;
+    } else {
+        let mut s =
+            format!(
+            "{} {} in session {}: {} files, {} bytes ({} read, the rest from the stat cache){}\n",
+            out.label,
+            out.id,
+            out.run,
+            out.files,
+            out.bytes,
+            out.hashed,
+            if out.deduped { ", unchanged since the last snapshot" } else { "" }
+        );
+        for sk in &report.skipped {
+            s.push_str(&format!("  not captured: {}\n", describe_skip(sk)));
+        }
+        output::text(&s)?;
+    }
+    Ok(Code::Ok)
+}
+
+/// One coverage gap for people.
+pub fn describe_skip(s: &cairn_workspace::Skipped) -> String {
+    serde_json::to_value(s)
+        .ok()
+        .and_then(|v| {
+            let path = v.get("path")?.as_str()?.to_owned();
+            let reason = v.get("reason")?.as_str()?.replace('_', " ");
+            Some(format!("{path} ({reason})"))
+        })
+        .unwrap_or_else(|| format!("{s:?}"))
+}
+
+/// `cairn check-ignore [-v] PATH…`: exit 0 if any path is excluded, 1 if none.
+pub fn check_ignore(ctx: &Context, args: &CheckIgnoreArgs) -> anyhow::Result<Code> {
+    let root = cairn_sessions::repository_root(&ctx.cwd);
+    let mut opts = IgnoreOptions::default();
+    if let Ok(store) = std::fs::canonicalize(ctx.store.root()) {
+        if let Some(rel) = store.strip_prefix(&root).ok().and_then(|r| r.to_str()) {
+            if !rel.is_empty() {
+                opts = opts.always_exclude(rel);
+            }
+        }
+    }
+    let rules = IgnoreRules::load(&root, &opts)?;
+    let mut out = String::new();
+    let mut any = false;
+    for p in &args.paths {
+        let abs = ctx.cwd.join(p);
+        let Some(rel) = relative(&root, &abs) else {
+            return Err(coded(
+                Code::Usage,
+                format!(
+                    "{} is outside the workspace {}",
+                    p.display(),
+                    root.display()
+                ),
+            ));
+        };
+        let shown = p.to_string_lossy();
+        let is_dir =
+            shown.ends_with('/') || std::fs::symlink_metadata(&abs).is_ok_and(|m| m.is_dir());
+        let Some(m) = rules.check(&rel, is_dir) else {
+            continue;
+        };
+        if m.excluded {
+            any = true;
+        }
+        if args.verbose {
+            let source = match &m.source {
+                RuleSource::File(f) => f
+                    .strip_prefix(&root)
+                    .unwrap_or(f)
+                    .to_string_lossy()
+                    .into_owned(),
+                other => other.to_string(),
+            };
+            out.push_str(&format!("{source}:{}:{}\t{shown}\n", m.line, m.rule));
+        } else if m.excluded {
+            out.push_str(&format!("{shown}\n"));
+        }
+    }
+    output::text(&out)?;
+    Ok(if any { Code::Ok } else { Code::Failure })
+}
+
+/// `path` relative to `root`, `/`-separated, resolved lexically.
+fn relative(root: &Path, path: &Path) -> Option<String> {
+    let mut parts: Vec<String> = Vec::new();
+    let name = path.file_name()?;
+    let base = std::fs::canonicalize(path.parent()?)
+        .ok()
+        .map(|p| p.join(name));
+    let path = base.as_deref().unwrap_or(path);
+    for c in path.strip_prefix(root).ok()?.components() {
+        match c {
+            std::path::Component::Normal(s) => parts.push(s.to_str()?.to_owned()),
+            std::path::Component::CurDir => {}
+            _ => return None,
+        }
+    }
+    (!parts.is_empty()).then(|| parts.join("/"))
+}
+
+#[derive(Serialize)]
+struct PruneOut {
+    objects: u64,
+    bytes: u64,
+    dry_run: bool,
+    kept: u64,
+    kept_bytes: u64,
+}
+
+/// `cairn prune [--dry-run] [--json]`.
+pub fn prune(ctx: &Context, args: &PruneArgs) -> anyhow::Result<Code> {
+    let store = Store::open(ctx.store.root())?;
+    let pool = cairn_objects::ObjectPool::open(&store)?;
+    let snapshots = cairn_workspace::SnapshotManifests::new(&store);
+    let sources: Vec<&dyn cairn_objects::ManifestSource> = vec![&snapshots];
+    let report = cairn_objects::prune(
+        &pool,
+        &sources,
+        &cairn_objects::PruneOptions::new()
+            .dry_run(args.dry_run)
+            .wait(true),
+        &Bars::new(args.json),
+    )?;
+    let out = PruneOut {
+        objects: report.objects,
+        bytes: report.bytes,
+        dry_run: report.dry_run,
+        kept: report.kept,
+        kept_bytes: report.kept_bytes,
+    };
+    if args.json {
+        output::json(&out)?;
+    } else {
+        let verb = if out.dry_run {
+            "would remove"
+        } else {
+            "removed"
+        };
+        output::text(&format!(
+            "{verb} {} object(s), {} bytes; kept {} object(s), {} bytes\n",
+            out.objects, out.bytes, out.kept, out.kept_bytes
+        ))?;
+    }
+    Ok(Code::Ok)
+}
