@@ -3,7 +3,8 @@
 # in a scratch workspace; the demo kills it with SIGKILL in the middle of a
 # tool call, lists the session, resumes it (the in-flight call is recorded as
 # `unknown` and NOT re-run), prints the journal and verifies its hash chain,
-# then shows that a tampered copy fails verification.
+# rewinds the workspace to before the fix, then shows that a tampered copy
+# fails verification.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/.."
@@ -41,9 +42,15 @@ step "4. the journal: every turn and tool result, hash-chained"
 step "5. cairn verify"
 "$cairn" verify "$id"
 
-step "6. a tampered copy of the store fails verification (exit 3)"
+step "6. the workspace was versioned at every turn: list the snapshots, undo turn 4's fix"
+"$cairn" rewind "$id" --list-snapshots
+"$cairn" rewind "$id" --to turn:4
+echo "calc.sh is back to:"; grep -n '\$((' calc.sh
+echo "(the rewind banked the state it replaced: 'cairn rewind $id --restore-snapshot BANK' puts it back)"
+
+step "7. a tampered copy of the store fails verification (exit 3)"
 cp -R "$CAIRN_STORE" "$scratch/tampered"
-sed -i '3s/list_dir/list_DIR/' "$scratch/tampered/runs/$id/journal.jsonl"
+sed -i '0,/list_dir/s//list_DIR/' "$scratch/tampered/runs/$id/journal.jsonl"
 set +e
 "$cairn" --store "$scratch/tampered" verify "$id"
 echo "exit status: $?"

@@ -273,6 +273,19 @@ impl Agent {
     /// `resume:turn:N` and the `reconcile` record: what changed while
     /// nothing of the run executed, on the record, and for the model.
     fn reconcile(&mut self, ev: &mut dyn Events) -> Result<(), AgentError> {
+        // A turn whose `pre:` is the last boundary was cut short by a crash:
+        // what changed since may be its work, so it is closed as the run's
+        // (`fail:`) before `resume:` judges the rest.
+        let crashed = self
+            .session
+            .state()
+            .last_snapshot
+            .as_ref()
+            .and_then(|s| s.label.strip_prefix("pre:turn:"))
+            .and_then(|n| n.parse::<u64>().ok());
+        if let Some(n) = crashed {
+            self.boundary(Label::Fail, n, ev)?;
+        }
         let n = self.session.state().next_turn();
         let Some(at) = boundaries::turn(n) else {
             return Ok(());

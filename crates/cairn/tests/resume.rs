@@ -276,7 +276,11 @@ fn the_guard_names_what_changed_and_force_records_an_override() {
             && err.contains("--force"),
         "{err}"
     );
-    assert_eq!(s.records(&id).len(), recorded, "a refused resume writes nothing");
+    assert_eq!(
+        s.records(&id).len(),
+        recorded,
+        "a refused resume writes nothing"
+    );
 
     let out = s.run(&[
         "resume",

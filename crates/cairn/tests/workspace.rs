@@ -420,3 +420,52 @@ fn a_suspended_turn_is_marked_fail_and_the_resume_closes_the_window() {
     assert!(!s.ws.join("a.txt").exists() && !s.ws.join("b.txt").exists());
     assert_eq!(s.read("between.txt"), "operator\n");
 }
+
+#[test]
+fn after_a_crash_the_cut_turns_writes_are_the_runs_not_the_operators() {
+    let s = Scratch::new();
+    let script = s.script(
+        "t.json",
+        json!([
+            {"text": "write then hang", "tool_calls": [
+                call("w", "write_file", json!({"path": "made.txt", "content": "by the run\n"})),
+                shell("h", "echo started > started.txt; sleep 30")
+            ]},
+            {"text": "done"}
+        ]),
+    );
+    let mut child = s.spawn(&[
+        "run",
+        "--model",
+        &format!("script:{}", script.display()),
+        "task",
+    ]);
+    wait_until(20, "the hanging call", || s.ws.join("started.txt").exists());
+    kill(&mut child, libc::SIGKILL);
+    child.wait().unwrap();
+    std::fs::write(s.ws.join("operator.txt"), "mine\n").unwrap();
+    let id = s.only_session();
+    assert!(s.run(&["resume", &id, "--json"]).status.success());
+    let labels = labels_of(&s, &id);
+    let fail = labels
+        .iter()
+        .position(|l| l == "fail:turn:1")
+        .expect("fail:turn:1");
+    let resume = labels
+        .iter()
+        .position(|l| l == "resume:turn:2")
+        .expect("resume:turn:2");
+    assert!(fail < resume, "{labels:?}");
+    let recs = s.records(&id);
+    let changed = recs.iter().find(|r| r["kind"] == "reconcile").unwrap()["changed"].clone();
+    // The crash cannot tell the operator's edit from the cut turn's: both are
+    // closed as the run's, and nothing is wrongly blamed on the operator.
+    assert!(!changed.to_string().contains("made.txt"), "{changed}");
+    let out = s.run(&["rewind", &id, "--to", "turn:1", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!s.ws.join("made.txt").exists(), "the run's write is undone");
+}
