@@ -277,3 +277,25 @@ fn continue_picks_the_newest_session_of_this_repository() {
     assert_eq!(json(&out.stdout)["id"], b.as_str());
     let _ = a_old;
 }
+
+#[test]
+fn continue_skips_sessions_without_a_model() {
+    let s = Scratch::new();
+    let script = s.script("c.json", json!([{"text": "1"}, {"text": "2"}]));
+    let out = s.run(&[
+        "run",
+        "--model",
+        &format!("script:{}", script.display()),
+        "--json",
+        "t",
+    ]);
+    let agent = json(&out.stdout)["id"].as_str().unwrap().to_string();
+    assert!(s.run(&["exec", "--", "true"]).status.success());
+    let out = s.run(&["continue", "next", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(json(&out.stdout)["id"], agent.as_str());
+}

@@ -246,7 +246,17 @@ pub fn resume(ctx: &Context, args: ResumeArgs) -> anyhow::Result<Code> {
 /// `cairn continue [TEXT]`: the most recent valid session of this repository.
 pub fn continue_(ctx: &Context, args: ContinueArgs) -> anyhow::Result<Code> {
     let list = sessions::visible(ctx, false)?;
-    let Some(pick) = list.iter().find(|s| s.valid) else {
+    // The newest valid session that has a model to continue with (sessions
+    // made by `cairn exec` or `cairn snapshot` have none).
+    let has_model = |id: &str| {
+        RunId::parse(id)
+            .ok()
+            .and_then(|id| cairn_journal::read_head_record(&ctx.store.journal_path(&id)).ok())
+            .is_some_and(
+                |r| matches!(r.body, cairn_journal::RecordBody::Meta(m) if m.fingerprint.is_some()),
+            )
+    };
+    let Some(pick) = list.iter().find(|s| s.valid && has_model(&s.id)) else {
         return Err(coded(
             Code::Usage,
             format!(
