@@ -2,10 +2,14 @@
 //!
 //! A put hashes its bytes, skips them when the object is present (or already
 //! staged in this batch), and otherwise writes header + zstd frame to a
-//! temporary file in the object's fan-out directory. [`ObjectBatch::commit`]
-//! then, on several IO threads, fsyncs each temporary file and renames it to
-//! its name, and finally fsyncs every fan-out directory the batch wrote into
-//! or relied on. Only after `commit` returns may a manifest name the objects.
+//! temporary file in the object's fan-out directory. A large file is cut
+//! into chunks first (see `chunked_put.rs`): each chunk is such a put, and
+//! its chunk list one more. [`ObjectBatch::commit`] then, on several IO
+//! threads, fsyncs each temporary blob and renames it to its name, fsyncs
+//! every fan-out directory the batch wrote into or relied on, and only then
+//! publishes the chunk lists the same way: a chunk list that can be seen
+//! names only chunks that are durable. Only after `commit` returns may a
+//! manifest name the objects.
 
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashSet};
@@ -50,6 +54,8 @@ struct Staged {
     temp: TempPath,
     dest: PathBuf,
     stored: u64,
+    /// A chunk list: published only after every blob of the batch.
+    list: bool,
 }
 
 #[derive(Default)]
@@ -108,7 +114,7 @@ impl<'p> ObjectBatch<'p> {
         let Some(fan) = self.claim(hash)? else {
             return Ok(not_new(hash, size));
         };
-        match self.stage_encoded(&fan, hash, bytes) {
+        match self.stage_encoded(&fan, hash, ObjectKind::Blob, size, bytes) {
             Ok(stored) => Ok(Put {
                 hash,
                 size,
@@ -123,11 +129,15 @@ impl<'p> ObjectBatch<'p> {
     }
 
     /// Stages the content of an open file, read from offset 0 whatever its
-    /// position. `path` is used in messages only.
+    /// position. `path` is used in messages only. A file larger than the
+    /// pool's [`crate::ChunkConfig::threshold`] is stored as content-defined
+    /// chunks plus a chunk list named by the hash of the whole content; the
+    /// returned [`Put::stored_bytes`] counts every chunk it added.
     ///
     /// # Errors
-    /// Reading fails, or the file changed between the two passes over a large
-    /// file ([`ObjectError::SourceChanged`]); or the write fails.
+    /// Reading fails, or the file changed while it was read (its length
+    /// differs from its metadata's, or between the two passes over a large
+    /// unchunked file: [`ObjectError::SourceChanged`]); or the write fails.
     pub fn put_open_file(&self, file: &File, path: &Path) -> Result<Put, ObjectError> {
         let meta = file
             .metadata()
@@ -138,6 +148,9 @@ impl<'p> ObjectBatch<'p> {
                 path,
                 std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"),
             ));
+        }
+        if self.pool.chunking().chunks(meta.len()) {
+            return self.put_chunked(file, path, meta.len());
         }
         if meta.len() <= IN_MEMORY_MAX {
             let bytes = read_whole(file, meta.len(), path)?;
@@ -170,7 +183,7 @@ impl<'p> ObjectBatch<'p> {
                 });
             }
             let stored = tmp.as_file().metadata().map_err(io)?.len();
-            self.push(tmp.into_temp_path(), &fan, hash, stored);
+            self.push(tmp.into_temp_path(), &fan, hash, stored, false);
             Ok(stored)
         })();
         match res {
@@ -189,7 +202,7 @@ impl<'p> ObjectBatch<'p> {
 
     /// Decides whether this put writes `hash`: `Some(fan-out dir)` when it
     /// must, `None` when the object is present or already staged here.
-    fn claim(&self, hash: ObjectHash) -> Result<Option<PathBuf>, ObjectError> {
+    pub(crate) fn claim(&self, hash: ObjectHash) -> Result<Option<PathBuf>, ObjectError> {
         if self.state().claimed.contains(&hash) {
             return Ok(None);
         }
@@ -210,7 +223,7 @@ impl<'p> ObjectBatch<'p> {
         Ok(Some(fan))
     }
 
-    fn unclaim(&self, hash: &ObjectHash) {
+    pub(crate) fn unclaim(&self, hash: &ObjectHash) {
         self.state().claimed.remove(hash);
     }
 
@@ -223,40 +236,50 @@ impl<'p> ObjectBatch<'p> {
             .map_err(|e| ObjectError::io("creating temporary object in", fan, e))
     }
 
-    fn stage_encoded(
+    /// Compresses `body` and stages it as an object of `kind` whose plain
+    /// length is `plain_len` (the body's own length for a blob, the whole
+    /// content's for a chunk list).
+    pub(crate) fn stage_encoded(
         &self,
         fan: &Path,
         hash: ObjectHash,
-        bytes: &[u8],
+        kind: ObjectKind,
+        plain_len: u64,
+        body: &[u8],
     ) -> Result<u64, ObjectError> {
-        let encoded = compress(bytes).map_err(|e| ObjectError::io("compressing for", fan, e))?;
+        let encoded = compress(body).map_err(|e| ObjectError::io("compressing for", fan, e))?;
         let mut tmp = self.temp_in(fan)?;
-        let header = Header {
-            kind: ObjectKind::Blob,
-            plain_len: bytes.len() as u64,
-        };
+        let header = Header { kind, plain_len };
         let tmp_path = tmp.path().to_owned();
         tmp.write_all(&header.encode())
             .and_then(|_| tmp.write_all(&encoded))
             .map_err(|e| ObjectError::io("writing object", &tmp_path, e))?;
         let stored = (header.encode().len() + encoded.len()) as u64;
-        self.push(tmp.into_temp_path(), fan, hash, stored);
+        let list = kind == ObjectKind::ChunkList;
+        self.push(tmp.into_temp_path(), fan, hash, stored, list);
         Ok(stored)
     }
 
-    fn push(&self, temp: TempPath, fan: &Path, hash: ObjectHash, stored: u64) {
+    fn push(&self, temp: TempPath, fan: &Path, hash: ObjectHash, stored: u64, list: bool) {
         let dest = fan.join(hash.rest());
-        self.state().staged.push(Staged { temp, dest, stored });
+        self.state().staged.push(Staged {
+            temp,
+            dest,
+            stored,
+            list,
+        });
     }
 
     /// Makes every staged object durable and visible: fsync of each
-    /// temporary file, rename to its name, fsync of each directory involved.
+    /// temporary file, rename to its name, fsync of each directory involved;
+    /// blobs first, chunk lists after every blob and directory is durable.
     /// After it returns, a manifest may name any object put into this batch.
     ///
     /// # Errors
     /// An fsync or rename fails. Objects renamed before the failure may be
     /// visible but are not guaranteed durable; the caller must not write a
-    /// manifest naming them.
+    /// manifest naming them. A chunk list is never visible unless all its
+    /// chunks were durable first.
     pub fn commit(self, progress: &dyn Progress) -> Result<BatchReport, ObjectError> {
         let state = self.state.into_inner().unwrap_or_else(|p| p.into_inner());
         let total = state.staged.len();
@@ -264,48 +287,19 @@ impl<'p> ObjectBatch<'p> {
             return Ok(BatchReport::default());
         }
         progress.begin(Phase::Store, Some(total as u64));
-        let mut lanes: Vec<Vec<Staged>> = (0..IO_THREADS.min(total.max(1)))
-            .map(|_| Vec::new())
+        let (lists, blobs): (Vec<Staged>, Vec<Staged>) =
+            state.staged.into_iter().partition(|s| s.list);
+        let list_dirs: Vec<PathBuf> = lists
+            .iter()
+            .filter_map(|s| s.dest.parent().map(Path::to_path_buf))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
             .collect();
-        let nlanes = lanes.len();
-        for (i, s) in state.staged.into_iter().enumerate() {
-            lanes[i % nlanes].push(s);
-        }
-        let results: Vec<Result<u64, ObjectError>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = lanes
-                .into_iter()
-                .map(|lane| scope.spawn(move || publish_lane(lane, progress)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|_| Err(panicked())))
-                .collect()
-        });
-        let mut stored_bytes = 0;
-        for r in results {
-            stored_bytes += r?;
-        }
-        let dirs: Vec<PathBuf> = state.dirs.into_iter().collect();
-        let chunk = dirs.len().div_ceil(IO_THREADS).max(1);
-        let synced: Vec<Result<(), ObjectError>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = dirs
-                .chunks(chunk)
-                .map(|part| {
-                    scope.spawn(move || -> Result<(), ObjectError> {
-                        for d in part {
-                            fsync_dir(d)?;
-                        }
-                        Ok(())
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|_| Err(panicked())))
-                .collect()
-        });
-        for r in synced {
-            r?;
+        let mut stored_bytes = publish(blobs, progress)?;
+        sync_dirs(state.dirs.into_iter().collect())?;
+        if !lists.is_empty() {
+            stored_bytes += publish(lists, progress)?;
+            sync_dirs(list_dirs)?;
         }
         progress.end(Phase::Store);
         Ok(BatchReport {
@@ -313,6 +307,64 @@ impl<'p> ObjectBatch<'p> {
             stored_bytes,
         })
     }
+}
+
+/// Fsyncs and renames staged objects on up to [`IO_THREADS`] threads.
+fn publish(staged: Vec<Staged>, progress: &dyn Progress) -> Result<u64, ObjectError> {
+    if staged.is_empty() {
+        return Ok(0);
+    }
+    let mut lanes: Vec<Vec<Staged>> = (0..IO_THREADS.min(staged.len()))
+        .map(|_| Vec::new())
+        .collect();
+    let nlanes = lanes.len();
+    for (i, s) in staged.into_iter().enumerate() {
+        lanes[i % nlanes].push(s);
+    }
+    let results: Vec<Result<u64, ObjectError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = lanes
+            .into_iter()
+            .map(|lane| scope.spawn(move || publish_lane(lane, progress)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(panicked())))
+            .collect()
+    });
+    let mut stored_bytes = 0;
+    for r in results {
+        stored_bytes += r?;
+    }
+    Ok(stored_bytes)
+}
+
+/// Fsyncs directories on up to [`IO_THREADS`] threads.
+fn sync_dirs(dirs: Vec<PathBuf>) -> Result<(), ObjectError> {
+    if dirs.is_empty() {
+        return Ok(());
+    }
+    let chunk = dirs.len().div_ceil(IO_THREADS).max(1);
+    let synced: Vec<Result<(), ObjectError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = dirs
+            .chunks(chunk)
+            .map(|part| {
+                scope.spawn(move || -> Result<(), ObjectError> {
+                    for d in part {
+                        fsync_dir(d)?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(panicked())))
+            .collect()
+    });
+    for r in synced {
+        r?;
+    }
+    Ok(())
 }
 
 fn panicked() -> ObjectError {

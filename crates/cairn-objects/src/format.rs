@@ -4,7 +4,9 @@
 //! offset  size  field
 //! 0       4     magic "CRNO"
 //! 4       1     format version, 1
-//! 5       1     kind: 1 = blob (the plain bytes themselves)
+//! 5       1     kind: 1 = blob (the plain bytes themselves),
+//!                     2 = chunk list (the plain bytes are the concatenation
+//!                     of the chunks it lists)
 //! 6       1     codec: 1 = zstd
 //! 7       1     reserved, 0
 //! 8       8     plain length, u64 little-endian
@@ -12,8 +14,13 @@
 //! ```
 //!
 //! The object's name is the SHA-256 of the plain bytes, whatever the kind and
-//! codec: a later kind (issue 6's chunk list) names the same content the same
-//! way and only stores it differently.
+//! codec: a chunk list names a large file's content exactly as a blob of the
+//! same content would, and only stores it differently.
+//!
+//! A chunk list's encoded bytes, once decompressed, are `count` entries of 36
+//! bytes each: the chunk's SHA-256 (32 raw bytes), then its plain length
+//! (u32 little-endian). Every chunk is a blob; the lengths add up to the
+//! header's plain length.
 
 /// The four bytes every object file starts with.
 pub(crate) const MAGIC: [u8; 4] = *b"CRNO";
@@ -25,31 +32,40 @@ const CODEC_ZSTD: u8 = 1;
 
 /// What an object's encoded bytes are.
 ///
-/// Only [`ObjectKind::Blob`] exists today. The kind is part of the header so
-/// that content-defined chunk lists (DESIGN §6) can be added without renaming
-/// any object; a reader meeting a kind it does not know refuses it rather than
-/// misreading it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// The kind is part of the header, not of the name: a large file stored as a
+/// [`ObjectKind::ChunkList`] has the name a [`ObjectKind::Blob`] of the same
+/// content would have. A reader meeting a kind it does not know refuses it
+/// rather than misreading it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ObjectKind {
     /// The plain bytes, compressed.
     Blob,
+    /// The list of the content-defined chunks (each a blob) whose
+    /// concatenation is the plain bytes (DESIGN §6).
+    ChunkList,
 }
 
 impl ObjectKind {
     fn code(self) -> u8 {
         match self {
             ObjectKind::Blob => 1,
+            ObjectKind::ChunkList => 2,
         }
     }
 
     fn from_code(c: u8) -> Option<Self> {
         match c {
             1 => Some(ObjectKind::Blob),
+            2 => Some(ObjectKind::ChunkList),
             _ => None,
         }
     }
 }
+
+/// Bytes per entry of a decoded chunk list: 32-byte hash, u32 length.
+pub(crate) const LIST_ENTRY_LEN: usize = 36;
 
 /// A decoded header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,6 +143,11 @@ mod tests {
             Header::decode(&newer),
             Err(HeaderError::Newer { .. })
         ));
+        let list = Header {
+            kind: ObjectKind::ChunkList,
+            plain_len: 7,
+        };
+        assert_eq!(Header::decode(&list.encode()).unwrap(), list);
         let mut kind = b;
         kind[5] = 9;
         assert!(matches!(

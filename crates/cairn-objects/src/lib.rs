@@ -14,10 +14,19 @@
 //!   [`ObjectPool::read_to`] and [`ObjectPool::verify`] report a damaged
 //!   object as [`ObjectError::Corrupt`], never return wrong bytes silently
 //!   (a streaming reader learns it at the end and must discard what it got).
+//! - Large files ([`ObjectPool::put_file`] above [`ChunkConfig::threshold`],
+//!   1 MiB by default) are cut into content-defined chunks (FastCDC 2020,
+//!   16/64/256 KiB) stored as blobs, plus a chunk list under the hash of the
+//!   whole content, so a small edit to a big file stores only the chunks it
+//!   touched, and manifests name files by their SHA-256 either way. Reads
+//!   reassemble transparently, verifying every chunk before passing its
+//!   bytes on and the whole at the end; [`ObjectPool::check`] names every
+//!   bad chunk. A visible chunk list only names durable chunks.
 //! - [`ObjectBatch`] gives group commit: many objects, one barrier, and only
 //!   after [`ObjectBatch::commit`] may a manifest name them.
-//! - [`prune`] keeps every object any [`ManifestSource`] names, deletes nothing
-//!   when a manifest cannot be read, and holds the [`StoreLock`] exclusively.
+//! - [`prune`] keeps every object any [`ManifestSource`] names and every
+//!   chunk of those that are chunk lists, deletes nothing when a manifest or
+//!   a live chunk list cannot be read, and holds the [`StoreLock`] exclusively.
 //!   Every write needs the lock (the put and batch methods take a
 //!   `&StoreLock`), which writers hold shared until their manifest is
 //!   durable, so prune never races a capture.
@@ -65,6 +74,9 @@
 #![deny(missing_docs)]
 
 mod batch;
+mod chunk;
+mod chunked_put;
+mod chunked_read;
 mod error;
 mod format;
 mod hash;
@@ -74,6 +86,8 @@ mod progress;
 mod prune;
 
 pub use batch::{BatchReport, ObjectBatch};
+pub use chunk::{ChunkConfig, ChunkRef, Chunker, AVG_CHUNK, MAX_CHUNK, MIN_CHUNK};
+pub use chunked_read::{BadObject, ObjectCheck};
 pub use error::{ObjectError, SourceError};
 pub use format::ObjectKind;
 pub use hash::{HashParseError, ObjectHash};

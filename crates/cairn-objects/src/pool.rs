@@ -11,10 +11,12 @@ use cairn_store::Store;
 use crate::batch::ObjectBatch;
 use crate::format::{Header, HeaderError, ObjectKind, HEADER_LEN};
 use crate::hash::Hasher;
-use crate::{NoProgress, ObjectError, ObjectHash, StoreLock};
+use crate::{ChunkConfig, NoProgress, ObjectError, ObjectHash, StoreLock};
 
 /// The pool format this build writes, recorded in `<store>/objects/FORMAT`.
-pub const POOL_FORMAT: u32 = 1;
+/// Format 2 adds chunk lists: objects that name other objects, which a
+/// format-1 prune would not follow.
+pub const POOL_FORMAT: u32 = 2;
 const FORMAT_FILE: &str = "FORMAT";
 
 /// The outcome of storing one object.
@@ -37,9 +39,11 @@ pub struct ObjectInfo {
     pub hash: ObjectHash,
     /// How it is stored.
     pub kind: ObjectKind,
-    /// Plain length in bytes, as its header says.
+    /// Plain length in bytes, as its header says (for a chunk list, the
+    /// length of the whole content).
     pub size: u64,
-    /// Size of its file on disk.
+    /// Size of its own file on disk (for a chunk list, the list only, not
+    /// its chunks).
     pub stored_bytes: u64,
 }
 
@@ -51,11 +55,14 @@ pub struct ObjectInfo {
 pub struct ObjectPool {
     store: Store,
     dir: PathBuf,
+    chunking: ChunkConfig,
 }
 
 impl ObjectPool {
     /// Opens the pool of `store`, creating `objects/` (`0700`) and its format
-    /// file when missing.
+    /// file when missing, and raising an older format file to
+    /// [`POOL_FORMAT`] (so an older cairn's prune refuses a pool that may
+    /// hold chunk lists). Chunking as [`ChunkConfig::default`].
     ///
     /// # Errors
     /// The directory or format file cannot be created.
@@ -63,16 +70,19 @@ impl ObjectPool {
         let dir = store.objects_dir();
         create_dir_private(&dir)?;
         let fmt = dir.join(FORMAT_FILE);
-        match fs::symlink_metadata(&fmt) {
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                write_atomic(&fmt, format!("cairn-objects {POOL_FORMAT}\n").as_bytes())?;
-            }
+        let current = match fs::read_to_string(&fmt) {
+            Ok(text) => parse_format(&text),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Some(0),
             Err(e) => return Err(ObjectError::io("reading", fmt, e)),
+        };
+        // A newer or unreadable format file is left alone: prune refuses it.
+        if current.is_some_and(|v| v < POOL_FORMAT) {
+            write_atomic(&fmt, format!("cairn-objects {POOL_FORMAT}\n").as_bytes())?;
         }
         Ok(ObjectPool {
             store: store.clone(),
             dir,
+            chunking: ChunkConfig::default(),
         })
     }
 
@@ -81,7 +91,20 @@ impl ObjectPool {
         ObjectPool {
             store: store.clone(),
             dir: store.objects_dir(),
+            chunking: ChunkConfig::default(),
         }
+    }
+
+    /// Sets which files are stored as chunks. Default:
+    /// [`ChunkConfig::default`] (files over 1 MiB).
+    pub fn with_chunking(mut self, chunking: ChunkConfig) -> Self {
+        self.chunking = chunking;
+        self
+    }
+
+    /// Which files are stored as chunks.
+    pub fn chunking(&self) -> &ChunkConfig {
+        &self.chunking
     }
 
     /// The store this pool belongs to.
@@ -115,8 +138,9 @@ impl ObjectPool {
         ObjectBatch::new(self, lock)
     }
 
-    /// Stores `bytes` durably; a no-op when the object is already present.
-    /// `lock` as for [`ObjectPool::batch`].
+    /// Stores `bytes` durably as one blob, whatever their length (manifests,
+    /// responses); a no-op when the object is already present. `lock` as for
+    /// [`ObjectPool::batch`].
     ///
     /// # Errors
     /// Writing, syncing or renaming fails; nothing is then visible under the name.
@@ -127,9 +151,10 @@ impl ObjectPool {
         Ok(put)
     }
 
-    /// Stores the file at `path` durably, streaming it when it is large. The
-    /// file is opened without following a symlink. `lock` as for
-    /// [`ObjectPool::batch`].
+    /// Stores the file at `path` durably, streaming it when it is large, as
+    /// content-defined chunks plus a chunk list when it is larger than the
+    /// [`ChunkConfig::threshold`]. The file is opened without following a
+    /// symlink. `lock` as for [`ObjectPool::batch`].
     ///
     /// # Errors
     /// The file cannot be read, is not a regular file, or changed while it was
@@ -153,8 +178,10 @@ impl ObjectPool {
     }
 
     /// Streams the plain bytes of an object into `out` and returns their
-    /// length. The hash is checked at the end: on [`ObjectError::Corrupt`] the
-    /// bytes already written to `out` must be discarded.
+    /// length; a chunk list is reassembled chunk by chunk (each verified
+    /// before its bytes are written), never held whole in memory. The whole
+    /// hash is checked at the end: on [`ObjectError::Corrupt`] the bytes
+    /// already written to `out` must be discarded.
     ///
     /// # Errors
     /// [`ObjectError::Missing`], [`ObjectError::Corrupt`],
@@ -162,6 +189,9 @@ impl ObjectPool {
     pub fn read_to(&self, hash: &ObjectHash, out: &mut dyn Write) -> Result<u64, ObjectError> {
         let path = self.path_of(hash);
         let (header, reader) = self.open_object(hash, &path)?;
+        if header.kind == ObjectKind::ChunkList {
+            return self.read_list_to(hash, &path, &header, reader, out);
+        }
         let corrupt = |reason: String| ObjectError::Corrupt {
             hash: *hash,
             path: path.clone(),
@@ -196,7 +226,9 @@ impl ObjectPool {
         Ok(len)
     }
 
-    /// Re-reads an object and checks that its plain bytes hash to its name.
+    /// Re-reads an object and checks that its plain bytes hash to its name;
+    /// for a chunk list, every chunk against its own name as well. Stops at
+    /// the first problem ([`ObjectPool::check`] reports them all).
     ///
     /// # Errors
     /// As [`ObjectPool::read_to`].
@@ -227,7 +259,7 @@ impl ObjectPool {
         })
     }
 
-    fn open_object(
+    pub(crate) fn open_object(
         &self,
         hash: &ObjectHash,
         path: &Path,
@@ -273,11 +305,7 @@ impl ObjectPool {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(ObjectError::io("reading", path, e)),
         };
-        let version = text
-            .trim()
-            .strip_prefix("cairn-objects ")
-            .and_then(|v| v.parse::<u32>().ok());
-        match version {
+        match parse_format(&text) {
             Some(v) if v <= POOL_FORMAT => Ok(()),
             _ => Err(ObjectError::NewerPool {
                 path,
@@ -286,6 +314,13 @@ impl ObjectPool {
             }),
         }
     }
+}
+
+/// The version a format file declares, `None` when it is not one.
+fn parse_format(text: &str) -> Option<u32> {
+    text.trim()
+        .strip_prefix("cairn-objects ")
+        .and_then(|v| v.parse::<u32>().ok())
 }
 
 /// Opens a file for reading without following a symlink in its last

@@ -20,6 +20,9 @@ pub enum Phase {
     Mark,
     /// Prune: deleting unreferenced objects (items: objects; bytes: on disk).
     Sweep,
+    /// Re-reading stored objects and checking their hashes (items: objects;
+    /// bytes: plain bytes verified).
+    Verify,
 }
 
 /// Receives progress. Every method has an empty default, so an implementation

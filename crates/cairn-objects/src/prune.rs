@@ -1,15 +1,21 @@
 //! Reclaiming disk: mark every object any manifest names, sweep the rest
 //! (DESIGN §5.6).
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::fs;
 use std::io;
 use std::path::PathBuf;
 
-use crate::{ObjectError, ObjectHash, ObjectPool, Phase, Progress, SourceError, StoreLock};
+use cairn_store::durable::fsync_dir;
 
-/// Something that names objects: the snapshot manifests of every run, later
-/// checkpoints and the gateway. Prune keeps exactly what its sources name.
+use crate::{
+    ObjectError, ObjectHash, ObjectKind, ObjectPool, Phase, Progress, SourceError, StoreLock,
+};
+
+/// Something that names objects: the snapshot manifests of every run,
+/// checkpoints, the gateway. Prune keeps exactly what its sources name, plus
+/// every chunk of every chunk list among them (a source names a large file
+/// by its content hash and need not know how it is stored).
 pub trait ManifestSource {
     /// A short name for messages, e.g. `workspace snapshots`.
     fn name(&self) -> String;
@@ -79,9 +85,14 @@ pub struct PruneReport {
 /// 2. refuse a pool written by a newer cairn;
 /// 3. mark: ask every source for its hashes; if any fails, stop and delete
 ///    nothing ([`ObjectError::ManifestUnreadable`]);
-/// 4. sweep: remove each object file whose name is not marked, and each
-///    temporary file an interrupted write left (no writer can be active);
-///    files that are neither are left alone.
+/// 4. mark the chunks of every marked chunk list; a marked object whose
+///    header or list cannot be read (or whose kind this build does not know)
+///    stops the prune the same way, since its chunks cannot be known;
+/// 5. sweep: remove each unmarked chunk list, fsync their directories, then
+///    every other object whose name is not marked (so no crash leaves a
+///    chunk list whose chunks are gone), and each temporary file an
+///    interrupted write left (no writer can be active); files that are
+///    neither are left alone.
 ///
 /// # Errors
 /// As above, plus IO errors while listing or deleting (objects deleted before
@@ -114,6 +125,7 @@ pub fn prune(
                 source: e,
             })?;
     }
+    mark_chunks(pool, &mut marked, progress)?;
     progress.end(Phase::Mark);
 
     let mut report = PruneReport {
@@ -121,15 +133,11 @@ pub fn prune(
         ..PruneReport::default()
     };
     progress.begin(Phase::Sweep, None);
+    let mut doomed = Vec::new();
     for entry in list_pool(pool)? {
         match entry {
             PoolFile::Object { hash, path, len } if !marked.contains(&hash) => {
-                if !opts.dry_run {
-                    remove(&path)?;
-                }
-                report.objects += 1;
-                report.bytes += len;
-                progress.advance(Phase::Sweep, 1, len);
+                doomed.push((hash, path, len));
             }
             PoolFile::Object { len, .. } => {
                 report.kept += 1;
@@ -143,8 +151,89 @@ pub fn prune(
             }
         }
     }
+    // Chunk lists first, made durable, then the rest.
+    let (lists, rest): (Vec<_>, Vec<_>) = doomed
+        .into_iter()
+        .partition(|(h, _, _)| matches!(pool.info(h), Ok(i) if i.kind == ObjectKind::ChunkList));
+    for (i, group) in [lists, rest].into_iter().enumerate() {
+        let mut dirs = BTreeSet::new();
+        for (_, path, len) in group {
+            if !opts.dry_run {
+                remove(&path)?;
+                if let Some(d) = path.parent() {
+                    dirs.insert(d.to_path_buf());
+                }
+            }
+            report.objects += 1;
+            report.bytes += len;
+            progress.advance(Phase::Sweep, 1, len);
+        }
+        if i == 0 {
+            for d in dirs {
+                fsync_dir(&d)?;
+            }
+        }
+    }
     progress.end(Phase::Sweep);
     Ok(report)
+}
+
+/// Adds the chunks of every marked chunk list to `marked`, reading the
+/// headers of the marked objects on a few threads.
+fn mark_chunks(
+    pool: &ObjectPool,
+    marked: &mut HashSet<ObjectHash>,
+    progress: &dyn Progress,
+) -> Result<(), ObjectError> {
+    const THREADS: usize = 8;
+    let roots: Vec<ObjectHash> = marked.iter().copied().collect();
+    if roots.is_empty() {
+        return Ok(());
+    }
+    let per = roots.len().div_ceil(THREADS);
+    let found: Vec<Result<Vec<ObjectHash>, ObjectError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = roots
+            .chunks(per)
+            .map(|part| {
+                scope.spawn(move || -> Result<Vec<ObjectHash>, ObjectError> {
+                    let mut out = Vec::new();
+                    for h in part {
+                        match pool.chunk_list(h) {
+                            Ok(Some(list)) => out.extend(list.iter().map(|c| c.hash)),
+                            Ok(None) | Err(ObjectError::Missing { .. }) => {}
+                            Err(e) => {
+                                return Err(ObjectError::ManifestUnreadable {
+                                    source_name: "chunk lists".into(),
+                                    source: Box::new(e),
+                                })
+                            }
+                        }
+                    }
+                    Ok(out)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(ObjectError::io(
+                        "reading chunk lists",
+                        pool.dir(),
+                        io::Error::other("a reader thread panicked"),
+                    ))
+                })
+            })
+            .collect()
+    });
+    for r in found {
+        for h in r? {
+            if marked.insert(h) {
+                progress.advance(Phase::Mark, 1, 0);
+            }
+        }
+    }
+    Ok(())
 }
 
 fn remove(path: &PathBuf) -> Result<(), ObjectError> {

@@ -146,7 +146,8 @@ fn a_held_store_lock_makes_prune_refuse_or_wait() {
 #[test]
 fn a_newer_pool_format_is_not_pruned() {
     let (_d, _s, pool, h) = setup();
-    fs::write(pool.dir().join("FORMAT"), "cairn-objects 2\n").unwrap();
+    let newer = format!("cairn-objects {}\n", POOL_FORMAT + 1);
+    fs::write(pool.dir().join("FORMAT"), newer).unwrap();
     let err = prune(&pool, &[&Named(vec![])], &PruneOptions::new(), &NoProgress).unwrap_err();
     assert!(matches!(err, ObjectError::NewerPool { .. }), "{err}");
     assert!(h.iter().all(|x| pool.contains(x)));

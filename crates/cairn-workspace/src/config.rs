@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use cairn_objects::ChunkConfig;
+
 /// How captures behave. Build with [`CaptureConfig::default`] and the setters.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -20,6 +22,11 @@ pub struct CaptureConfig {
     /// Apply cairn's default excludes (node_modules, .venv, target …).
     /// Default: true.
     pub default_excludes: bool,
+    /// Files larger than this are stored as content-defined chunks, so a
+    /// small edit to a big file stores only the chunks it touched (see
+    /// `cairn_objects::ChunkConfig`). Default: 1 MiB; never below one
+    /// maximum chunk (256 KiB).
+    pub chunk_threshold: u64,
 }
 
 impl CaptureConfig {
@@ -63,6 +70,17 @@ impl CaptureConfig {
         self.default_excludes = yes;
         self
     }
+
+    /// Sets the size above which files are stored as chunks.
+    pub fn chunk_threshold(mut self, bytes: u64) -> Self {
+        self.chunk_threshold = ChunkConfig::default().threshold(bytes).threshold;
+        self
+    }
+
+    /// The object pool's chunking for these settings.
+    pub(crate) fn chunking(&self) -> ChunkConfig {
+        ChunkConfig::default().threshold(self.chunk_threshold)
+    }
 }
 
 impl Default for CaptureConfig {
@@ -73,6 +91,7 @@ impl Default for CaptureConfig {
             racy_slack: Duration::from_secs(2),
             trust_ctime: true,
             default_excludes: true,
+            chunk_threshold: ChunkConfig::DEFAULT_THRESHOLD,
         }
     }
 }

@@ -18,6 +18,10 @@
 //!   file's times are older than the previous capture's start (on the store's
 //!   clock) minus a slack, so a same-second rewrite of equal size is re-read.
 //!   A file that changes while it is read is re-read, then reported.
+//! - Files above `CaptureConfig::chunk_threshold` (1 MiB) are stored as
+//!   content-defined chunks, so an edit to a big file costs only the chunks
+//!   it touched; manifests still name the file by its SHA-256, and a restore
+//!   reassembles and verifies it.
 //! - Coverage gaps are never silent: symlinks, files over the size limit,
 //!   special and unreadable files are listed in every [`CaptureReport`] and
 //!   manifest. A tree over the file limit is refused before anything is read.

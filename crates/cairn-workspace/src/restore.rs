@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use cairn_objects::{ObjectError, Progress};
+use cairn_objects::Progress;
 use serde::Serialize;
 
 use crate::apply::{apply, Plan, Write};
@@ -113,10 +113,9 @@ pub(crate) fn restore(
         RestoreScope::Run => run_paths(s, &target_id, &bank.snapshot)?,
     };
     let plan = plan(s, &want, &have, &paths)?;
+    // Every object to write, and every chunk of those stored as chunks.
     for w in &plan.writes {
-        if !ws.pool().contains(&w.entry.hash) {
-            return Err(ObjectError::Missing { hash: w.entry.hash }.into());
-        }
+        ws.pool().require(&w.entry.hash)?;
     }
     let want_dirs: HashSet<&str> = want
         .entries

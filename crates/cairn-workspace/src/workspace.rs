@@ -152,7 +152,7 @@ impl Workspace {
         Ok(Workspace {
             store: store.clone(),
             run: run.clone(),
-            pool: ObjectPool::at(store),
+            pool: ObjectPool::at(store).with_chunking(config.chunking()),
             root,
             config,
             ignore,

@@ -319,3 +319,71 @@ fn a_damaged_object_aborts_staging_and_leaves_no_trace() {
     assert!(e.is_integrity(), "{e}");
     assert_eq!(f.tree(), before, "staging left files behind");
 }
+
+/// Incompressible, deterministic bytes.
+fn noise(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+#[test]
+fn big_files_are_captured_as_chunks_and_restored_whole() {
+    let f = Fixture::new();
+    let mut big = noise(6 << 20, 1);
+    fs::write(f.root.join("disk.img"), &big).unwrap();
+    f.write("small.txt", "small");
+    let first = f.capture("gate:1");
+    let pool = ObjectPool::at(&f.store);
+    let hash = f.ws.manifest(&first.snapshot).unwrap().entries["disk.img"].hash;
+    assert!(
+        pool.chunk_list(&hash).unwrap().is_some(),
+        "stored as chunks"
+    );
+
+    // A 4 KiB write stores a chunk or two, not the file again.
+    big[3 << 20..(3 << 20) + 4096].fill(7);
+    fs::write(f.root.join("disk.img"), &big).unwrap();
+    let second = f.capture("gate:2");
+    assert!(
+        second.stored_bytes < 1 << 20,
+        "{} bytes stored for a 4 KiB edit",
+        second.stored_bytes
+    );
+
+    let before = big.clone();
+    fs::write(f.root.join("disk.img"), b"clobbered").unwrap();
+    f.ws.restore_snapshot(&second.snapshot, &NoProgress)
+        .unwrap();
+    assert_eq!(fs::read(f.root.join("disk.img")).unwrap(), before);
+    f.ws.restore_snapshot(&first.snapshot, &NoProgress).unwrap();
+    assert_eq!(
+        fs::read(f.root.join("disk.img")).unwrap(),
+        noise(6 << 20, 1)
+    );
+}
+
+#[test]
+fn a_missing_chunk_refuses_the_restore_before_any_change() {
+    let f = Fixture::new();
+    fs::write(f.root.join("disk.img"), noise(3 << 20, 2)).unwrap();
+    let snap = f.capture("gate:1").snapshot;
+    let pool = ObjectPool::at(&f.store);
+    let hash = f.ws.manifest(&snap).unwrap().entries["disk.img"].hash;
+    let chunk = pool.chunk_list(&hash).unwrap().unwrap()[1].hash;
+    fs::remove_file(pool.path_of(&chunk)).unwrap();
+    fs::write(f.root.join("disk.img"), b"changed").unwrap();
+    let err = f.ws.restore_snapshot(&snap, &NoProgress).unwrap_err();
+    assert!(err.is_integrity(), "{err}");
+    assert!(
+        matches!(err, WorkspaceError::Objects(ObjectError::Missing { hash }) if hash == chunk),
+        "{err}"
+    );
+    assert_eq!(fs::read(f.root.join("disk.img")).unwrap(), b"changed");
+}

@@ -1,0 +1,157 @@
+//! SIGKILL at random moments of a save: a child saves checkpoints of a
+//! workspace and a multi-MiB image in a loop (changing both between saves)
+//! and prints each id once `save` returned; the parent kills it at random
+//! moments. Afterwards every listed checkpoint is complete and verifies,
+//! every acknowledged one is listed, and the next save works.
+//!
+//! The child is this same test binary, re-run with `CAIRN_CP_CRASH_DIR` set.
+
+mod common;
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cairn_checkpoint::*;
+use cairn_journal::{CheckpointRef, JournalWriter, RecordBody};
+use cairn_store::{RunId, Store};
+use cairn_workspace::{CaptureConfig, Workspace};
+use common::*;
+use rand::Rng;
+
+const TRIALS: usize = 36;
+const IMAGE: usize = 4 << 20;
+
+#[test]
+fn crash_child_saver() {
+    let (Ok(dir), Ok(run)) = (
+        std::env::var("CAIRN_CP_CRASH_DIR"),
+        std::env::var("CAIRN_CP_CRASH_RUN"),
+    ) else {
+        return; // Only does something when the parent test runs it.
+    };
+    let dir = Path::new(&dir);
+    let store = Store::open(dir.join("store")).unwrap();
+    let run = RunId::parse(&run).unwrap();
+    let ws = Workspace::open(&store, &run, dir.join("ws"), CaptureConfig::default()).unwrap();
+    let (mut w, _) = JournalWriter::open(&store, &run).unwrap();
+    let image = dir.join("disk.img");
+    let mut out = std::io::stdout().lock();
+    let seed: u64 = rand::rng().random();
+    for i in 0.. {
+        poke(&image, 4, seed.wrapping_add(i));
+        std::fs::write(dir.join("ws/counter.txt"), format!("{seed} {i}")).unwrap();
+        let req = SaveRequest::new(run.clone(), JournalPosition::of(&w))
+            .capture(&ws)
+            .paths([&image]);
+        let r = save(&store, &req, &NoProgress).unwrap();
+        // The harness may have printed `test … ` without a newline first.
+        writeln!(out, "\nsaved {}", r.id).unwrap();
+        out.flush().unwrap();
+        w.append(&RecordBody::Checkpoint(CheckpointRef {
+            checkpoint: r.id.to_string(),
+        }))
+        .unwrap();
+    }
+}
+
+#[test]
+fn sigkill_during_saves_never_leaves_a_partial_checkpoint() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("ws");
+    std::fs::create_dir(&root).unwrap();
+    for i in 0..20 {
+        std::fs::write(root.join(format!("f{i}.txt")), format!("file {i}\n")).unwrap();
+    }
+    std::fs::write(d.path().join("disk.img"), noise(IMAGE, 1)).unwrap();
+    let store = Store::open(d.path().join("store")).unwrap();
+    let run = RunId::new();
+    drop(JournalWriter::create(&store, &run, meta(&root)).unwrap());
+
+    let exe = std::env::current_exe().unwrap();
+    let mut rng = rand::rng();
+    let mut acked: HashSet<String> = HashSet::new();
+    let mut verified: HashSet<CheckpointId> = HashSet::new();
+    let started = Instant::now();
+    for trial in 0..TRIALS {
+        let mut child = Command::new(&exe)
+            .args([
+                "--exact",
+                "crash_child_saver",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("CAIRN_CP_CRASH_DIR", d.path())
+            .env("CAIRN_CP_CRASH_RUN", run.as_str())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(rng.random_range(10..300)));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        acked.extend(
+            BufReader::new(child.stdout.take().unwrap())
+                .lines()
+                .map_while(Result::ok)
+                .filter_map(|l| l.strip_prefix("saved ").map(str::to_owned)),
+        );
+
+        let listed = list(&store, &run)
+            .unwrap_or_else(|e| panic!("trial {trial}: listing failed after SIGKILL: {e}"));
+        let ids: HashSet<String> = listed.iter().map(|c| c.id.to_string()).collect();
+        for a in &acked {
+            assert!(
+                ids.contains(a),
+                "trial {trial}: acknowledged {a} not listed"
+            );
+        }
+        for c in listed {
+            if verified.insert(c.id.clone()) {
+                let v = verify(&store, &c.id, &NoProgress).unwrap();
+                assert!(v.ok, "trial {trial}: {} does not verify: {:?}", c.id, v.bad);
+                let cp = show(&store, &c.id).unwrap();
+                assert_eq!(cp.paths[0].bytes, IMAGE as u64);
+                assert!(cp.workspace.is_some());
+            }
+        }
+    }
+    assert!(
+        verified.len() >= 3,
+        "the child never completed enough saves ({})",
+        verified.len()
+    );
+
+    // The next save works, and so does a restore of the last checkpoint.
+    let (mut w, _) = JournalWriter::open(&store, &run).unwrap();
+    let ws = Workspace::open(&store, &run, &root, CaptureConfig::default()).unwrap();
+    let image = d.path().join("disk.img");
+    let req = SaveRequest::new(run.clone(), JournalPosition::of(&w))
+        .capture(&ws)
+        .paths([&image]);
+    let r = save(&store, &req, &NoProgress).unwrap();
+    w.append(&RecordBody::Checkpoint(CheckpointRef {
+        checkpoint: r.id.to_string(),
+    }))
+    .unwrap();
+    assert!(verify(&store, &r.id, &NoProgress).unwrap().ok);
+    let expect = std::fs::read(&image).unwrap();
+    std::fs::write(&image, b"gone").unwrap();
+    restore(&store, &r.id, &ws, JournalPosition::of(&w), &NoProgress).unwrap();
+    assert_eq!(std::fs::read(&image).unwrap(), expect);
+    let temps = std::fs::read_dir(store.checkpoints_dir())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        })
+        .count();
+    eprintln!(
+        "{TRIALS} kills in {:?}: {} checkpoints complete and verified, {} acknowledged, {temps} stray manifest temporaries ignored",
+        started.elapsed(),
+        verified.len(),
+        acked.len()
+    );
+}
