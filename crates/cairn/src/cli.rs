@@ -39,6 +39,9 @@ pub enum Command {
     CheckIgnore(CheckIgnoreArgs),
     /// Delete objects no snapshot or checkpoint names any more
     Prune(PruneArgs),
+    /// Save, list, inspect, verify and restore whole-session checkpoints
+    #[command(subcommand)]
+    Checkpoint(CheckpointCommand),
     /// Branch a session: a new session sharing its past up to a record (alias: --fork)
     Fork(ForkArgs),
     /// Rebuild every session projection (meta.json, sessions.index) from the records
@@ -197,6 +200,52 @@ pub struct CheckIgnoreArgs {
     pub paths: Vec<PathBuf>,
 }
 
+#[derive(Debug, Subcommand)]
+pub enum CheckpointCommand {
+    /// Save the session as one checkpoint: journal position, workspace, and named paths
+    Save(CheckpointSaveArgs),
+    /// List a session's checkpoints, newest first
+    Ls(SessionJsonArgs),
+    /// Show one checkpoint
+    Show(CheckpointIdArgs),
+    /// Put a checkpoint's workspace and named paths back (after banking the current state)
+    Restore(CheckpointIdArgs),
+    /// Re-hash every chunk of a checkpoint
+    Verify(CheckpointIdArgs),
+    /// Logical vs stored bytes of a session's checkpoints, and the dedup ratio
+    Stats(SessionJsonArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CheckpointSaveArgs {
+    /// Session id
+    pub id: String,
+    /// A file or directory to save too (a disk image, a memory dump…); repeatable
+    #[arg(long = "path", value_name = "P")]
+    pub paths: Vec<PathBuf>,
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SessionJsonArgs {
+    /// Session id
+    pub id: String,
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckpointIdArgs {
+    /// Checkpoint id (cp_…)
+    pub checkpoint: String,
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
 #[derive(Debug, Args)]
 pub struct PruneArgs {
     /// Report what would be deleted, delete nothing
@@ -211,10 +260,11 @@ pub struct PruneArgs {
 pub struct ForkArgs {
     /// The session to fork
     pub id: String,
-    /// The last record to share, by seq [default: the last record]
-    #[arg(long, value_name = "SEQ")]
+    /// The last record to share, by seq, or a checkpoint (cp_…) [default: the last record]
+    #[arg(long, value_name = "SEQ|CHECKPOINT")]
     pub at: Option<String>,
-    /// The workspace of the new session [default: the parent's]
+    /// The workspace of the new session [default: the parent's]; with --at CHECKPOINT,
+    /// a new directory the checkpoint's workspace is written into
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
     /// Print the summary object as JSON

@@ -72,6 +72,9 @@ pub fn classify(err: &anyhow::Error) -> Code {
         if let Some(w) = cause.downcast_ref::<cairn_workspace::WorkspaceError>() {
             return flags(w.is_integrity(), w.is_refusal(), w.is_usage());
         }
+        if let Some(c) = cause.downcast_ref::<cairn_checkpoint::CheckpointError>() {
+            return flags(c.is_integrity(), c.is_refusal(), c.is_usage());
+        }
         if let Some(o) = cause.downcast_ref::<cairn_objects::ObjectError>() {
             return flags(o.is_integrity(), o.is_refusal(), false);
         }

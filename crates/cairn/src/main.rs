@@ -59,6 +59,7 @@ fn run(cli: Cli) -> anyhow::Result<Code> {
         Command::Rewind(a) => cmd::rewind::run(&ctx, &a),
         Command::CheckIgnore(a) => cmd::workspace::check_ignore(&ctx, &a),
         Command::Prune(a) => cmd::workspace::prune(&ctx, &a),
+        Command::Checkpoint(c) => cmd::checkpoint::run(&ctx, c),
         Command::Fork(a) => cmd::fork::run(&ctx, &a),
         Command::Reindex => cmd::fork::reindex(&ctx),
         Command::Sessions(a) => cmd::sessions::list(&ctx, &a),

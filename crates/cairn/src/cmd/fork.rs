@@ -1,6 +1,7 @@
 //! `cairn fork ID [--at SEQ] [--workspace DIR]` and `cairn reindex`.
 
 use crate::cli::ForkArgs;
+use crate::cmd::progress::Bars;
 use crate::cmd::run::RunSummary;
 use crate::cmd::Context;
 use crate::exit::{coded, Code};
@@ -8,10 +9,13 @@ use crate::output;
 
 pub fn run(ctx: &Context, args: &ForkArgs) -> anyhow::Result<Code> {
     let parent = ctx.existing_run(&args.id)?;
+    if let Some(at) = args.at.as_deref().filter(|a| a.starts_with("cp_")) {
+        return from_checkpoint(ctx, args, &parent, at);
+    }
     let at = match &args.at {
         None => None,
         Some(s) => Some(s.parse::<u64>().map_err(|_| {
-            coded(Code::Usage, format!("--at {s}: give the seq of the last record to share (see `cairn session show {parent} --transcript`)"))
+            coded(Code::Usage, format!("--at {s}: give the seq of the last record to share (see `cairn session show {parent} --transcript`) or a checkpoint id (see `cairn checkpoint ls {parent}`)"))
         })?),
     };
     let workspace = match &args.workspace {
@@ -25,6 +29,63 @@ pub fn run(ctx: &Context, args: &ForkArgs) -> anyhow::Result<Code> {
     };
     let store = cairn_store::Store::open(ctx.store.root())?;
     let (id, writer, state) = cairn_sessions::fork(&store, &parent, at, workspace)?;
+    report(args, &parent, &id, &writer, &state, None)
+}
+
+/// `cairn fork ID --at CP --workspace DIR`: a new lineage from a checkpoint,
+/// its workspace materialised, separate and writable, in DIR.
+fn from_checkpoint(
+    ctx: &Context,
+    args: &ForkArgs,
+    parent: &cairn_store::RunId,
+    at: &str,
+) -> anyhow::Result<Code> {
+    let cpid = crate::cmd::checkpoint::parse_id(at)?;
+    let Some(dir) = &args.workspace else {
+        return Err(coded(
+            Code::Usage,
+            "forking at a checkpoint needs --workspace DIR: a new directory to hold its workspace",
+        ));
+    };
+    let store = cairn_store::Store::open(ctx.store.root())?;
+    let cp = cairn_checkpoint::show(&store, &cpid)?;
+    if cp.run_id()? != *parent {
+        return Err(coded(
+            Code::Usage,
+            format!(
+                "checkpoint {cpid} belongs to session {}, not {parent}",
+                cp.run
+            ),
+        ));
+    }
+    // The journal must still be what the checkpoint recorded, before
+    // anything is written.
+    let (pin, _) = cairn_sessions::pin_at(&store, parent, Some(cp.journal.seq))?;
+    if pin.hash != cp.journal.hash {
+        return Err(coded(
+            Code::Integrity,
+            format!(
+                "session {parent}'s journal at seq {} no longer matches checkpoint {cpid}",
+                cp.journal.seq
+            ),
+        ));
+    }
+    let dir = ctx.cwd.join(dir);
+    let made = cairn_checkpoint::materialize(&store, &cpid, &dir, &Bars::new(args.json))?;
+    let root = std::fs::canonicalize(&dir)?.to_string_lossy().into_owned();
+    let (id, writer, state) =
+        cairn_sessions::fork(&store, parent, Some(cp.journal.seq), Some(root))?;
+    report(args, parent, &id, &writer, &state, Some(made.files))
+}
+
+fn report(
+    args: &ForkArgs,
+    parent: &cairn_store::RunId,
+    id: &cairn_store::RunId,
+    writer: &cairn_journal::JournalWriter,
+    state: &cairn_journal::RunState,
+    files: Option<u64>,
+) -> anyhow::Result<Code> {
     let pin = state.fork.as_ref().map_or(0, |f| f.seq);
     if args.json {
         output::json(&RunSummary {
@@ -34,9 +95,22 @@ pub fn run(ctx: &Context, args: &ForkArgs) -> anyhow::Result<Code> {
             tail: writer.tail().to_hex(),
         })?;
     } else {
-        output::text(&format!(
-            "forked session {id} from {parent} at seq {pin}\n  continue it with: cairn resume {id} [TEXT]\n"
-        ))?;
+        let mut s = format!(
+            "forked session {id} from {parent} at seq {pin}
+"
+        );
+        if let Some(n) = files {
+            s.push_str(&format!(
+                "  its workspace, {n} file(s), is in {}
+",
+                state.workspace
+            ));
+        }
+        s.push_str(&format!(
+            "  continue it with: cairn resume {id} [TEXT]
+"
+        ));
+        output::text(&s)?;
     }
     Ok(Code::Ok)
 }

@@ -1,5 +1,6 @@
 //! One module per subcommand, plus what they share.
 
+pub mod checkpoint;
 pub mod exec;
 pub mod fork;
 pub mod prices;

@@ -245,6 +245,18 @@ pub fn rm(ctx: &Context, args: &RmArgs) -> anyhow::Result<Code> {
     let id = ctx.existing_run(&args.id)?;
     // Refuse while a writer holds the session; hold the lock while deleting.
     let lock = RunLock::acquire(&ctx.store.lock_path(&id), id.as_str())?;
+    // A checkpoint names this session's journal position and snapshots:
+    // deleting them would leave it unrestorable.
+    let checkpoints = cairn_checkpoint::list(&ctx.store, &id).unwrap_or_default();
+    if !checkpoints.is_empty() {
+        return Err(coded(
+            Code::Refused,
+            format!(
+                "session {id} has {} checkpoint(s) (see `cairn checkpoint ls {id}`) that need its records and snapshots; it is kept",
+                checkpoints.len()
+            ),
+        ));
+    }
     let dir = ctx.store.run_dir(&id);
     std::fs::remove_dir_all(&dir)
         .map_err(|e| coded(Code::Failure, format!("removing {}: {e}", dir.display())))?;

@@ -238,7 +238,8 @@ pub fn prune(ctx: &Context, args: &PruneArgs) -> anyhow::Result<Code> {
     let store = Store::open(ctx.store.root())?;
     let pool = cairn_objects::ObjectPool::open(&store)?;
     let snapshots = cairn_workspace::SnapshotManifests::new(&store);
-    let sources: Vec<&dyn cairn_objects::ManifestSource> = vec![&snapshots];
+    let checkpoints = cairn_checkpoint::CheckpointManifests::new(&store);
+    let sources: Vec<&dyn cairn_objects::ManifestSource> = vec![&snapshots, &checkpoints];
     let report = cairn_objects::prune(
         &pool,
         &sources,

@@ -1,0 +1,272 @@
+//! `cairn checkpoint save|ls|show|restore|verify|stats` (DESIGN §6).
+//!
+//! A save and a restore hold the session's journal lock, so nothing of the
+//! session moves meanwhile; a save appends a `checkpoint` record after the
+//! checkpoint is complete (it exists only once its manifest is renamed into
+//! place). A restore puts back the workspace and the named paths — the
+//! journal is append-only; `cairn fork ID --at CP` continues the
+//! conversation from a checkpoint.
+
+use std::path::Path;
+
+use cairn_checkpoint::{CheckpointId, JournalPosition, SaveRequest};
+use cairn_journal::{CheckpointRef, RecordBody, Snapshot};
+use cairn_store::Store;
+use serde::Serialize;
+
+use crate::cli::{CheckpointCommand, CheckpointIdArgs, CheckpointSaveArgs, SessionJsonArgs};
+use crate::cmd::progress::Bars;
+use crate::cmd::workspace::tracker;
+use crate::cmd::Context;
+use crate::exit::{coded, Code};
+use crate::output;
+
+pub fn run(ctx: &Context, c: CheckpointCommand) -> anyhow::Result<Code> {
+    match c {
+        CheckpointCommand::Save(a) => save(ctx, &a),
+        CheckpointCommand::Ls(a) => ls(ctx, &a),
+        CheckpointCommand::Show(a) => show(ctx, &a),
+        CheckpointCommand::Restore(a) => restore(ctx, &a),
+        CheckpointCommand::Verify(a) => verify(ctx, &a),
+        CheckpointCommand::Stats(a) => stats(ctx, &a),
+    }
+}
+
+pub fn parse_id(s: &str) -> anyhow::Result<CheckpointId> {
+    CheckpointId::parse(s).map_err(|e| coded(Code::Usage, e.to_string()))
+}
+
+#[derive(Serialize)]
+struct SaveOut {
+    id: String,
+    run: String,
+    seq: u64,
+    snapshot: Option<String>,
+    logical_bytes: u64,
+    stored_bytes: u64,
+}
+
+fn save(ctx: &Context, a: &CheckpointSaveArgs) -> anyhow::Result<Code> {
+    let id = ctx.existing_run(&a.id)?;
+    let store = Store::open(ctx.store.root())?;
+    let mut session = cairn_agent::Session::open(&store, &id)?;
+    let root = session.state().workspace.clone();
+    let ws = tracker(&store, &id, Path::new(&root))?;
+    let position = JournalPosition::of(session.writer());
+    let paths: Vec<std::path::PathBuf> = a.paths.iter().map(|p| ctx.cwd.join(p)).collect();
+    let request = SaveRequest::new(id.clone(), position)
+        .capture(&ws)
+        .paths(paths);
+    let report = cairn_checkpoint::save(&store, &request, &Bars::new(a.json))?;
+    if let Some(c) = &report.capture {
+        session.append(RecordBody::Snapshot(Snapshot {
+            snapshot: c.snapshot.to_string(),
+            label: c.label.to_string(),
+        }))?;
+    }
+    session.append(RecordBody::Checkpoint(CheckpointRef {
+        checkpoint: report.id.to_string(),
+    }))?;
+    let out = SaveOut {
+        id: report.id.to_string(),
+        run: report.run.clone(),
+        seq: report.seq,
+        snapshot: report.snapshot.as_ref().map(|s| s.to_string()),
+        logical_bytes: report.logical_bytes,
+        stored_bytes: report.stored_bytes,
+    };
+    if a.json {
+        output::json(&out)?;
+    } else {
+        let mut s = format!(
+            "checkpoint {} of session {} at seq {}: {} logical bytes, {} new bytes stored\n",
+            out.id, out.run, out.seq, out.logical_bytes, out.stored_bytes
+        );
+        for sk in &report.skipped {
+            s.push_str(&format!("  not saved: {sk}\n"));
+        }
+        output::text(&s)?;
+    }
+    Ok(Code::Ok)
+}
+
+#[derive(Serialize)]
+struct LsOut {
+    id: String,
+    created: String,
+    seq: u64,
+    logical_bytes: u64,
+    kind: cairn_checkpoint::CheckpointKind,
+}
+
+fn ls(ctx: &Context, a: &SessionJsonArgs) -> anyhow::Result<Code> {
+    let id = ctx.existing_run(&a.id)?;
+    let list = cairn_checkpoint::list(&ctx.store, &id)?;
+    if a.json {
+        let out: Vec<LsOut> = list
+            .into_iter()
+            .map(|c| LsOut {
+                id: c.id.to_string(),
+                created: c.created,
+                seq: c.seq,
+                logical_bytes: c.logical_bytes,
+                kind: c.kind,
+            })
+            .collect();
+        output::json(&out)?;
+    } else if list.is_empty() {
+        output::text(&format!("session {id} has no checkpoints\n"))?;
+    } else {
+        let mut s = String::new();
+        for c in &list {
+            s.push_str(&format!(
+                "{}  {}  seq {:>6}  {:>12} bytes\n",
+                c.id,
+                c.created.get(..19).unwrap_or(&c.created).replace('T', " "),
+                c.seq,
+                c.logical_bytes
+            ));
+        }
+        output::text(&s)?;
+    }
+    Ok(Code::Ok)
+}
+
+fn show(ctx: &Context, a: &CheckpointIdArgs) -> anyhow::Result<Code> {
+    let id = parse_id(&a.checkpoint)?;
+    let cp = cairn_checkpoint::show(&ctx.store, &id)?;
+    if a.json {
+        output::json(&cp)?;
+    } else {
+        let v = serde_json::to_value(&cp)?;
+        let mut s = format!("checkpoint {id}\n");
+        for key in ["run", "created", "kind", "logical_bytes"] {
+            if let Some(x) = v.get(key) {
+                s.push_str(&format!(
+                    "{key:<13} {}\n",
+                    x.as_str().map_or_else(|| x.to_string(), str::to_owned)
+                ));
+            }
+        }
+        s.push_str(&format!(
+            "journal       seq {} hash {}\n",
+            cp.journal.seq, cp.journal.hash
+        ));
+        if let Some(paths) = v.get("paths").and_then(|p| p.as_array()) {
+            for p in paths {
+                s.push_str(&format!(
+                    "path          {}\n",
+                    p.get("path").map_or_else(String::new, |x| x.to_string())
+                ));
+            }
+        }
+        output::text(&s)?;
+    }
+    Ok(Code::Ok)
+}
+
+fn restore(ctx: &Context, a: &CheckpointIdArgs) -> anyhow::Result<Code> {
+    let cpid = parse_id(&a.checkpoint)?;
+    let store = Store::open(ctx.store.root())?;
+    let cp = cairn_checkpoint::show(&store, &cpid)?;
+    let run = cp.run_id()?;
+    let mut session = cairn_agent::Session::open(&store, &run)?;
+    let root = session.state().workspace.clone();
+    let ws = tracker(&store, &run, Path::new(&root))?;
+    let position = JournalPosition::of(session.writer());
+    let report = cairn_checkpoint::restore(&store, &cpid, &ws, position, &Bars::new(a.json))?;
+    if let Some(w) = &report.workspace {
+        session.append(RecordBody::Snapshot(Snapshot {
+            snapshot: w.bank.snapshot.to_string(),
+            label: w.bank.label.to_string(),
+        }))?;
+    }
+    if let Some(bank) = &report.bank {
+        session.append(RecordBody::Checkpoint(CheckpointRef {
+            checkpoint: bank.to_string(),
+        }))?;
+    }
+    if a.json {
+        output::json(&report)?;
+    } else {
+        let mut s = format!("restored checkpoint {cpid} of session {run}");
+        if let Some(w) = &report.workspace {
+            s.push_str(&format!(
+                ": workspace {} written, {} deleted",
+                w.written.len(),
+                w.deleted.len()
+            ));
+        }
+        s.push_str(&format!(
+            "; named paths {} written, {} deleted\n",
+            report.written.len(),
+            report.deleted.len()
+        ));
+        if let Some(bank) = &report.bank {
+            s.push_str(&format!("the state before is saved as checkpoint {bank}: `cairn checkpoint restore {bank}` undoes this\n"));
+        } else if let Some(w) = &report.workspace {
+            s.push_str(&format!(
+                "the workspace before is banked as {}: `cairn rewind {run} --restore-snapshot {}` undoes this\n",
+                w.bank.label, w.bank.snapshot
+            ));
+        }
+        output::text(&s)?;
+    }
+    Ok(Code::Ok)
+}
+
+fn verify(ctx: &Context, a: &CheckpointIdArgs) -> anyhow::Result<Code> {
+    let id = parse_id(&a.checkpoint)?;
+    let report = cairn_checkpoint::verify(&ctx.store, &id, &Bars::new(a.json))?;
+    if a.json {
+        output::json(&report)?;
+    } else if report.ok {
+        output::text(&format!(
+            "ok       {id}  {} chunks re-hashed\n",
+            report.chunks
+        ))?;
+    } else {
+        let mut s = format!(
+            "DAMAGED  {id}  {} bad of {} chunks:\n",
+            report.bad.len(),
+            report.chunks
+        );
+        for b in &report.bad {
+            s.push_str(&format!("  {}\n", serde_json::to_string(b)?));
+        }
+        output::text(&s)?;
+    }
+    Ok(if report.ok { Code::Ok } else { Code::Integrity })
+}
+
+#[derive(Serialize)]
+struct StatsOut {
+    checkpoints: u64,
+    logical_bytes: u64,
+    stored_bytes: u64,
+    dedup_ratio: Option<f64>,
+}
+
+fn stats(ctx: &Context, a: &SessionJsonArgs) -> anyhow::Result<Code> {
+    let id = ctx.existing_run(&a.id)?;
+    let s = cairn_checkpoint::stats(&ctx.store, &id)?;
+    let out = StatsOut {
+        checkpoints: s.checkpoints,
+        logical_bytes: s.logical_bytes,
+        stored_bytes: s.stored_bytes,
+        dedup_ratio: s.dedup_ratio,
+    };
+    if a.json {
+        output::json(&out)?;
+    } else {
+        output::text(&format!(
+            "{} checkpoint(s): {} logical bytes, {} stored bytes, dedup ratio {}\n",
+            out.checkpoints,
+            out.logical_bytes,
+            out.stored_bytes,
+            out.dedup_ratio
+                .map_or_else(|| "n/a".into(), |r| format!("{r:.1}x"))
+        ))?;
+    }
+    Ok(Code::Ok)
+}
