@@ -283,7 +283,7 @@ impl Agent {
             .as_ref()
             .and_then(|s| s.label.strip_prefix("pre:turn:"))
             .and_then(|n| n.parse::<u64>().ok());
-        if let Some(n) = crashed {
+        if let Some(n) = crashed.filter(|_| self.boundaries.has_own_snapshots()) {
             self.boundary(Label::Fail, n, ev)?;
         }
         let n = self.session.state().next_turn();

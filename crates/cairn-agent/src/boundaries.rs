@@ -92,6 +92,14 @@ impl Boundaries {
         }))
     }
 
+    /// Whether this run has captured anything yet (a fresh fork has not:
+    /// its past, and the boundaries in it, belong to its ancestors).
+    pub(crate) fn has_own_snapshots(&self) -> bool {
+        self.tracker
+            .as_ref()
+            .is_some_and(|t| matches!(t.head(), Ok(Some(_))))
+    }
+
     fn off(&mut self, at: &str, e: cairn_workspace::WorkspaceError) -> String {
         self.tracker = None;
         format!("the workspace was not captured at {at} ({e}); workspace versioning is off for the rest of this process")
