@@ -1,15 +1,14 @@
 //! Capture: walk, reuse what the stat cache may vouch for, hash the rest in
 //! parallel, store new objects, write the manifest (or dedupe onto the head),
-//! then the index.
+//! then the stat cache (only when it changed) and the index.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use cairn_objects::{open_nofollow, ObjectBatch, ObjectError, Phase, Progress};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::index::{CacheEntry, Stat, Trust, INDEX_VERSION};
+use crate::index::{CacheEntry, Stat, StatCache, Trust};
 use crate::manifest::{Entry, Manifest, SkipReason, Skipped, SnapshotId, MANIFEST_VERSION};
 use crate::walk::{walk, Found, Limits};
 use crate::workspace::Session;
@@ -76,9 +75,10 @@ pub(crate) fn capture(
     };
     // The index may still be loading on another thread while we walk.
     let walked = walk(ws.root(), &rules, limits, progress)?;
-    let (index, lock) = s.parts()?;
+    let cache_path = ws.statcache_path();
+    let (index, cache, lock) = s.parts()?;
     let trust = Trust {
-        started_ns: index.started_ns,
+        started_ns: cache.started_ns,
         slack_ns: i64::try_from(config.racy_slack.as_nanos()).unwrap_or(i64::MAX),
         ctime: config.trust_ctime,
     };
@@ -86,14 +86,14 @@ pub(crate) fn capture(
     // Both lists are sorted by path: one merge pass decides what to read.
     let mut items: Vec<(String, Item)> = Vec::with_capacity(walked.files.len());
     let mut jobs: Vec<Found> = Vec::new();
-    let mut cached = index.files.iter().peekable();
+    let mut cached = cache.files.iter().peekable();
     for f in walked.files {
         while cached
             .next_if(|(k, _)| k.as_str() < f.path.as_str())
             .is_some()
         {}
         let hit = match cached.peek() {
-            Some((k, c)) if **k == f.path && trust.trusts(c, &f.stat) => Some(**c),
+            Some((k, c)) if *k == f.path && trust.trusts(c, &f.stat) => Some(*c),
             _ => None,
         };
         match hit {
@@ -150,8 +150,8 @@ pub(crate) fn capture(
     let bytes = list.iter().map(|(_, e, _)| e.size).sum();
     let same_as_head = index.head.is_some()
         && skipped == index.head_skipped
-        && list.len() == index.files.len()
-        && list.iter().zip(&index.files).all(|((p, e, _), (q, c))| {
+        && list.len() == cache.files.len()
+        && list.iter().zip(&cache.files).all(|((p, e, _), (q, c))| {
             p == q && e.hash == c.hash && e.size == c.size && e.mode == c.mode & 0o777
         });
     let snapshot = match (&index.head, same_as_head) {
@@ -175,14 +175,26 @@ pub(crate) fn capture(
         }
     };
 
-    index.version = INDEX_VERSION;
+    // The stat cache file is rewritten only when its content changed: an
+    // entry added, removed or read again (a re-read entry, even with the same
+    // stat, becomes trustworthy only against this capture's start). Otherwise
+    // it keeps the start of the capture that wrote it, which is what its
+    // entries are trusted against. Every entry reused above is the old entry
+    // itself, so with nothing read the new list is a subset of the old one.
+    let changed = cache.on_disk.is_none() || hashed > 0 || list.len() != cache.files.len();
+    if changed {
+        *cache = StatCache {
+            started_ns: Some(started),
+            files: list.into_iter().map(|(p, _, c)| (p, c)).collect(),
+            on_disk: None,
+        };
+        // Cache first, then the index naming it: a crash in between leaves
+        // an index whose checksum does not match the file, so the stale
+        // cache is ignored.
+        index.statcache = Some(cache.save(&cache_path)?);
+    }
     index.head = Some(snapshot.clone());
-    index.started_ns = Some(started);
     index.head_skipped = skipped.clone();
-    index.files = list
-        .into_iter()
-        .map(|(p, _, c)| (p, c))
-        .collect::<BTreeMap<_, _>>();
     index.set_label(label, &snapshot);
     s.save()?;
 

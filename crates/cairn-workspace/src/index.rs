@@ -1,9 +1,12 @@
-//! `<run>/workspace/index.json`: the stat cache, the label map, the head.
+//! `<run>/workspace/index.json` (the label map, the head) and
+//! `<run>/workspace/statcache.bin` (the stat cache).
 //!
-//! The index is a cache plus pointers. Its stat cache always describes the
-//! head snapshot's entries (same paths, hashes, sizes and modes), so a
-//! capture can tell "same tree as the head" without reading the head's
-//! manifest, and every hash it holds is named by a manifest prune can see.
+//! The index is pointers; the stat cache is a cache. The stat cache always
+//! describes the head snapshot's entries (same paths, hashes, sizes and
+//! modes), so a capture can tell "same tree as the head" without reading the
+//! head's manifest, and every hash it holds is named by a manifest prune can
+//! see. The index names the cache file by its checksum, so a cache file that
+//! does not go with the index (a crash between the two writes) is not used.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
@@ -16,7 +19,15 @@ use crate::manifest::{Manifest, Skipped, SnapshotId};
 use crate::{Label, WorkspaceError};
 
 /// The index format this build writes.
-pub(crate) const INDEX_VERSION: u32 = 1;
+pub(crate) const INDEX_VERSION: u32 = 2;
+
+/// The stat cache's file name, next to `index.json`.
+pub(crate) const STATCACHE_FILE: &str = "statcache.bin";
+
+/// The stat-cache format this build writes.
+pub(crate) const STATCACHE_VERSION: u32 = 1;
+
+const STATCACHE_MAGIC: &[u8; 8] = b"cairnSC\n";
 
 /// What a stat tells about a regular file; compared to trust a cache entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -98,14 +109,13 @@ impl Trust {
     }
 }
 
-/// The whole index file.
+/// The whole index file (without the stat cache, which lives in
+/// [`STATCACHE_FILE`] since index v2).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub(crate) struct Index {
     pub(crate) version: u32,
     /// The newest capture; the parent of the next.
     pub(crate) head: Option<SnapshotId>,
-    /// Start of the capture that wrote this index, ns on the store's clock.
-    pub(crate) started_ns: Option<i64>,
     /// The boundary that started a node that has not recorded its end
     /// (`pre:` or `resume:`), if any.
     #[serde(default)]
@@ -116,14 +126,28 @@ pub(crate) struct Index {
     /// The head's coverage gaps.
     #[serde(default)]
     pub(crate) head_skipped: Vec<Skipped>,
-    /// The stat cache: path → stat and hash, describing the head's entries.
-    pub(crate) files: BTreeMap<String, CacheEntry>,
+    /// The SHA-256 of the stat-cache file that describes the head. A cache
+    /// file with another checksum (stale, torn, corrupt) is not used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) statcache: Option<ObjectHash>,
+    /// Index v1 only (read, never written): the start of the capture that
+    /// wrote the index, which the stat cache below was trusted against.
+    #[serde(default, skip_serializing)]
+    pub(crate) started_ns: Option<i64>,
+    /// Index v1 only (read, never written): the stat cache, inline. Also set
+    /// by a rebuild. Moved to [`STATCACHE_FILE`] on the next write.
+    #[serde(default, skip_serializing)]
+    pub(crate) files: Option<BTreeMap<String, CacheEntry>>,
 }
 
 impl Index {
     /// Reads the index; a missing one is rebuilt from the manifests (labels
     /// other than each snapshot's own are then lost, and nothing is trusted).
-    pub(crate) fn load(path: &Path, snapshots: &Path) -> Result<Index, WorkspaceError> {
+    /// Also returns the bytes read, so an unchanged index is not rewritten.
+    pub(crate) fn load(
+        path: &Path,
+        snapshots: &Path,
+    ) -> Result<(Index, Option<Vec<u8>>), WorkspaceError> {
         match std::fs::read(path) {
             Ok(bytes) => {
                 let idx: Index =
@@ -140,9 +164,11 @@ impl Index {
                         ),
                     });
                 }
-                Ok(idx)
+                Ok((idx, Some(bytes)))
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Self::rebuild(snapshots),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Ok((Self::rebuild(snapshots)?, None))
+            }
             Err(e) => Err(WorkspaceError::io("reading", path, e)),
         }
     }
@@ -160,22 +186,52 @@ impl Index {
             let m = Manifest::load(&snapshots.join(format!("{}.json", newest.id)), &newest.id)?;
             idx.head = Some(m.id.clone());
             idx.head_skipped = m.skipped.clone();
-            for (p, e) in &m.entries {
-                let stat = Stat {
-                    size: e.size,
-                    mode: e.mode,
-                    ..Stat::default()
-                };
-                idx.files.insert(p.clone(), CacheEntry::new(&stat, e.hash));
-            }
+            idx.files = Some(untrusted(&m).collect());
         }
         Ok(idx)
     }
 
-    pub(crate) fn save(&self, path: &Path) -> Result<(), WorkspaceError> {
-        let bytes = serde_json::to_vec(self).map_err(WorkspaceError::Encode)?;
-        cairn_store::durable::write_atomic(path, &bytes)?;
-        Ok(())
+    /// The index as it is written (v2: no stat cache inside).
+    pub(crate) fn encode(&self) -> Result<Vec<u8>, WorkspaceError> {
+        serde_json::to_vec(self).map_err(WorkspaceError::Encode)
+    }
+
+    /// Takes the stat cache that goes with this index: the v1 or rebuilt one
+    /// held inline; else the cache file if its checksum is the one the index
+    /// names; else (missing, stale, torn, corrupt, newer) the head's entries
+    /// with no stat, so that nothing is trusted but "same tree as the head"
+    /// still holds. The inline cache is taken out of the index.
+    pub(crate) fn take_cache(
+        &mut self,
+        cache_path: &Path,
+        snapshots: &Path,
+    ) -> Result<StatCache, WorkspaceError> {
+        if let Some(files) = self.files.take() {
+            return Ok(StatCache {
+                started_ns: self.started_ns.take(),
+                files: files.into_iter().collect(),
+                on_disk: None,
+            });
+        }
+        if let Some(want) = self.statcache {
+            if let Ok(bytes) = std::fs::read(cache_path) {
+                if let Some(c) = StatCache::decode(&bytes).filter(|c| c.on_disk == Some(want)) {
+                    return Ok(c);
+                }
+            }
+        }
+        let files = match &self.head {
+            Some(id) => {
+                let m = Manifest::load(&snapshots.join(format!("{id}.json")), id)?;
+                untrusted(&m).collect()
+            }
+            None => Vec::new(),
+        };
+        Ok(StatCache {
+            started_ns: None,
+            files,
+            on_disk: None,
+        })
     }
 
     /// Points `label` at `snapshot` and keeps the open-node state: `pre:` and
@@ -191,6 +247,147 @@ impl Index {
             }
             _ => {}
         }
+    }
+}
+
+/// The head's entries as cache entries with no stat: never trusted.
+fn untrusted(m: &Manifest) -> impl Iterator<Item = (String, CacheEntry)> + '_ {
+    m.entries.iter().map(|(p, e)| {
+        let stat = Stat {
+            size: e.size,
+            mode: e.mode,
+            ..Stat::default()
+        };
+        (p.clone(), CacheEntry::new(&stat, e.hash))
+    })
+}
+
+/// The stat cache: path → stat and hash, describing the head's entries.
+///
+/// File layout (all integers little-endian):
+///
+/// ```text
+/// magic "cairnSC\n" | version u32 | started_ns i64 (i64::MIN: none) | count u64
+/// count × { path_len u32 | path (UTF-8) | size u64 | mtime_ns i64 | ctime_ns i64
+///           | inode u64 | mode u32 | hash [32] }
+/// SHA-256 of everything before it [32]
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct StatCache {
+    /// Start of the capture that wrote this cache, on the store's clock: what
+    /// its entries are trusted against.
+    pub(crate) started_ns: Option<i64>,
+    /// Sorted by path, no duplicates.
+    pub(crate) files: Vec<(String, CacheEntry)>,
+    /// The checksum of the cache file this was read from or written to, when
+    /// the file holds exactly this cache; `None` when it must be written.
+    pub(crate) on_disk: Option<ObjectHash>,
+}
+
+const ENTRY_FIXED: usize = 8 + 8 + 8 + 8 + 4 + 32;
+
+impl StatCache {
+    /// The file's bytes; the last 32 are the checksum.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let paths: usize = self.files.iter().map(|(p, _)| p.len()).sum();
+        let mut out = Vec::with_capacity(28 + 32 + paths + self.files.len() * (4 + ENTRY_FIXED));
+        out.extend_from_slice(STATCACHE_MAGIC);
+        out.extend_from_slice(&STATCACHE_VERSION.to_le_bytes());
+        out.extend_from_slice(&self.started_ns.unwrap_or(i64::MIN).to_le_bytes());
+        out.extend_from_slice(&(self.files.len() as u64).to_le_bytes());
+        for (p, e) in &self.files {
+            let len = u32::try_from(p.len()).expect("a path shorter than 4 GiB");
+            out.extend_from_slice(&len.to_le_bytes());
+            out.extend_from_slice(p.as_bytes());
+            out.extend_from_slice(&e.size.to_le_bytes());
+            out.extend_from_slice(&e.mtime_ns.to_le_bytes());
+            out.extend_from_slice(&e.ctime_ns.to_le_bytes());
+            out.extend_from_slice(&e.inode.to_le_bytes());
+            out.extend_from_slice(&e.mode.to_le_bytes());
+            out.extend_from_slice(e.hash.as_bytes());
+        }
+        let sum = ObjectHash::of(&out);
+        out.extend_from_slice(sum.as_bytes());
+        out
+    }
+
+    /// Reads a cache file; `None` for anything that is not a whole, intact
+    /// cache of a version this build reads (it is then ignored).
+    pub(crate) fn decode(bytes: &[u8]) -> Option<StatCache> {
+        let body_len = bytes.len().checked_sub(32)?;
+        let (body, sum) = bytes.split_at(body_len);
+        let sum = ObjectHash::from_bytes(sum.try_into().ok()?);
+        if ObjectHash::of(body) != sum {
+            return None;
+        }
+        let mut r = Reader(body);
+        if r.take(8)? != STATCACHE_MAGIC || r.u32()? != STATCACHE_VERSION {
+            return None;
+        }
+        let started = r.i64()?;
+        let count = usize::try_from(r.u64()?).ok()?;
+        // Each entry takes at least 4 + ENTRY_FIXED bytes.
+        if count > r.0.len() / (4 + ENTRY_FIXED) {
+            return None;
+        }
+        let mut files: Vec<(String, CacheEntry)> = Vec::with_capacity(count);
+        for _ in 0..count {
+            let len = usize::try_from(r.u32()?).ok()?;
+            let path = std::str::from_utf8(r.take(len)?).ok()?.to_owned();
+            if files.last().is_some_and(|(last, _)| *last >= path) {
+                return None;
+            }
+            let entry = CacheEntry {
+                size: r.u64()?,
+                mtime_ns: r.i64()?,
+                ctime_ns: r.i64()?,
+                inode: r.u64()?,
+                mode: r.u32()?,
+                hash: ObjectHash::from_bytes(r.take(32)?.try_into().ok()?),
+            };
+            files.push((path, entry));
+        }
+        if !r.0.is_empty() {
+            return None;
+        }
+        Some(StatCache {
+            started_ns: (started != i64::MIN).then_some(started),
+            files,
+            on_disk: Some(sum),
+        })
+    }
+
+    /// Writes the cache file (temp file, fsync, rename) and records its
+    /// checksum.
+    pub(crate) fn save(&mut self, path: &Path) -> Result<ObjectHash, WorkspaceError> {
+        let bytes = self.encode();
+        let sum = ObjectHash::from_bytes(bytes[bytes.len() - 32..].try_into().expect("32 bytes"));
+        cairn_store::durable::write_atomic(path, &bytes)?;
+        self.on_disk = Some(sum);
+        Ok(sum)
+    }
+}
+
+/// A cursor over the cache file's body.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Some(head)
+    }
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+    fn i64(&mut self) -> Option<i64> {
+        Some(i64::from_le_bytes(self.take(8)?.try_into().ok()?))
     }
 }
 
@@ -321,5 +518,64 @@ mod tests {
         assert_eq!(idx.open, Some(l("resume:exec:1")));
         idx.set_label(&l("post:exec:1"), &id);
         assert_eq!(idx.open, None);
+    }
+
+    fn reseal(mut bytes: Vec<u8>) -> Vec<u8> {
+        let body = bytes.len() - 32;
+        let sum = ObjectHash::of(&bytes[..body]);
+        bytes[body..].copy_from_slice(sum.as_bytes());
+        bytes
+    }
+
+    #[test]
+    fn stat_cache_round_trips_and_refuses_damage() {
+        let cache = StatCache {
+            started_ns: Some(123 * S),
+            files: vec![
+                ("a".into(), entry(1, 2)),
+                ("b/ü.txt".into(), entry(-5, 7)),
+                ("c".into(), entry(i64::MAX, i64::MIN + 1)),
+            ],
+            on_disk: None,
+        };
+        let bytes = cache.encode();
+        let back = StatCache::decode(&bytes).unwrap();
+        assert_eq!(back.files, cache.files);
+        assert_eq!(back.started_ns, cache.started_ns);
+        assert_eq!(
+            back.on_disk.unwrap().as_bytes()[..],
+            bytes[bytes.len() - 32..]
+        );
+        let none = StatCache::default().encode();
+        assert_eq!(StatCache::decode(&none).unwrap().started_ns, None);
+
+        // Every truncation and every flipped bit is detected.
+        for n in 0..bytes.len() {
+            assert!(StatCache::decode(&bytes[..n]).is_none(), "cut at {n}");
+        }
+        for i in 0..bytes.len() {
+            let mut b = bytes.clone();
+            b[i] ^= 1;
+            assert!(StatCache::decode(&b).is_none(), "byte {i}");
+        }
+        // Intact but not readable: a newer version, a bad magic, unsorted
+        // paths, an overlong count, trailing bytes.
+        let mut newer = bytes.clone();
+        newer[8] = 2;
+        assert!(StatCache::decode(&reseal(newer)).is_none());
+        let mut magic = bytes.clone();
+        magic[0] = b'X';
+        assert!(StatCache::decode(&reseal(magic)).is_none());
+        let unsorted = StatCache {
+            files: vec![("b".into(), entry(1, 1)), ("a".into(), entry(1, 1))],
+            ..StatCache::default()
+        };
+        assert!(StatCache::decode(&unsorted.encode()).is_none());
+        let mut count = bytes.clone();
+        count[20] = 4;
+        assert!(StatCache::decode(&reseal(count)).is_none());
+        let mut trailing = bytes[..bytes.len() - 32].to_vec();
+        trailing.extend_from_slice(&[0; 33]);
+        assert!(StatCache::decode(&reseal(trailing)).is_none());
     }
 }

@@ -11,7 +11,7 @@ use cairn_store::{RunId, Store};
 use crate::capture::{capture, CaptureReport};
 use crate::history::{self, Interval, SnapshotInfo};
 use crate::ignore::{IgnoreMatch, IgnoreOptions, IgnoreRules};
-use crate::index::Index;
+use crate::index::{Index, StatCache, INDEX_VERSION, STATCACHE_FILE};
 use crate::manifest::{Manifest, SnapshotId};
 use crate::restore::{restore, RestoreReport, RestoreScope, Target};
 use crate::{CaptureConfig, Label, NodeIter, NodeName, NodeRef, WorkspaceError};
@@ -69,16 +69,26 @@ pub(crate) struct Session<'w> {
     _ws_lock: File,
 }
 
-/// The index, read on a helper thread so that parsing it overlaps the walk.
+/// The index (and, for a capture, the stat cache), read on a helper thread
+/// so that parsing them overlaps the walk.
 enum IndexSlot {
-    Loading(std::thread::JoinHandle<Result<Index, WorkspaceError>>),
-    Ready(Box<Index>),
+    Loading(std::thread::JoinHandle<Result<Loaded, WorkspaceError>>),
+    Ready(Box<Loaded>),
     Failed,
 }
 
+/// What the helper thread read.
+struct Loaded {
+    index: Index,
+    /// The index file's bytes as read (`None`: rebuilt), so that an unchanged
+    /// index is not rewritten.
+    on_disk: Option<Vec<u8>>,
+    /// The stat cache, once read (only captures need it).
+    cache: Option<StatCache>,
+}
+
 impl Session<'_> {
-    /// The index and the store lock (both borrowed at once).
-    pub(crate) fn parts(&mut self) -> Result<(&mut Index, &StoreLock), WorkspaceError> {
+    fn loaded(&mut self) -> Result<&mut Loaded, WorkspaceError> {
         if let IndexSlot::Loading(_) = self.index {
             let slot = std::mem::replace(&mut self.index, IndexSlot::Failed);
             if let IndexSlot::Loading(h) = slot {
@@ -93,7 +103,7 @@ impl Session<'_> {
             }
         }
         match &mut self.index {
-            IndexSlot::Ready(idx) => Ok((idx, &self.store_lock)),
+            IndexSlot::Ready(l) => Ok(l),
             _ => Err(WorkspaceError::io(
                 "reading",
                 self.ws.index_path(),
@@ -102,14 +112,48 @@ impl Session<'_> {
         }
     }
 
-    /// The index.
-    pub(crate) fn index(&mut self) -> Result<&mut Index, WorkspaceError> {
-        Ok(self.parts()?.0)
+    /// The index, the stat cache and the store lock (borrowed at once).
+    pub(crate) fn parts(
+        &mut self,
+    ) -> Result<(&mut Index, &mut StatCache, &StoreLock), WorkspaceError> {
+        let (cache_path, snaps) = (self.ws.statcache_path(), self.ws.snapshots_dir());
+        self.loaded()?;
+        let IndexSlot::Ready(l) = &mut self.index else {
+            unreachable!("loaded() leaves the slot ready or fails")
+        };
+        if l.cache.is_none() {
+            l.cache = Some(l.index.take_cache(&cache_path, &snaps)?);
+        }
+        let Loaded { index, cache, .. } = &mut **l;
+        let cache = cache.as_mut().expect("read above");
+        Ok((index, cache, &self.store_lock))
     }
 
+    /// The index.
+    pub(crate) fn index(&mut self) -> Result<&mut Index, WorkspaceError> {
+        Ok(&mut self.loaded()?.index)
+    }
+
+    /// Writes the index if it differs from the file (a v1 or rebuilt index
+    /// first moves its inline stat cache to its own file).
     pub(crate) fn save(&mut self) -> Result<(), WorkspaceError> {
-        let path = self.ws.index_path();
-        self.index()?.save(&path)
+        let (path, cache_path) = (self.ws.index_path(), self.ws.statcache_path());
+        let l = self.loaded()?;
+        if let Some(files) = l.index.files.take() {
+            let mut cache = StatCache {
+                started_ns: l.index.started_ns.take(),
+                files: files.into_iter().collect(),
+                on_disk: None,
+            };
+            l.index.statcache = Some(cache.save(&cache_path)?);
+        }
+        l.index.version = INDEX_VERSION;
+        let bytes = l.index.encode()?;
+        if l.on_disk.as_deref() != Some(&bytes[..]) {
+            cairn_store::durable::write_atomic(&path, &bytes)?;
+            l.on_disk = Some(bytes);
+        }
+        Ok(())
     }
 }
 
@@ -190,11 +234,17 @@ impl Workspace {
         self.store.workspace_index_path(&self.run)
     }
 
+    pub(crate) fn statcache_path(&self) -> PathBuf {
+        self.store.workspace_dir(&self.run).join(STATCACHE_FILE)
+    }
+
     pub(crate) fn clock_path(&self) -> PathBuf {
         self.store.workspace_dir(&self.run).join("clock")
     }
 
-    fn session(&self) -> Result<Session<'_>, WorkspaceError> {
+    /// Takes both locks and starts reading the index (and the stat cache,
+    /// `with_cache`, for a session that will capture).
+    fn session(&self, with_cache: bool) -> Result<Session<'_>, WorkspaceError> {
         create_dir_private(&self.snapshots_dir())?;
         let pool = ObjectPool::open(&self.store)?;
         let lock_path = self.store.workspace_dir(&self.run).join("lock");
@@ -211,7 +261,19 @@ impl Workspace {
             .map_err(|e| WorkspaceError::io("locking", &lock_path, e))?;
         let store_lock = StoreLock::shared(pool.store())?;
         let (path, snaps) = (self.index_path(), self.snapshots_dir());
-        let index = IndexSlot::Loading(std::thread::spawn(move || Index::load(&path, &snaps)));
+        let cache_path = self.statcache_path();
+        let index = IndexSlot::Loading(std::thread::spawn(move || {
+            let (mut index, on_disk) = Index::load(&path, &snaps)?;
+            let cache = match with_cache {
+                true => Some(index.take_cache(&cache_path, &snaps)?),
+                false => None,
+            };
+            Ok(Loaded {
+                index,
+                on_disk,
+                cache,
+            })
+        }));
         Ok(Session {
             ws: self,
             index,
@@ -221,7 +283,7 @@ impl Workspace {
     }
 
     fn read_index(&self) -> Result<Index, WorkspaceError> {
-        Index::load(&self.index_path(), &self.snapshots_dir())
+        Ok(Index::load(&self.index_path(), &self.snapshots_dir())?.0)
     }
 
     /// The rules in force now (re-read on every capture).
@@ -285,7 +347,7 @@ impl Workspace {
         label: &Label,
         progress: &dyn Progress,
     ) -> Result<CaptureReport, WorkspaceError> {
-        let mut s = self.session()?;
+        let mut s = self.session(true)?;
         capture(&mut s, label, progress)
     }
 
@@ -299,7 +361,7 @@ impl Workspace {
         label: Option<&Label>,
         progress: &dyn Progress,
     ) -> Result<CaptureReport, WorkspaceError> {
-        let mut s = self.session()?;
+        let mut s = self.session(true)?;
         let label = match label {
             Some(l) => l.clone(),
             None => Label::Snap(history::next_number(s.index()?, false)),
@@ -313,7 +375,7 @@ impl Workspace {
     /// # Errors
     /// [`WorkspaceError::NoSnapshots`] when nothing was captured yet.
     pub fn label_head(&self, label: &Label) -> Result<SnapshotId, WorkspaceError> {
-        let mut s = self.session()?;
+        let mut s = self.session(false)?;
         let head = s.index()?.head.clone().ok_or(WorkspaceError::NoSnapshots)?;
         s.index()?.set_label(label, &head);
         s.save()?;
@@ -332,7 +394,7 @@ impl Workspace {
         at: &NodeIter,
         progress: &dyn Progress,
     ) -> Result<NodeEntry, WorkspaceError> {
-        let mut s = self.session()?;
+        let mut s = self.session(false)?;
         let pre = Label::Pre(at.clone());
         if let Some(head) = s.index()?.head.clone() {
             s.index()?.set_label(&pre, &head);
@@ -366,7 +428,7 @@ impl Workspace {
         node: &NodeName,
         progress: &dyn Progress,
     ) -> Result<NodeEntry, WorkspaceError> {
-        let mut s = self.session()?;
+        let mut s = self.session(true)?;
         let at = NodeIter::new(node.clone(), history::next_iteration(s.index()?, node));
         let pre = Label::Pre(at.clone());
         if s.index()?.head.is_none() {
@@ -488,7 +550,7 @@ impl Workspace {
         scope: RestoreScope,
         progress: &dyn Progress,
     ) -> Result<RestoreReport, WorkspaceError> {
-        let mut s = self.session()?;
+        let mut s = self.session(true)?;
         restore(&mut s, Target::Node(to), scope, progress)
     }
 
@@ -502,7 +564,7 @@ impl Workspace {
         id: &SnapshotId,
         progress: &dyn Progress,
     ) -> Result<RestoreReport, WorkspaceError> {
-        let mut s = self.session()?;
+        let mut s = self.session(true)?;
         restore(&mut s, Target::Snapshot(id), RestoreScope::Full, progress)
     }
 }
