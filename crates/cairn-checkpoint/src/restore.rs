@@ -14,7 +14,7 @@ use serde::Serialize;
 use crate::manifest::{
     is_empty_or_missing, load_snapshot, Checkpoint, CheckpointKind, FileEntry, PathKind, SavedPath,
 };
-use crate::safe_fs::{self, Reach};
+use crate::safe_fs::{self, Reach, ReachExt};
 use crate::save::{save, SaveRequest};
 use crate::{verify, CheckpointError, CheckpointId, JournalPosition};
 

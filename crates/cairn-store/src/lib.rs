@@ -13,6 +13,9 @@
 //!    [`durable::create_dir_private`] creates directories `0700` and fsyncs the
 //!    parent, files are created `0600`.
 //!
+//! 4. **No symlinks below a root.** [`nofollow`] reaches every path below a
+//!    root with `O_NOFOLLOW` and `*at` calls, for every restore.
+//!
 //! It does no networking and starts no threads.
 //!
 //! ```
@@ -29,6 +32,7 @@ mod durable_impl;
 mod error;
 mod id;
 mod layout;
+pub mod nofollow;
 
 /// Durable file-system primitives (fsync discipline of DESIGN §1 and §2).
 pub mod durable {
