@@ -122,7 +122,7 @@ pub fn run(ctx: &Context, args: &RewindArgs) -> anyhow::Result<Code> {
             .map(|l| format!("{l} ({})", report.target))
             .unwrap_or_else(|| report.target.to_string());
         let mut s = format!(
-            "restored {target}, scope {}: {} written, {} deleted, {} mode change(s), {} director(ies) removed\n",
+            "restored {target}, scope {}: {} written, {} deleted, {} mode change(s), {} emptied directories removed\n",
             match report.scope {
                 RestoreScope::Run => "run (only what the session changed)",
                 RestoreScope::Full => "full tree",
