@@ -85,14 +85,12 @@ impl Session {
     pub fn append(&mut self, body: RecordBody) -> Result<Record, AgentError> {
         let record = self.writer.append_record(body)?;
         self.state.apply(&record);
-        // Turn and terminal boundaries, and bookkeeping that may end a
-        // journal (a snapshot, a checkpoint), keep the projections current.
+        // Turn and terminal boundaries keep the projections current; a
+        // command that ends on bookkeeping (a snapshot, a checkpoint) calls
+        // `refresh_projections` once when it is done.
         if matches!(
             record.body,
-            RecordBody::Assistant(_)
-                | RecordBody::Terminal(_)
-                | RecordBody::Snapshot(_)
-                | RecordBody::Checkpoint(_)
+            RecordBody::Assistant(_) | RecordBody::Terminal(_)
         ) {
             self.refresh_projections();
         }
@@ -101,7 +99,7 @@ impl Session {
 
     /// Rewrites the projections from the state. Best effort: a projection
     /// that is not written is rebuilt from the record by the next reader.
-    fn refresh_projections(&self) {
+    pub fn refresh_projections(&self) {
         let tail = self.writer.tail().to_hex();
         if let Err(e) =
             cairn_sessions::refresh(&self.store, self.id(), &self.state, &tail, &self.receipt)

@@ -44,14 +44,6 @@ impl StopHandle {
 }
 
 impl Stop {
-    /// A stop that never fires.
-    pub fn never() -> Stop {
-        let (tx, rx) = watch::channel(StopLevel::None);
-        // Keep the channel open forever so `immediate` pends.
-        std::mem::forget(tx);
-        Stop(rx)
-    }
-
     /// The current level.
     pub fn level(&self) -> StopLevel {
         *self.0.borrow()

@@ -67,6 +67,7 @@ fn save(ctx: &Context, a: &CheckpointSaveArgs) -> anyhow::Result<Code> {
     session.append(RecordBody::Checkpoint(CheckpointRef {
         checkpoint: report.id.to_string(),
     }))?;
+    session.refresh_projections();
     let out = SaveOut {
         id: report.id.to_string(),
         run: report.run.clone(),
@@ -186,6 +187,7 @@ fn restore(ctx: &Context, a: &CheckpointIdArgs) -> anyhow::Result<Code> {
             checkpoint: bank.to_string(),
         }))?;
     }
+    session.refresh_projections();
     if a.json {
         output::json(&report)?;
     } else {

@@ -87,6 +87,8 @@ pub fn run(ctx: &Context, args: &RewindArgs) -> anyhow::Result<Code> {
         }))?;
     }
 
+    session.refresh_projections();
+
     let fork = if args.fork {
         let Some(label) = &report.target_label else {
             return Err(coded(Code::Usage, "--fork needs --to NODE[:ITER]"));

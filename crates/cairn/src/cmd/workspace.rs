@@ -109,6 +109,7 @@ pub fn snapshot(ctx: &Context, args: &SnapshotArgs) -> anyhow::Result<Code> {
             detail: Some("workspace snapshots taken with `cairn snapshot`".into()),
         }))?;
     }
+    session.refresh_projections();
     let out = SnapshotOut {
         run: session.id().to_string(),
         id: report.snapshot.to_string(),
