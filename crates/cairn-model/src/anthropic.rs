@@ -73,7 +73,7 @@ impl AnthropicProvider {
     ) -> Result<AnthropicProvider, ModelError> {
         let base_url = base_url
             .map(str::to_owned)
-            .or_else(|| env_var("ANTHROPIC_BASE_URL"));
+            .or_else(|| crate::ProviderKind::Anthropic.base_url_from_env());
         AnthropicProvider::new(model, base_url.as_deref(), env_var(KEY_VAR), config)
     }
 

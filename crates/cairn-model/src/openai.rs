@@ -63,7 +63,7 @@ impl OpenAiProvider {
     ) -> Result<OpenAiProvider, ModelError> {
         let base_url = base_url
             .map(str::to_owned)
-            .or_else(|| env_var("OPENAI_BASE_URL"));
+            .or_else(|| crate::ProviderKind::OpenAi.base_url_from_env());
         OpenAiProvider::new(model, base_url.as_deref(), env_var(KEY_VAR), config)
     }
 

@@ -53,6 +53,20 @@ pub enum ProviderKind {
 }
 
 impl ProviderKind {
+    /// The environment variable that sets this provider's base URL, if any.
+    pub fn base_url_var(self) -> Option<&'static str> {
+        match self {
+            ProviderKind::Script => None,
+            ProviderKind::OpenAi => Some("OPENAI_BASE_URL"),
+            ProviderKind::Anthropic => Some("ANTHROPIC_BASE_URL"),
+        }
+    }
+
+    /// The base URL the environment sets for this provider, if any.
+    pub fn base_url_from_env(self) -> Option<String> {
+        self.base_url_var().and_then(env_var)
+    }
+
     /// The spelling used in specs and [`Provider::kind`].
     pub fn as_str(self) -> &'static str {
         match self {

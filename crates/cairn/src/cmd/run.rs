@@ -86,15 +86,6 @@ fn budgets(m: &ModelArgs, recorded: Option<&Budgets>) -> anyhow::Result<Budgets>
     Ok(b)
 }
 
-fn env_base_url(kind: ProviderKind) -> Option<String> {
-    let var = match kind {
-        ProviderKind::OpenAi => "OPENAI_BASE_URL",
-        ProviderKind::Anthropic => "ANTHROPIC_BASE_URL",
-        _ => return None,
-    };
-    std::env::var(var).ok().filter(|v| !v.trim().is_empty())
-}
-
 fn provider_config() -> ProviderConfig {
     let mut c = ProviderConfig::default();
     if let Some(ms) = std::env::var("CAIRN_RETRY_BASE_MS")
@@ -304,7 +295,7 @@ fn resume_id(
     let base_url = m
         .base_url
         .clone()
-        .or_else(|| env_base_url(spec.kind))
+        .or_else(|| spec.kind.base_url_from_env())
         .or_else(|| {
             if m.model.is_none() {
                 routing.base_url.clone()
