@@ -10,6 +10,12 @@
 //! publishes the chunk lists the same way: a chunk list that can be seen
 //! names only chunks that are durable. Only after `commit` returns may a
 //! manifest name the objects.
+//!
+//! A large batch replaces the per-file fsyncs by two file-system barriers
+//! (`syncfs`, see [`cairn_store::durable::sync_filesystem`]): one after every
+//! temporary file is written, so each is durable before it gets its name,
+//! and one after the renames, so the names are. The invariant is the same:
+//! an object is never visible under its name before its bytes are durable.
 
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashSet};
@@ -19,7 +25,7 @@ use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-use cairn_store::durable::{create_dir_private, fsync_dir, FILE_MODE};
+use cairn_store::durable::{create_dir_private, fsync_dir, sync_filesystem, FILE_MODE};
 use tempfile::TempPath;
 
 use crate::format::{Header, ObjectKind};
@@ -36,6 +42,9 @@ const ZSTD_LEVEL: i32 = 1;
 /// Threads issuing fsync and rename at commit: the disk merges concurrent
 /// flushes, so more threads than cores pay off.
 const IO_THREADS: usize = 8;
+/// From this many new objects on, one `syncfs` barrier is cheaper than an
+/// fsync per object (each of which commits the file-system journal).
+const BARRIER_MIN: usize = 64;
 
 thread_local! {
     static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
@@ -295,10 +304,17 @@ impl<'p> ObjectBatch<'p> {
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
-        let mut stored_bytes = publish(blobs, progress)?;
-        sync_dirs(state.dirs.into_iter().collect())?;
+        // One barrier for every temporary file, when the batch is large and
+        // the kernel reports errors from it; otherwise an fsync per file.
+        let barrier = total >= BARRIER_MIN && sync_filesystem(self.pool.dir())?;
+        let mut stored_bytes = publish(blobs, !barrier, progress)?;
+        if barrier {
+            sync_filesystem(self.pool.dir())?;
+        } else {
+            sync_dirs(state.dirs.into_iter().collect())?;
+        }
         if !lists.is_empty() {
-            stored_bytes += publish(lists, progress)?;
+            stored_bytes += publish(lists, !barrier, progress)?;
             sync_dirs(list_dirs)?;
         }
         progress.end(Phase::Store);
@@ -309,8 +325,9 @@ impl<'p> ObjectBatch<'p> {
     }
 }
 
-/// Fsyncs and renames staged objects on up to [`IO_THREADS`] threads.
-fn publish(staged: Vec<Staged>, progress: &dyn Progress) -> Result<u64, ObjectError> {
+/// Renames staged objects into place on up to [`IO_THREADS`] threads,
+/// fsyncing each first unless a barrier already made it durable.
+fn publish(staged: Vec<Staged>, fsync: bool, progress: &dyn Progress) -> Result<u64, ObjectError> {
     if staged.is_empty() {
         return Ok(0);
     }
@@ -324,7 +341,7 @@ fn publish(staged: Vec<Staged>, progress: &dyn Progress) -> Result<u64, ObjectEr
     let results: Vec<Result<u64, ObjectError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = lanes
             .into_iter()
-            .map(|lane| scope.spawn(move || publish_lane(lane, progress)))
+            .map(|lane| scope.spawn(move || publish_lane(lane, fsync, progress)))
             .collect();
         handles
             .into_iter()
@@ -375,12 +392,18 @@ fn panicked() -> ObjectError {
     )
 }
 
-fn publish_lane(lane: Vec<Staged>, progress: &dyn Progress) -> Result<u64, ObjectError> {
+fn publish_lane(
+    lane: Vec<Staged>,
+    fsync: bool,
+    progress: &dyn Progress,
+) -> Result<u64, ObjectError> {
     let mut bytes = 0;
     for s in lane {
-        File::open(&s.temp)
-            .and_then(|f| f.sync_all())
-            .map_err(|e| ObjectError::io("syncing object", s.temp.to_path_buf(), e))?;
+        if fsync {
+            File::open(&s.temp)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| ObjectError::io("syncing object", s.temp.to_path_buf(), e))?;
+        }
         let dest = s.dest;
         s.temp
             .persist(&dest)

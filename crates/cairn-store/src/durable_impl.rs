@@ -31,6 +31,68 @@ pub fn fsync_dir(dir: &Path) -> Result<(), StoreError> {
         .map_err(|e| StoreError::io("syncing directory", dir, e))
 }
 
+/// Flushes every dirty file and directory of the file system that holds
+/// `dir` (`syncfs(2)`): one durability barrier for many new files, where a
+/// per-file fsync would pay one journal commit each.
+///
+/// It is as strong as an fsync of each of them, and it reports a writeback
+/// error that happened since `dir` was opened, but only on kernels that do
+/// (Linux 5.8 and later). Elsewhere it does nothing and returns `Ok(false)`:
+/// the caller must then fsync each file itself. `Ok(true)` means everything
+/// written before the call is durable.
+///
+/// As with fsync, a failure is never retried: what was written is in an
+/// unknown state and must not be named by anything durable.
+///
+/// # Errors
+/// `dir` cannot be opened, or the flush fails.
+pub fn sync_filesystem(dir: &Path) -> Result<bool, StoreError> {
+    if !syncfs_reports_errors() {
+        return Ok(false);
+    }
+    let d = File::open(dir).map_err(|e| StoreError::io("opening directory", dir, e))?;
+    sync_filesystem_of(&d).map_err(|e| StoreError::io("syncing the file system of", dir, e))?;
+    Ok(true)
+}
+
+#[cfg(target_os = "linux")]
+fn sync_filesystem_of(d: &File) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: syncfs takes a descriptor we own for the duration of the call.
+    if unsafe { libc::syncfs(d.as_raw_fd()) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn sync_filesystem_of(_: &File) -> io::Result<()> {
+    Err(io::Error::from(io::ErrorKind::Unsupported))
+}
+
+/// True when `syncfs(2)` returns writeback errors: Linux 5.8 and later.
+/// Before that it returned 0 whatever happened, which would let a lost
+/// write pass unnoticed.
+fn syncfs_reports_errors() -> bool {
+    static KNOWN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *KNOWN.get_or_init(|| {
+        cfg!(target_os = "linux")
+            && fs::read_to_string("/proc/sys/kernel/osrelease")
+                .ok()
+                .and_then(|r| kernel_at_least(&r, (5, 8)))
+                .unwrap_or(false)
+    })
+}
+
+/// Compares a kernel release string (`"6.1.0-18-amd64"`) with `(major, minor)`.
+fn kernel_at_least(release: &str, want: (u32, u32)) -> Option<bool> {
+    let mut parts = release.trim().split(['.', '-']);
+    let major: u32 = parts.next()?.parse().ok()?;
+    let minor: u32 = parts.next()?.parse().ok()?;
+    Some((major, minor) >= want)
+}
+
 /// Creates `dir` and any missing parents with mode `0700`, fsyncing the parent of
 /// every directory it creates. Existing directories are left as they are.
 ///
@@ -112,6 +174,24 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kernel_release_comparison() {
+        assert_eq!(kernel_at_least("6.1.0-18-amd64", (5, 8)), Some(true));
+        assert_eq!(kernel_at_least("5.8.0", (5, 8)), Some(true));
+        assert_eq!(kernel_at_least("5.4.0-150-generic", (5, 8)), Some(false));
+        assert_eq!(kernel_at_least("4.19.0", (5, 8)), Some(false));
+        assert_eq!(kernel_at_least("garbage", (5, 8)), None);
+    }
+
+    #[test]
+    fn sync_filesystem_flushes_or_declines() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a"), b"x").unwrap();
+        let done = sync_filesystem(dir.path()).unwrap();
+        assert_eq!(done, syncfs_reports_errors());
+        assert!(sync_filesystem(&dir.path().join("missing")).is_err() || !done);
+    }
 
     #[test]
     fn atomic_write_replaces_and_leaves_no_temp() {

@@ -4,12 +4,14 @@
 
 use std::path::Path;
 
-use cairn_objects::{open_nofollow, ObjectBatch, ObjectError, Phase, Progress};
+use cairn_objects::{open_nofollow, ObjectBatch, ObjectError, ObjectHash, Phase, Progress};
 use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::index::{CacheEntry, Stat, StatCache, Trust};
-use crate::manifest::{Entry, Manifest, SkipReason, Skipped, SnapshotId, MANIFEST_VERSION};
+use crate::manifest::{
+    Entry, ManifestOut, SkipReason, Skipped, SnapshotId, SortedEntries, MANIFEST_VERSION,
+};
 use crate::walk::{walk, Found, Limits};
 use crate::workspace::Session;
 use crate::{Label, WorkspaceError};
@@ -154,25 +156,35 @@ pub(crate) fn capture(
         && list.iter().zip(&cache.files).all(|((p, e, _), (q, c))| {
             p == q && e.hash == c.hash && e.size == c.size && e.mode == c.mode & 0o777
         });
-    let snapshot = match (&index.head, same_as_head) {
-        (Some(head), true) => head.clone(),
-        _ => {
-            let id = SnapshotId::new();
-            let manifest = Manifest {
-                version: MANIFEST_VERSION,
-                id: id.clone(),
-                parent: index.head.clone(),
-                label: label.clone(),
-                created: crate::now_rfc3339(),
-                files,
-                bytes,
-                entries: list.iter().map(|(p, e, _)| (p.clone(), *e)).collect(),
-                skipped: skipped.clone(),
-            };
-            let json = serde_json::to_vec(&manifest).map_err(WorkspaceError::Encode)?;
-            cairn_store::durable::write_atomic(&ws.manifest_path(&id), &json)?;
-            id
+    // The manifest (when the tree differs from the head's) and the stat cache
+    // (when it changed) are independent files: written side by side. The
+    // index, which names both, is written after both are durable.
+    let new_id = match (&index.head, same_as_head) {
+        (Some(_), true) => None,
+        _ => Some(SnapshotId::new()),
+    };
+    let head = index.head.as_ref();
+    let write_manifest = || -> Result<(), WorkspaceError> {
+        let Some(id) = &new_id else {
+            return Ok(());
+        };
+        let json = ManifestOut {
+            version: MANIFEST_VERSION,
+            id,
+            parent: head,
+            label,
+            created: &crate::now_rfc3339(),
+            files,
+            bytes,
+            entries: SortedEntries {
+                list: &list,
+                get: |(p, e, _)| (p.as_str(), e),
+            },
+            skipped: &skipped,
         }
+        .encode()?;
+        cairn_store::durable::write_atomic(&ws.manifest_path(id), &json)?;
+        Ok(())
     };
 
     // The stat cache file is rewritten only when its content changed: an
@@ -182,17 +194,32 @@ pub(crate) fn capture(
     // entries are trusted against. Every entry reused above is the old entry
     // itself, so with nothing read the new list is a subset of the old one.
     let changed = cache.on_disk.is_none() || hashed > 0 || list.len() != cache.files.len();
-    if changed {
+    let save_cache = || -> Result<Option<ObjectHash>, WorkspaceError> {
+        if !changed {
+            return Ok(None);
+        }
         *cache = StatCache {
             started_ns: Some(started),
-            files: list.into_iter().map(|(p, _, c)| (p, c)).collect(),
+            // Copies of the paths: the manifest is encoded from the list
+            // at the same time.
+            files: list.iter().map(|(p, _, c)| (p.clone(), *c)).collect(),
             on_disk: None,
         };
-        // Cache first, then the index naming it: a crash in between leaves
-        // an index whose checksum does not match the file, so the stale
-        // cache is ignored.
-        index.statcache = Some(cache.save(&cache_path)?);
+        cache.save(&cache_path).map(Some)
+    };
+    let (wrote, saved) = rayon::join(write_manifest, save_cache);
+    wrote?;
+    // Cache first, then the index naming it: a crash in between leaves an
+    // index whose checksum does not match the file, so the stale cache is
+    // ignored.
+    if let Some(sum) = saved? {
+        index.statcache = Some(sum);
     }
+    let snapshot = match (new_id, &index.head) {
+        (Some(id), _) => id,
+        (None, Some(head)) => head.clone(),
+        (None, None) => unreachable!("a capture deduped onto a head has one"),
+    };
     index.head = Some(snapshot.clone());
     index.head_skipped = skipped.clone();
     index.set_label(label, &snapshot);

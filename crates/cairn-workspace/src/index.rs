@@ -41,6 +41,26 @@ pub(crate) struct Stat {
 }
 
 impl Stat {
+    /// The fields `statx(2)` fills for [`Stat::STATX_MASK`]; the same values
+    /// as [`Stat::of`] for the same file.
+    pub(crate) fn of_statx(x: &rustix::fs::Statx) -> Stat {
+        Stat {
+            size: x.stx_size,
+            mtime_ns: x.stx_mtime.tv_sec * 1_000_000_000 + i64::from(x.stx_mtime.tv_nsec),
+            ctime_ns: x.stx_ctime.tv_sec * 1_000_000_000 + i64::from(x.stx_ctime.tv_nsec),
+            inode: x.stx_ino,
+            mode: u32::from(x.stx_mode),
+        }
+    }
+
+    /// What [`Stat::of_statx`] reads.
+    pub(crate) const STATX_MASK: rustix::fs::StatxFlags = rustix::fs::StatxFlags::TYPE
+        .union(rustix::fs::StatxFlags::MODE)
+        .union(rustix::fs::StatxFlags::INO)
+        .union(rustix::fs::StatxFlags::SIZE)
+        .union(rustix::fs::StatxFlags::MTIME)
+        .union(rustix::fs::StatxFlags::CTIME);
+
     pub(crate) fn of(m: &std::fs::Metadata) -> Stat {
         Stat {
             size: m.size(),

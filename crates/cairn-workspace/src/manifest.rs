@@ -167,6 +167,53 @@ pub struct Manifest {
     pub skipped: Vec<Skipped>,
 }
 
+/// A manifest as a capture writes it: the same JSON, field for field, as
+/// [`Manifest`], but borrowed from the capture's own path-sorted list, so
+/// no map of every path is built (and no path copied) just to write it.
+#[derive(Serialize)]
+#[serde(bound = "")]
+pub(crate) struct ManifestOut<'a, T> {
+    pub(crate) version: u32,
+    pub(crate) id: &'a SnapshotId,
+    pub(crate) parent: Option<&'a SnapshotId>,
+    pub(crate) label: &'a Label,
+    pub(crate) created: &'a str,
+    pub(crate) files: u64,
+    pub(crate) bytes: u64,
+    pub(crate) entries: SortedEntries<'a, T>,
+    pub(crate) skipped: &'a [Skipped],
+}
+
+/// Entries held in a list sorted by path (as a capture holds them),
+/// serialized as the map `path → entry`. The list must be sorted and free
+/// of duplicates, as a `BTreeMap` would be.
+pub(crate) struct SortedEntries<'a, T> {
+    pub(crate) list: &'a [T],
+    pub(crate) get: fn(&T) -> (&str, &Entry),
+}
+
+impl<T> Serialize for SortedEntries<'_, T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(self.list.len()))?;
+        for item in self.list {
+            let (path, entry) = (self.get)(item);
+            map.serialize_entry(path, entry)?;
+        }
+        map.end()
+    }
+}
+
+impl<T> ManifestOut<'_, T> {
+    /// The manifest's bytes.
+    pub(crate) fn encode(&self) -> Result<Vec<u8>, WorkspaceError> {
+        // About 120 bytes per entry; one allocation for the common case.
+        let mut out = Vec::with_capacity(256 + self.entries.list.len() * 128);
+        serde_json::to_writer(&mut out, self).map_err(WorkspaceError::Encode)?;
+        Ok(out)
+    }
+}
+
 /// The listing fields of a manifest, read without its entries.
 #[derive(Clone, Debug, Deserialize)]
 pub(crate) struct Summary {

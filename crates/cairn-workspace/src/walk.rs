@@ -2,14 +2,19 @@
 //!
 //! Directories are read in parallel (one rayon task per directory): on a
 //! warm cache the walk is bound by `getdents`/`statx` system calls, which
-//! scale with cores.
+//! scale with cores. Each directory is opened relative to the workspace
+//! root's descriptor, without following a symlink in its last component,
+//! and its entries are stat'ed relative to the directory's own descriptor:
+//! one path component looked up per file, and no `fstat` per directory.
 
 use std::fs;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use cairn_objects::{Phase, Progress};
+use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
 
 use crate::ignore::{Decision, IgnoreRules};
 use crate::index::Stat;
@@ -41,6 +46,7 @@ pub(crate) struct Limits {
 
 struct Shared<'a> {
     root: &'a Path,
+    root_fd: OwnedFd,
     rules: &'a IgnoreRules,
     limits: Limits,
     progress: &'a dyn Progress,
@@ -66,10 +72,13 @@ pub(crate) fn walk(
     progress: &dyn Progress,
 ) -> Result<Walked, WorkspaceError> {
     // The root itself must be readable: that is an error, not a gap.
-    fs::read_dir(root).map_err(|e| WorkspaceError::io("reading the workspace", root, e))?;
+    // (Opening a directory for reading needs its read permission.)
+    let root_fd = rustix::fs::open(root, dir_flags(), Mode::empty())
+        .map_err(|e| WorkspaceError::io("reading the workspace", root, e.into()))?;
     progress.begin(Phase::Walk, None);
     let shared = Shared {
         root,
+        root_fd,
         rules,
         limits,
         progress,
@@ -91,6 +100,20 @@ pub(crate) fn walk(
     Ok(out)
 }
 
+/// Flags for opening a directory to list it.
+fn dir_flags() -> OFlags {
+    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC
+}
+
+/// What a directory entry is, from its listing (or a stat when the file
+/// system does not say).
+enum Kind {
+    Dir,
+    File(Option<Stat>),
+    Symlink,
+    Special,
+}
+
 fn visit<'s>(
     scope: &rayon::Scope<'s>,
     sh: &'s Shared<'s>,
@@ -101,11 +124,6 @@ fn visit<'s>(
     if sh.over.load(Ordering::Relaxed) {
         return;
     }
-    let abs = if dir.is_empty() {
-        sh.root.to_path_buf()
-    } else {
-        sh.root.join(&dir)
-    };
     let mut files = Vec::new();
     let mut skipped = Vec::new();
     let gap = |skipped: &mut Vec<Skipped>, path: String, reason: SkipReason| {
@@ -113,50 +131,66 @@ fn visit<'s>(
             skipped.push(Skipped { path, reason });
         }
     };
-    let entries = match fs::read_dir(&abs) {
-        Ok(e) => e,
+    let unreadable = |e: rustix::io::Errno| SkipReason::Unreadable {
+        detail: std::io::Error::from(e).to_string(),
+    };
+    let rel_dir: &str = if dir.is_empty() { "." } else { &dir };
+    let opened = rustix::fs::openat(
+        &sh.root_fd,
+        rel_dir,
+        dir_flags() | OFlags::NOFOLLOW,
+        Mode::empty(),
+    );
+    let mut listing = match opened.and_then(Dir::new) {
+        Ok(d) => d,
         Err(e) => {
-            gap(
-                &mut skipped,
-                dir.clone(),
-                SkipReason::Unreadable {
-                    detail: e.to_string(),
-                },
-            );
+            gap(&mut skipped, dir.clone(), unreadable(e));
             flush(sh, files, skipped);
             return;
         }
     };
-    let mut seen = 0u64;
-    for entry in entries {
+    // Names first, then stats: the listing borrows the descriptor mutably.
+    let mut names: Vec<(String, FileType)> = Vec::new();
+    while let Some(entry) = listing.read() {
         let entry = match entry {
             Ok(e) => e,
             Err(e) => {
-                gap(
-                    &mut skipped,
-                    dir.clone(),
-                    SkipReason::Unreadable {
-                        detail: e.to_string(),
-                    },
-                );
+                gap(&mut skipped, dir.clone(), unreadable(e));
                 break;
             }
         };
-        seen += 1;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else {
-            gap(
+        let raw = entry.file_name().to_bytes();
+        if raw == b"." || raw == b".." {
+            continue;
+        }
+        match std::str::from_utf8(raw) {
+            Ok(name) => names.push((name.to_owned(), entry.file_type())),
+            Err(_) => gap(
                 &mut skipped,
-                join(&dir, &name.to_string_lossy()),
+                join(&dir, &String::from_utf8_lossy(raw)),
                 SkipReason::NotUtf8,
-            );
-            continue;
+            ),
+        }
+    }
+    let Ok(dfd) = listing.fd() else {
+        flush(sh, files, skipped);
+        return;
+    };
+    let seen = names.len() as u64;
+    for (name, ft) in names {
+        let rel = join(&dir, &name);
+        let kind = match ft {
+            FileType::Directory => Kind::Dir,
+            FileType::RegularFile => Kind::File(None),
+            FileType::Symlink => Kind::Symlink,
+            FileType::Unknown => match stat_entry(sh, dfd, &name, &rel) {
+                Ok(st) => kind_of(st),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(_) => Kind::Special,
+            },
+            _ => Kind::Special,
         };
-        let rel = join(&dir, name);
-        let Ok(ft) = entry.file_type() else {
-            continue;
-        };
-        if ft.is_dir() {
+        if let Kind::Dir = kind {
             let d = sh.rules.decide(&rel, true, parent);
             let excluded = sh.rules.excludes(d);
             if !excluded || sh.rules.may_reinclude_below(&rel, d) {
@@ -167,22 +201,25 @@ fn visit<'s>(
         if sh.rules.excludes(sh.rules.decide(&rel, false, parent)) {
             continue;
         }
-        if ft.is_symlink() {
-            skipped.push(Skipped {
-                path: rel,
-                reason: SkipReason::Symlink,
-            });
-            continue;
-        }
-        if !ft.is_file() {
-            skipped.push(Skipped {
-                path: rel,
-                reason: SkipReason::Special,
-            });
-            continue;
-        }
-        let meta = match entry.metadata() {
-            Ok(m) => m,
+        let known = match kind {
+            Kind::File(known) => known,
+            Kind::Symlink => {
+                skipped.push(Skipped {
+                    path: rel,
+                    reason: SkipReason::Symlink,
+                });
+                continue;
+            }
+            Kind::Dir | Kind::Special => {
+                skipped.push(Skipped {
+                    path: rel,
+                    reason: SkipReason::Special,
+                });
+                continue;
+            }
+        };
+        let stat = match known.map_or_else(|| stat_entry(sh, dfd, &name, &rel), Ok) {
+            Ok(st) => st,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => {
                 skipped.push(Skipped {
@@ -198,7 +235,6 @@ fn visit<'s>(
             sh.over.store(true, Ordering::Relaxed);
             return;
         }
-        let stat = Stat::of(&meta);
         if stat.size > sh.limits.max_file_bytes {
             skipped.push(Skipped {
                 path: rel,
@@ -213,6 +249,33 @@ fn visit<'s>(
     }
     sh.progress.advance(Phase::Walk, seen, 0);
     flush(sh, files, skipped);
+}
+
+/// Stats `name` in the directory `dfd` without following a symlink: one
+/// `statx` relative to the directory; a path stat where the kernel has no
+/// `statx`.
+fn stat_entry(
+    sh: &Shared<'_>,
+    dfd: BorrowedFd<'_>,
+    name: &str,
+    rel: &str,
+) -> std::io::Result<Stat> {
+    match rustix::fs::statx(dfd, name, AtFlags::SYMLINK_NOFOLLOW, Stat::STATX_MASK) {
+        Ok(x) => Ok(Stat::of_statx(&x)),
+        Err(rustix::io::Errno::NOSYS) => {
+            fs::symlink_metadata(sh.root.join(rel)).map(|m| Stat::of(&m))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn kind_of(st: Stat) -> Kind {
+    match st.mode & libc::S_IFMT {
+        libc::S_IFDIR => Kind::Dir,
+        libc::S_IFREG => Kind::File(Some(st)),
+        libc::S_IFLNK => Kind::Symlink,
+        _ => Kind::Special,
+    }
 }
 
 fn flush(sh: &Shared<'_>, files: Vec<Found>, skipped: Vec<Skipped>) {
