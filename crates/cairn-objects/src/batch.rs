@@ -44,7 +44,7 @@ const ZSTD_LEVEL: i32 = 1;
 const IO_THREADS: usize = 8;
 /// From this many new objects on, one `syncfs` barrier is cheaper than an
 /// fsync per object (each of which commits the file-system journal).
-const BARRIER_MIN: usize = 64;
+const BARRIER_MIN: usize = 256;
 
 thread_local! {
     static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };

@@ -137,6 +137,41 @@ fn batch_objects_are_invisible_until_commit_and_gone_if_dropped() {
 }
 
 #[test]
+fn a_large_batch_publishes_every_object_and_leaves_no_temporaries() {
+    // Large enough for the one-barrier commit (syncfs) rather than an fsync
+    // per object; blobs and chunk lists together.
+    let (d, pool) = pool();
+    let l = lock(&pool);
+    let batch = pool.batch(&l);
+    let mut puts = Vec::new();
+    for i in 0..300u64 {
+        puts.push(batch.put_bytes(&text(100 + i as usize * 7, i)).unwrap());
+    }
+    let big = d.path().join("big");
+    fs::write(&big, text(3 << 20, 99)).unwrap();
+    puts.push(batch.put_open_file(&fs::File::open(&big).unwrap(), &big).unwrap());
+    for p in &puts {
+        assert!(!pool.contains(&p.hash), "visible before commit");
+    }
+    let report = batch.commit(&NoProgress).unwrap();
+    assert!(report.objects >= 301, "{report:?}");
+    for (i, p) in puts.iter().enumerate().take(300) {
+        assert_eq!(pool.get(&p.hash).unwrap(), text(100 + i * 7, i as u64));
+    }
+    assert_eq!(pool.get(&puts[300].hash).unwrap(), text(3 << 20, 99));
+    assert!(pool.check(&puts[300].hash).unwrap().ok());
+    for fan in fs::read_dir(pool.dir()).unwrap() {
+        let fan = fan.unwrap();
+        if fan.file_type().unwrap().is_dir() {
+            for e in fs::read_dir(fan.path()).unwrap() {
+                let name = e.unwrap().file_name();
+                assert!(!name.to_string_lossy().starts_with('.'), "{name:?} left");
+            }
+        }
+    }
+}
+
+#[test]
 fn verify_detects_corruption_truncation_and_missing() {
     let (_d, pool) = pool();
     let bytes = text(200_000, 4);

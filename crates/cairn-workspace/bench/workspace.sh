@@ -3,12 +3,21 @@
 #   first capture          vs  git add -A && git write-tree   (fresh store / fresh repo each round)
 #   unchanged capture      vs  git status --porcelain         (after the tree was captured / committed)
 #   one changed file       vs  git add -A                     (the same file rewritten for both)
-#   and single-core SHA-256 over the same bytes.
+#   and, over the same bytes: SHA-256 on one core and on all cores, and the
+#   floor of any one-file-per-object store (a new file per file, no hashing,
+#   no compression, no fsync; DESIGN §1 keeps one file per object).
 # Trees: 20,000 files (~200 MB) and 50,000 files (~500 MB), page cache warm.
 #
+# Every round writes into a store and a repository of its own, and nothing
+# is deleted until the end: on ext4 without a journal, inodes freed in the
+# last minutes are skipped one by one when files are created, which would
+# charge whichever tool runs next for the previous one's cleanup.
+#
 #   CAIRN_BENCH_SCALE=0.1   smaller trees for a quick run (default 1)
-#   CAIRN_BENCH_ROUNDS=5    rounds per figure; medians are printed (default 3)
-#   CAIRN_BENCH_DIR=DIR     where the trees, stores and repos go (default: a temp dir)
+#   CAIRN_BENCH_ROUNDS=5    rounds per figure (3x as many for the two cheap captures);
+#                           medians are printed (default 3)
+#   CAIRN_BENCH_DIR=DIR     where the trees, stores and repos go (default: a temp dir,
+#                           removed at the end; a DIR given is left for you to remove)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -17,7 +26,7 @@ scale=${CAIRN_BENCH_SCALE:-1}
 rounds=${CAIRN_BENCH_ROUNDS:-3}
 work=${CAIRN_BENCH_DIR:-$(mktemp -d)}
 mkdir -p "$work"
-cleanup() { [ -z "${CAIRN_BENCH_DIR:-}" ] && rm -rf "$work"; }
+cleanup() { if [ -z "${CAIRN_BENCH_DIR:-}" ]; then rm -rf "$work"; fi; }
 trap cleanup EXIT
 
 cargo build --release -q --manifest-path "$repo/Cargo.toml" -p cairn-workspace --example capture
@@ -34,56 +43,60 @@ git_in() { local gd=$1; shift; git --git-dir="$gd" --work-tree="$tree" -c gc.aut
 
 echo "cairn workspace benchmark: scale $scale, $rounds rounds, medians; $(nproc) cores; $(git --version)"
 printf '%-8s %-8s | %-22s | %-22s | %-22s | %s\n' files MB "first: cairn/git ms" "unchanged: cairn/git" "one change: cairn/git" "sha256 1-core ms (MB/s)"
+run_id=$$
 
 for spec in "20000 200" "50000 500"; do
   set -- $spec
   files=$(awk -v n="$1" -v s="$scale" 'BEGIN{printf "%d", n*s}')
   mb=$(awk -v n="$2" -v s="$scale" 'BEGIN{printf "%d", n*s}')
-  tree="$work/tree-$files"
-  rm -rf "$tree"
+  base="$work/$run_id-$files"
+  tree="$base-tree"
   "$bin" gen "$tree" "$files" "$((mb * 1000000))" >/dev/null
 
-  # SHA-256, single core, over the same bytes.
-  sha=(); mbps=()
+  # SHA-256 over the same bytes, on one core and on all; the file floor.
+  sha=(); mbps=(); shaall=(); floor=()
   for r in $(seq "$rounds"); do
     out=$("$bin" sha "$tree"); sha+=("$(echo "$out" | cut -d' ' -f1)"); mbps+=("${out##*MBps=}")
+    shaall+=("$("$bin" sha "$tree" all | cut -d' ' -f1)")
+    floor+=("$("$bin" floor "$tree" "$base-floor-$r" | cut -d' ' -f1)")
   done
 
   # First capture vs git add -A && git write-tree.
   first=(); gfirst=()
   for r in $(seq "$rounds"); do
-    rm -rf "$work/store" "$work/git"
-    first+=("$(time_ms "$bin" snap "$work/store" "$tree" "snap:1")")
-    git init -q --bare "$work/git"
-    gfirst+=("$(time_ms bash -c "git --git-dir='$work/git' --work-tree='$tree' -c gc.auto=0 add -A && git --git-dir='$work/git' --work-tree='$tree' write-tree")")
+    store="$base-store-$r"; gitd="$base-git-$r"
+    first+=("$(time_ms "$bin" snap "$store" "$tree" "snap:1")")
+    git init -q --bare "$gitd"
+    gfirst+=("$(time_ms bash -c "git --git-dir='$gitd' --work-tree='$tree' -c gc.auto=0 add -A && git --git-dir='$gitd' --work-tree='$tree' write-tree")")
   done
-  git_in "$work/git" commit -q -m tree
+  git_in "$gitd" commit -q -m tree
 
   # Unchanged: the store and the repo from the last round above.
   sleep 2.2   # let the racy window of the last capture pass, as it would between real boundaries
-  "$bin" snap "$work/store" "$tree" "snap:2" >/dev/null
+  "$bin" snap "$store" "$tree" "snap:2" >/dev/null
   same=(); gsame=()
-  for r in $(seq "$rounds"); do
-    same+=("$(time_ms "$bin" snap "$work/store" "$tree" "snap:$((r + 2))")")
-    gsame+=("$(time_ms git_in "$work/git" status --porcelain)")
+  for r in $(seq "$((rounds * 3))"); do
+    same+=("$(time_ms "$bin" snap "$store" "$tree" "snap:$((r + 2))")")
+    gsame+=("$(time_ms git_in "$gitd" status --porcelain)")
   done
 
   # One changed file: the same rewrite seen by both.
   one=(); gone=()
-  for r in $(seq "$rounds"); do
+  for r in $(seq "$((rounds * 3))"); do
     "$bin" touch "$tree" "$((r * 7 % files))" >/dev/null
-    one+=("$(time_ms "$bin" snap "$work/store" "$tree" "snap:$((r + 100))")")
-    gone+=("$(time_ms git_in "$work/git" add -A)")
+    one+=("$(time_ms "$bin" snap "$store" "$tree" "snap:$((r + 100))")")
+    gone+=("$(time_ms git_in "$gitd" add -A)")
   done
 
   f=$(median "${first[@]}"); gf=$(median "${gfirst[@]}")
   s=$(median "${same[@]}"); gs=$(median "${gsame[@]}")
   o=$(median "${one[@]}"); go=$(median "${gone[@]}")
   h=$(median "${sha[@]}"); hm=$(median "${mbps[@]}")
+  ha=$(median "${shaall[@]}"); fl=$(median "${floor[@]}")
   printf '%-8s %-8s | %8s / %-8s %5s | %7s / %-7s %5s | %7s / %-7s %5s | %s (%s)\n' \
     "$files" "$mb" "$f" "$gf" "$(ratio "$f" "$gf")" "$s" "$gs" "$(ratio "$s" "$gs")" \
     "$o" "$go" "$(ratio "$o" "$go")" "$h" "$hm"
-  echo "         first capture / single-core SHA-256 = $(ratio "$f" "$h")x"
-  rm -rf "$tree" "$work/store" "$work/git"
+  echo "         first capture / SHA-256: one core $(ratio "$f" "$h")x, all cores ($ha ms) $(ratio "$f" "$ha")x;" \
+    "file floor $fl ms: first capture / floor $(ratio "$f" "$fl")x, floor / one-core SHA-256 $(ratio "$fl" "$h")x"
 done
 echo "(ratios are cairn/git: below 1.00 cairn is faster; times include process start-up for both)"

@@ -3,7 +3,12 @@
 //! ```text
 //! capture gen ROOT FILES BYTES      generate a tree of FILES files, BYTES in total
 //! capture snap STORE ROOT LABEL     capture ROOT into run `bench` of STORE
-//! capture sha ROOT                  single-core SHA-256 over every file in ROOT
+//! capture sha ROOT [all]            SHA-256 over every file in ROOT, on one
+//!                                   core (or on all cores with `all`)
+//! capture floor ROOT OUT            the cost of one new file per file of ROOT:
+//!                                   each file's bytes written to a new file
+//!                                   under OUT/<fan-out>/, on all cores, no
+//!                                   hashing, no compression, no fsync
 //! capture touch ROOT N              rewrite file number N (same size, new bytes)
 //! ```
 //! Each command prints one line; `snap` and `sha` print elapsed milliseconds
@@ -15,6 +20,7 @@ use std::time::Instant;
 
 use cairn_store::{RunId, Store};
 use cairn_workspace::{CaptureConfig, Label, NoProgress, Workspace};
+use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -25,7 +31,8 @@ fn main() -> Res<()> {
     match arg(0)?.as_str() {
         "gen" => generate(Path::new(arg(1)?), arg(2)?.parse()?, arg(3)?.parse()?),
         "snap" => snap(Path::new(arg(1)?), Path::new(arg(2)?), arg(3)?),
-        "sha" => sha(Path::new(arg(1)?)),
+        "sha" => sha(Path::new(arg(1)?), args.get(2).is_some_and(|a| a == "all")),
+        "floor" => floor(Path::new(arg(1)?), Path::new(arg(2)?)),
         "touch" => touch(Path::new(arg(1)?), arg(2)?.parse()?),
         other => Err(format!("unknown command {other}").into()),
     }
@@ -99,7 +106,8 @@ fn snap(store: &Path, root: &Path, label: &str) -> Res<()> {
     Ok(())
 }
 
-fn sha(root: &Path) -> Res<()> {
+/// Every regular file under `root`.
+fn files_of(root: &Path) -> Res<Vec<PathBuf>> {
     let mut files = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -112,22 +120,46 @@ fn sha(root: &Path) -> Res<()> {
             }
         }
     }
-    let t = Instant::now();
-    let mut total = 0u64;
-    let mut fold = 0u8;
-    let mut buf = Vec::new();
-    for f in &files {
-        buf.clear();
+    Ok(files)
+}
+
+fn sha(root: &Path, all_cores: bool) -> Res<()> {
+    let files = files_of(root)?;
+    let one = |f: &PathBuf| -> std::io::Result<(u64, u8)> {
+        let mut buf = Vec::new();
         std::fs::File::open(f)?.read_to_end(&mut buf)?;
-        fold ^= Sha256::digest(&buf)[0];
-        total += buf.len() as u64;
-    }
-    std::hint::black_box(fold);
+        Ok((buf.len() as u64, Sha256::digest(&buf)[0]))
+    };
+    let t = Instant::now();
+    let done: Vec<(u64, u8)> = if all_cores {
+        files.par_iter().map(one).collect::<Result<_, _>>()?
+    } else {
+        files.iter().map(one).collect::<Result<_, _>>()?
+    };
+    std::hint::black_box(done.iter().fold(0u8, |a, (_, b)| a ^ b));
+    let total: u64 = done.iter().map(|(n, _)| n).sum();
     let ms = t.elapsed().as_secs_f64() * 1000.0;
     println!(
         "{ms:.1} bytes={total} MBps={:.0}",
         total as f64 / 1e6 / (ms / 1000.0)
     );
+    Ok(())
+}
+
+fn floor(root: &Path, out: &Path) -> Res<()> {
+    let files = files_of(root)?;
+    for fan in 0..256 {
+        std::fs::create_dir_all(out.join(format!("{fan:02x}")))?;
+    }
+    let t = Instant::now();
+    files
+        .par_iter()
+        .enumerate()
+        .try_for_each(|(i, f)| -> std::io::Result<()> {
+            let bytes = std::fs::read(f)?;
+            std::fs::write(out.join(format!("{:02x}/{i}", i % 256)), bytes)
+        })?;
+    println!("{:.1} files={}", t.elapsed().as_secs_f64() * 1000.0, files.len());
     Ok(())
 }
 

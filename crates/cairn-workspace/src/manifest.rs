@@ -298,3 +298,81 @@ impl Manifest {
         self.entries == other.entries && self.skipped == other.skipped
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Label;
+    use proptest::prelude::*;
+
+    fn reason(k: u8, n: u64, text: &str) -> SkipReason {
+        match k % 6 {
+            0 => SkipReason::Symlink,
+            1 => SkipReason::TooLarge { size: n, limit: 7 },
+            2 => SkipReason::Special,
+            3 => SkipReason::Unreadable {
+                detail: text.to_owned(),
+            },
+            4 => SkipReason::NotUtf8,
+            _ => SkipReason::Changing,
+        }
+    }
+
+    proptest! {
+        /// The capture's borrowed encoder writes exactly the bytes serde
+        /// writes for the owned manifest, whatever the paths hold (quotes,
+        /// backslashes, control characters, non-ASCII), so every reader of
+        /// `Manifest` reads what a capture wrote.
+        #[test]
+        fn borrowed_encoding_is_the_manifest_encoding(
+            entries in proptest::collection::btree_map(
+                "[a-z\"\\\\\u{1}\n\t é/.-]{1,12}",
+                (any::<[u8; 32]>(), any::<u64>(), 0u32..0o1000),
+                0..40,
+            ),
+            skipped in proptest::collection::vec(("[a-z\"\\\\ é/]{1,8}", any::<u8>(), any::<u64>()), 0..5),
+            parent in any::<bool>(),
+            label_n in 1u32..1000,
+        ) {
+            let list: Vec<(String, Entry)> = entries
+                .iter()
+                .map(|(p, (h, size, mode))| {
+                    (p.clone(), Entry { hash: ObjectHash::from_bytes(*h), size: *size, mode: *mode })
+                })
+                .collect();
+            let skipped: Vec<Skipped> = skipped
+                .iter()
+                .map(|(p, k, n)| Skipped { path: p.clone(), reason: reason(*k, *n, p) })
+                .collect();
+            let id = SnapshotId::new();
+            let parent = parent.then(SnapshotId::new);
+            let label = Label::parse(&format!("post:turn:{label_n}")).unwrap();
+            let owned = Manifest {
+                version: MANIFEST_VERSION,
+                id: id.clone(),
+                parent: parent.clone(),
+                label: label.clone(),
+                created: "2026-11-29T00:00:00Z".into(),
+                files: list.len() as u64,
+                bytes: 12,
+                entries: list.iter().cloned().collect(),
+                skipped: skipped.clone(),
+            };
+            let borrowed = ManifestOut {
+                version: MANIFEST_VERSION,
+                id: &id,
+                parent: parent.as_ref(),
+                label: &label,
+                created: "2026-11-29T00:00:00Z",
+                files: list.len() as u64,
+                bytes: 12,
+                entries: SortedEntries { list: &list, get: |(p, e)| (p.as_str(), e) },
+                skipped: &skipped,
+            };
+            let bytes = borrowed.encode().unwrap();
+            prop_assert_eq!(&bytes, &serde_json::to_vec(&owned).unwrap());
+            let back: Manifest = serde_json::from_slice(&bytes).unwrap();
+            prop_assert_eq!(back, owned);
+        }
+    }
+}

@@ -160,6 +160,34 @@ fn symlinks_special_files_and_oversized_files_are_reported_not_captured() {
 }
 
 #[test]
+fn names_that_are_not_utf8_are_gaps_and_nested_trees_are_walked_whole() {
+    use std::os::unix::ffi::OsStrExt;
+    let f = Fixture::new();
+    for i in 0..30 {
+        f.write(&format!("a/b{}/c{}/f{i}.txt", i % 3, i % 5), &format!("{i}"));
+    }
+    let bad = std::ffi::OsStr::from_bytes(b"a/b0/caf\xe9.txt");
+    fs::write(f.root.join(bad), "latin-1 name").unwrap();
+    fs::create_dir_all(f.root.join("node_modules/x")).unwrap();
+    fs::write(
+        f.root.join(std::ffi::OsStr::from_bytes(b"node_modules/x/\xff")),
+        "excluded",
+    )
+    .unwrap();
+    let r = f.capture("snap:1");
+    assert_eq!(r.files, 30);
+    let gaps: Vec<(&str, &SkipReason)> = r
+        .skipped
+        .iter()
+        .map(|s| (s.path.as_str(), &s.reason))
+        .collect();
+    // The excluded tree is not entered, so its odd name is no gap.
+    assert_eq!(gaps, vec![("a/b0/caf\u{fffd}.txt", &SkipReason::NotUtf8)]);
+    let m = f.ws.manifest(&r.snapshot).unwrap();
+    assert!(m.entries.contains_key("a/b2/c4/f29.txt"));
+}
+
+#[test]
 fn a_tree_over_the_file_limit_is_refused_before_anything_is_stored() {
     let f = Fixture::with(CaptureConfig::default().max_files(10));
     for i in 0..10 {
