@@ -25,7 +25,9 @@ use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-use cairn_store::durable::{create_dir_private, fsync_dir, sync_filesystem, FILE_MODE};
+use cairn_store::durable::{
+    create_dir_deferred, create_dir_private, fsync_dir, sync_filesystem, FILE_MODE,
+};
 use tempfile::TempPath;
 
 use crate::format::{Header, ObjectKind};
@@ -226,8 +228,19 @@ impl<'p> ObjectBatch<'p> {
         }
         if !st.ready.contains(&fan) {
             drop(st);
-            create_dir_private(&fan)?;
-            self.state().ready.insert(fan.clone());
+            // Its entry in `objects/` becomes durable at commit, with the
+            // rest: nothing names an object of this batch before that.
+            let created = if self.pool.dir().is_dir() {
+                create_dir_deferred(&fan)?
+            } else {
+                create_dir_private(&fan)?; // a pool opened without `open`
+                false
+            };
+            let mut st = self.state();
+            if created {
+                st.dirs.insert(self.pool.dir().to_path_buf());
+            }
+            st.ready.insert(fan.clone());
         }
         Ok(Some(fan))
     }
@@ -258,12 +271,11 @@ impl<'p> ObjectBatch<'p> {
     ) -> Result<u64, ObjectError> {
         let encoded = compress(body).map_err(|e| ObjectError::io("compressing for", fan, e))?;
         let mut tmp = self.temp_in(fan)?;
-        let header = Header { kind, plain_len };
+        let header = Header { kind, plain_len }.encode();
         let tmp_path = tmp.path().to_owned();
-        tmp.write_all(&header.encode())
-            .and_then(|_| tmp.write_all(&encoded))
+        write_both(tmp.as_file_mut(), &header, &encoded)
             .map_err(|e| ObjectError::io("writing object", &tmp_path, e))?;
-        let stored = (header.encode().len() + encoded.len()) as u64;
+        let stored = (header.len() + encoded.len()) as u64;
         let list = kind == ObjectKind::ChunkList;
         self.push(tmp.into_temp_path(), fan, hash, stored, list);
         Ok(stored)
@@ -412,6 +424,22 @@ fn publish_lane(
         progress.advance(Phase::Store, 1, s.stored);
     }
     Ok(bytes)
+}
+
+/// Writes `a` then `b`, in one `writev` when the file takes them whole.
+fn write_both(f: &mut File, a: &[u8], b: &[u8]) -> std::io::Result<()> {
+    let n = loop {
+        match f.write_vectored(&[std::io::IoSlice::new(a), std::io::IoSlice::new(b)]) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            r => break r?,
+        }
+    };
+    if n < a.len() {
+        f.write_all(&a[n..])?;
+        f.write_all(b)
+    } else {
+        f.write_all(&b[n - a.len()..])
+    }
 }
 
 fn not_new(hash: ObjectHash, size: u64) -> Put {

@@ -149,7 +149,11 @@ fn a_large_batch_publishes_every_object_and_leaves_no_temporaries() {
     }
     let big = d.path().join("big");
     fs::write(&big, text(3 << 20, 99)).unwrap();
-    puts.push(batch.put_open_file(&fs::File::open(&big).unwrap(), &big).unwrap());
+    puts.push(
+        batch
+            .put_open_file(&fs::File::open(&big).unwrap(), &big)
+            .unwrap(),
+    );
     for p in &puts {
         assert!(!pool.contains(&p.hash), "visible before commit");
     }

@@ -122,6 +122,26 @@ pub fn create_dir_private(dir: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Creates the one directory `dir` (its parent must exist) with mode `0700`
+/// and does NOT fsync the parent: for a writer that creates many entries and
+/// makes them durable together (one fsync of the parent, or a file-system
+/// barrier) before anything names them. Returns whether it was created; an
+/// existing directory is left as it is.
+///
+/// # Errors
+/// It cannot be created (a missing parent included).
+pub fn create_dir_deferred(dir: &Path) -> Result<bool, StoreError> {
+    match DirBuilder::new().mode(DIR_MODE).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => return Ok(false),
+        Err(e) => return Err(StoreError::io("creating directory", dir, e)),
+    }
+    // The umask may have narrowed the mode further, never widened it; make it exact.
+    fs::set_permissions(dir, fs::Permissions::from_mode(DIR_MODE))
+        .map_err(|e| StoreError::io("setting permissions of", dir, e))?;
+    Ok(true)
+}
+
 /// Creates a new file with mode `0600`, failing if it exists. The caller writes
 /// it and fsyncs it and its directory.
 ///

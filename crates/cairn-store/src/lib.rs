@@ -37,8 +37,8 @@ pub mod nofollow;
 /// Durable file-system primitives (fsync discipline of DESIGN §1 and §2).
 pub mod durable {
     pub use crate::durable_impl::{
-        create_dir_private, create_file_private, fsync_dir, sync_filesystem, write_atomic,
-        DIR_MODE, FILE_MODE,
+        create_dir_deferred, create_dir_private, create_file_private, fsync_dir, sync_filesystem,
+        write_atomic, DIR_MODE, FILE_MODE,
     };
 }
 pub use error::StoreError;

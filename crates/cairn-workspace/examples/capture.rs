@@ -159,7 +159,11 @@ fn floor(root: &Path, out: &Path) -> Res<()> {
             let bytes = std::fs::read(f)?;
             std::fs::write(out.join(format!("{:02x}/{i}", i % 256)), bytes)
         })?;
-    println!("{:.1} files={}", t.elapsed().as_secs_f64() * 1000.0, files.len());
+    println!(
+        "{:.1} files={}",
+        t.elapsed().as_secs_f64() * 1000.0,
+        files.len()
+    );
     Ok(())
 }
 

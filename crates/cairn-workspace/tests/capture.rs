@@ -164,13 +164,17 @@ fn names_that_are_not_utf8_are_gaps_and_nested_trees_are_walked_whole() {
     use std::os::unix::ffi::OsStrExt;
     let f = Fixture::new();
     for i in 0..30 {
-        f.write(&format!("a/b{}/c{}/f{i}.txt", i % 3, i % 5), &format!("{i}"));
+        f.write(
+            &format!("a/b{}/c{}/f{i}.txt", i % 3, i % 5),
+            &format!("{i}"),
+        );
     }
     let bad = std::ffi::OsStr::from_bytes(b"a/b0/caf\xe9.txt");
     fs::write(f.root.join(bad), "latin-1 name").unwrap();
     fs::create_dir_all(f.root.join("node_modules/x")).unwrap();
     fs::write(
-        f.root.join(std::ffi::OsStr::from_bytes(b"node_modules/x/\xff")),
+        f.root
+            .join(std::ffi::OsStr::from_bytes(b"node_modules/x/\xff")),
         "excluded",
     )
     .unwrap();

@@ -136,7 +136,10 @@ fn sigkill_during_large_captures_never_exposes_a_torn_object() {
             .unwrap_or_else(|e| panic!("trial {trial}: listing failed after SIGKILL: {e}"));
         let ids: HashSet<String> = listed.iter().map(|s| s.id.to_string()).collect();
         for a in &acked {
-            assert!(ids.contains(a), "trial {trial}: acknowledged {a} not listed");
+            assert!(
+                ids.contains(a),
+                "trial {trial}: acknowledged {a} not listed"
+            );
         }
         for s in listed {
             if checked.insert(s.id.clone()) {
