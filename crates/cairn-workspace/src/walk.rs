@@ -150,7 +150,9 @@ fn visit<'s>(
         }
     };
     // Names first, then stats: the listing borrows the descriptor mutably.
-    let mut names: Vec<(String, FileType)> = Vec::new();
+    // Each is kept as its relative path and where its name starts in it.
+    let mut names: Vec<(String, usize, FileType)> = Vec::new();
+    let name_at = if dir.is_empty() { 0 } else { dir.len() + 1 };
     while let Some(entry) = listing.read() {
         let entry = match entry {
             Ok(e) => e,
@@ -164,7 +166,7 @@ fn visit<'s>(
             continue;
         }
         match std::str::from_utf8(raw) {
-            Ok(name) => names.push((name.to_owned(), entry.file_type())),
+            Ok(name) => names.push((join(&dir, name), name_at, entry.file_type())),
             Err(_) => gap(
                 &mut skipped,
                 join(&dir, &String::from_utf8_lossy(raw)),
@@ -177,13 +179,13 @@ fn visit<'s>(
         return;
     };
     let seen = names.len() as u64;
-    for (name, ft) in names {
-        let rel = join(&dir, &name);
+    for (rel, at, ft) in names {
+        let name = &rel[at..];
         let kind = match ft {
             FileType::Directory => Kind::Dir,
             FileType::RegularFile => Kind::File(None),
             FileType::Symlink => Kind::Symlink,
-            FileType::Unknown => match stat_entry(sh, dfd, &name, &rel) {
+            FileType::Unknown => match stat_entry(sh, dfd, name, &rel) {
                 Ok(st) => kind_of(st),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(_) => Kind::Special,
@@ -218,7 +220,7 @@ fn visit<'s>(
                 continue;
             }
         };
-        let stat = match known.map_or_else(|| stat_entry(sh, dfd, &name, &rel), Ok) {
+        let stat = match known.map_or_else(|| stat_entry(sh, dfd, name, &rel), Ok) {
             Ok(st) => st,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => {
