@@ -4,7 +4,9 @@
 
 use std::path::Path;
 
-use cairn_objects::{open_nofollow, ObjectBatch, ObjectError, ObjectHash, Phase, Progress};
+use cairn_objects::{
+    open_nofollow, BatchReport, ObjectBatch, ObjectError, ObjectHash, Phase, Progress, StoreLock,
+};
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -13,7 +15,7 @@ use crate::manifest::{
     Entry, ManifestOut, SkipReason, Skipped, SnapshotId, SortedEntries, MANIFEST_VERSION,
 };
 use crate::walk::{walk, Found, Limits};
-use crate::workspace::Session;
+use crate::workspace::{Session, Workspace};
 use crate::{Label, WorkspaceError};
 
 /// How often a file that changes while it is read is re-read before it is
@@ -54,14 +56,6 @@ enum Hashed {
     Skip(SkipReason),
 }
 
-/// One walked file on its way into the manifest.
-enum Item {
-    /// The stat cache vouched for it.
-    Known(Entry, CacheEntry),
-    /// It must be read; the index into the hashing jobs.
-    Job(usize),
-}
-
 pub(crate) fn capture(
     s: &mut Session<'_>,
     label: &Label,
@@ -85,87 +79,61 @@ pub(crate) fn capture(
         ctime: config.trust_ctime,
     };
 
-    // Both lists are sorted by path: one merge pass decides what to read.
-    let mut items: Vec<(String, Item)> = Vec::with_capacity(walked.files.len());
-    let mut jobs: Vec<Found> = Vec::new();
-    let mut cached = cache.files.iter().peekable();
-    for f in walked.files {
-        while cached
-            .next_if(|(k, _)| k.as_str() < f.path.as_str())
-            .is_some()
-        {}
-        let hit = match cached.peek() {
-            Some((k, c)) if *k == f.path && trust.trusts(c, &f.stat) => Some(*c),
-            _ => None,
-        };
-        match hit {
-            Some(c) => {
-                let e = Entry {
-                    hash: c.hash,
-                    size: c.size,
-                    mode: c.mode & 0o777,
-                };
-                items.push((f.path, Item::Known(e, c)));
-            }
-            None => {
-                items.push((f.path.clone(), Item::Job(jobs.len())));
-                jobs.push(f);
-            }
-        }
-    }
-
-    let batch = ws.pool().batch(lock);
-    progress.begin(Phase::Hash, Some(jobs.len() as u64));
-    let mut results: Vec<Option<Result<Hashed, WorkspaceError>>> = jobs
-        .par_iter()
-        .map(|f| {
-            let r = hash_one(&batch, ws.root(), f, limits.max_file_bytes);
-            if let Ok(Hashed::Captured { entry, .. }) = &r {
-                progress.advance(Phase::Hash, 1, entry.size);
-            }
-            Some(r)
-        })
-        .collect();
-    progress.end(Phase::Hash);
-
+    // Both lists are sorted by path. The common case, every file where the
+    // cache has it and trusted, is decided in one pass that copies nothing:
+    // the tree is the cache's, which is the head's.
+    let all_trusted = walked.files.len() == cache.files.len()
+        && walked
+            .files
+            .iter()
+            .zip(&cache.files)
+            .all(|(f, (k, c))| f.path == *k && trust.trusts(c, &f.stat));
     let mut skipped = walked.skipped;
-    let (mut hashed, mut hashed_bytes) = (0u64, 0u64);
-    let mut list: Vec<(String, Entry, CacheEntry)> = Vec::with_capacity(items.len());
-    for (path, item) in items {
-        match item {
-            Item::Known(e, c) => list.push((path, e, c)),
-            Item::Job(i) => match results[i].take().transpose()? {
-                Some(Hashed::Captured { entry, stat }) => {
-                    hashed += 1;
-                    hashed_bytes += entry.size;
-                    list.push((path, entry, CacheEntry::new(&stat, entry.hash)));
-                }
-                Some(Hashed::Skip(reason)) => skipped.push(Skipped { path, reason }),
-                Some(Hashed::Vanished) | None => {}
-            },
-        }
-    }
+    let read = if all_trusted {
+        Read::default()
+    } else {
+        read_changes(ws, walked.files, &cache.files, &trust, lock, limits, &mut skipped, progress)?
+    };
     skipped.sort_by(|a, b| a.path.cmp(&b.path));
-    let committed = batch.commit(progress)?;
 
-    let files = list.len() as u64;
-    let bytes = list.iter().map(|(_, e, _)| e.size).sum();
+    // The stat cache file is rewritten only when its content changed: an
+    // entry added, removed or read again (a re-read entry, even with the same
+    // stat, becomes trustworthy only against this capture's start). Otherwise
+    // it keeps the start of the capture that wrote it, which is what its
+    // entries are trusted against. Every entry reused is the old entry
+    // itself, so with nothing read the new list is a subset of the old one.
+    let new_cache = read
+        .list
+        .filter(|list| read.hashed > 0 || list.len() != cache.files.len())
+        .map(|files| StatCache {
+            started_ns: Some(started),
+            files,
+            on_disk: None,
+        });
+    if new_cache.is_none() && cache.on_disk.is_none() {
+        // Only its file is missing (an older index held it inline).
+        index.statcache = Some(cache.save(&cache_path)?);
+    }
+    let entries: &[(String, CacheEntry)] = match &new_cache {
+        Some(c) => &c.files,
+        None => &cache.files,
+    };
+    let files = entries.len() as u64;
+    let bytes = entries.iter().map(|(_, c)| c.size).sum();
     let same_as_head = index.head.is_some()
         && skipped == index.head_skipped
-        && list.len() == cache.files.len()
-        && list.iter().zip(&cache.files).all(|((p, e, _), (q, c))| {
-            p == q && e.hash == c.hash && e.size == c.size && e.mode == c.mode & 0o777
-        });
+        && (new_cache.is_none() || same_tree(entries, &cache.files));
+
     // The manifest (when the tree differs from the head's) and the stat cache
     // (when it changed) are independent files: written side by side. The
     // index, which names both, is written after both are durable.
     let new_id = match (&index.head, same_as_head) {
-        (Some(_), true) => None,
-        _ => Some(SnapshotId::new()),
+        (Some(head), true) => Err(head.clone()),
+        _ => Ok(SnapshotId::new()),
     };
     let head = index.head.as_ref();
     let write_manifest = || -> Result<(), WorkspaceError> {
-        let Some(id) = &new_id else {
+        let Ok(id) = &new_id else {
             return Ok(());
         };
         let json = ManifestOut {
@@ -177,8 +145,8 @@ pub(crate) fn capture(
             files,
             bytes,
             entries: SortedEntries {
-                list: &list,
-                get: |(p, e, _)| (p.as_str(), e),
+                list: entries,
+                get: |(p, c)| (p.as_str(), c.entry()),
             },
             skipped: &skipped,
         }
@@ -186,39 +154,23 @@ pub(crate) fn capture(
         cairn_store::durable::write_atomic(&ws.manifest_path(id), &json)?;
         Ok(())
     };
-
-    // The stat cache file is rewritten only when its content changed: an
-    // entry added, removed or read again (a re-read entry, even with the same
-    // stat, becomes trustworthy only against this capture's start). Otherwise
-    // it keeps the start of the capture that wrote it, which is what its
-    // entries are trusted against. Every entry reused above is the old entry
-    // itself, so with nothing read the new list is a subset of the old one.
-    let changed = cache.on_disk.is_none() || hashed > 0 || list.len() != cache.files.len();
-    let save_cache = || -> Result<Option<ObjectHash>, WorkspaceError> {
-        if !changed {
-            return Ok(None);
-        }
-        *cache = StatCache {
-            started_ns: Some(started),
-            // Copies of the paths: the manifest is encoded from the list
-            // at the same time.
-            files: list.iter().map(|(p, _, c)| (p.clone(), *c)).collect(),
-            on_disk: None,
-        };
-        cache.save(&cache_path).map(Some)
+    let write_cache = || match &new_cache {
+        Some(c) => c.write(&cache_path).map(Some),
+        None => Ok(None),
     };
-    let (wrote, saved) = rayon::join(write_manifest, save_cache);
+    let (wrote, saved) = rayon::join(write_manifest, write_cache);
     wrote?;
     // Cache first, then the index naming it: a crash in between leaves an
     // index whose checksum does not match the file, so the stale cache is
     // ignored.
-    if let Some(sum) = saved? {
+    if let (Some(sum), Some(mut c)) = (saved?, new_cache) {
+        c.on_disk = Some(sum);
+        *cache = c;
         index.statcache = Some(sum);
     }
-    let snapshot = match (new_id, &index.head) {
-        (Some(id), _) => id,
-        (None, Some(head)) => head.clone(),
-        (None, None) => unreachable!("a capture deduped onto a head has one"),
+    // The new snapshot, or the head this capture deduped onto.
+    let snapshot = match new_id {
+        Ok(id) | Err(id) => id,
     };
     index.head = Some(snapshot.clone());
     index.head_skipped = skipped.clone();
@@ -231,13 +183,118 @@ pub(crate) fn capture(
         deduped: same_as_head,
         files,
         bytes,
-        hashed,
-        hashed_bytes,
-        stored_objects: committed.objects,
-        stored_bytes: committed.stored_bytes,
+        hashed: read.hashed,
+        hashed_bytes: read.hashed_bytes,
+        stored_objects: read.committed.objects,
+        stored_bytes: read.committed.stored_bytes,
         skipped,
         warnings: rules.warnings().iter().map(|w| w.to_string()).collect(),
     })
+}
+
+/// What reading the files the stat cache could not vouch for produced.
+#[derive(Default)]
+struct Read {
+    /// Every captured path with its entry, sorted (`None`: nothing was read
+    /// and the cache's own list stands).
+    list: Option<Vec<(String, CacheEntry)>>,
+    hashed: u64,
+    hashed_bytes: u64,
+    committed: BatchReport,
+}
+
+/// Merges the walk with the cache, reads in parallel every file the cache
+/// cannot vouch for, and commits the new objects. Gaps found while reading
+/// are added to `skipped`.
+#[allow(clippy::too_many_arguments)]
+fn read_changes(
+    ws: &Workspace,
+    walked: Vec<Found>,
+    cached: &[(String, CacheEntry)],
+    trust: &Trust,
+    lock: &StoreLock,
+    limits: Limits,
+    skipped: &mut Vec<Skipped>,
+    progress: &dyn Progress,
+) -> Result<Read, WorkspaceError> {
+    // One merge pass decides what to read. `list` becomes the new stat
+    // cache; a file to read holds its place with a placeholder entry.
+    let mut list: Vec<(String, CacheEntry)> = Vec::with_capacity(walked.len());
+    let mut jobs: Vec<(usize, Found)> = Vec::new();
+    let mut cached = cached.iter().peekable();
+    for f in walked {
+        while cached
+            .next_if(|(k, _)| k.as_str() < f.path.as_str())
+            .is_some()
+        {}
+        match cached.peek() {
+            Some((k, c)) if *k == f.path && trust.trusts(c, &f.stat) => list.push((f.path, *c)),
+            _ => {
+                let placeholder = CacheEntry::new(&f.stat, ObjectHash::from_bytes([0; 32]));
+                jobs.push((list.len(), Found { path: f.path.clone(), stat: f.stat }));
+                list.push((f.path, placeholder));
+            }
+        }
+    }
+
+    let batch = ws.pool().batch(lock);
+    progress.begin(Phase::Hash, Some(jobs.len() as u64));
+    let results: Vec<Result<Hashed, WorkspaceError>> = jobs
+        .par_iter()
+        .map(|(_, f)| {
+            let r = hash_one(&batch, ws.root(), f, limits.max_file_bytes);
+            if let Ok(Hashed::Captured { entry, .. }) = &r {
+                progress.advance(Phase::Hash, 1, entry.size);
+            }
+            r
+        })
+        .collect();
+    progress.end(Phase::Hash);
+
+    let (mut hashed, mut hashed_bytes) = (0u64, 0u64);
+    let mut gone: Vec<usize> = Vec::new(); // ascending: jobs are in list order
+    for ((at, f), r) in jobs.into_iter().zip(results) {
+        match r? {
+            Hashed::Captured { entry, stat } => {
+                hashed += 1;
+                hashed_bytes += entry.size;
+                list[at].1 = CacheEntry::new(&stat, entry.hash);
+            }
+            Hashed::Skip(reason) => {
+                skipped.push(Skipped {
+                    path: f.path,
+                    reason,
+                });
+                gone.push(at);
+            }
+            Hashed::Vanished => gone.push(at),
+        }
+    }
+    if !gone.is_empty() {
+        let mut gone = gone.into_iter().peekable();
+        let mut i = 0;
+        list.retain(|_| {
+            let keep = gone.next_if_eq(&i).is_none();
+            i += 1;
+            keep
+        });
+    }
+    let committed = batch.commit(progress)?;
+    Ok(Read {
+        list: Some(list),
+        hashed,
+        hashed_bytes,
+        committed,
+    })
+}
+
+/// True when both lists name the same files with the same content and mode.
+fn same_tree(a: &[(String, CacheEntry)], b: &[(String, CacheEntry)]) -> bool {
+    a.len() == b.len()
+        && a
+            .iter()
+            .zip(b)
+            .all(|((p, x), (q, y))| p == q && x.entry() == y.entry())
 }
 
 /// Reads one file into the batch, with a stat before and after; re-reads a

@@ -84,6 +84,15 @@ pub(crate) struct CacheEntry {
 }
 
 impl CacheEntry {
+    /// The manifest entry this cache entry stands for.
+    pub(crate) fn entry(&self) -> crate::manifest::Entry {
+        crate::manifest::Entry {
+            hash: self.hash,
+            size: self.size,
+            mode: self.mode & 0o777,
+        }
+    }
+
     pub(crate) fn new(stat: &Stat, hash: ObjectHash) -> Self {
         CacheEntry {
             size: stat.size,
@@ -380,11 +389,20 @@ impl StatCache {
     /// Writes the cache file (temp file, fsync, rename) and records its
     /// checksum.
     pub(crate) fn save(&mut self, path: &Path) -> Result<ObjectHash, WorkspaceError> {
-        let bytes = self.encode();
-        let sum = ObjectHash::from_bytes(bytes[bytes.len() - 32..].try_into().expect("32 bytes"));
-        cairn_store::durable::write_atomic(path, &bytes)?;
+        let sum = self.write(path)?;
         self.on_disk = Some(sum);
         Ok(sum)
+    }
+
+    /// Writes the cache file as [`StatCache::save`] does, without recording
+    /// it (the caller sets `on_disk`): for writing it while the list is
+    /// borrowed elsewhere.
+    pub(crate) fn write(&self, path: &Path) -> Result<ObjectHash, WorkspaceError> {
+        let bytes = self.encode();
+        let mut sum = [0u8; 32];
+        sum.copy_from_slice(&bytes[bytes.len() - 32..]);
+        cairn_store::durable::write_atomic(path, &bytes)?;
+        Ok(ObjectHash::from_bytes(sum))
     }
 }
 

@@ -189,7 +189,7 @@ pub(crate) struct ManifestOut<'a, T> {
 /// of duplicates, as a `BTreeMap` would be.
 pub(crate) struct SortedEntries<'a, T> {
     pub(crate) list: &'a [T],
-    pub(crate) get: fn(&T) -> (&str, &Entry),
+    pub(crate) get: fn(&T) -> (&str, Entry),
 }
 
 impl<T> Serialize for SortedEntries<'_, T> {
@@ -198,7 +198,7 @@ impl<T> Serialize for SortedEntries<'_, T> {
         let mut map = s.serialize_map(Some(self.list.len()))?;
         for item in self.list {
             let (path, entry) = (self.get)(item);
-            map.serialize_entry(path, entry)?;
+            map.serialize_entry(path, &entry)?;
         }
         map.end()
     }
@@ -366,7 +366,7 @@ mod tests {
                 created: "2026-11-29T00:00:00Z",
                 files: list.len() as u64,
                 bytes: 12,
-                entries: SortedEntries { list: &list, get: |(p, e)| (p.as_str(), e) },
+                entries: SortedEntries { list: &list, get: |(p, e)| (p.as_str(), *e) },
                 skipped: &skipped,
             };
             let bytes = borrowed.encode().unwrap();

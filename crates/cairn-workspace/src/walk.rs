@@ -8,13 +8,13 @@
 //! one path component looked up per file, and no `fstat` per directory.
 
 use std::fs;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use cairn_objects::{Phase, Progress};
-use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
 
 use crate::ignore::{Decision, IgnoreRules};
 use crate::index::Stat;
@@ -100,6 +100,10 @@ pub(crate) fn walk(
     Ok(out)
 }
 
+/// Bytes of directory entries one `getdents` may return (about a thousand
+/// names).
+const LISTING_BUF: usize = 32 << 10;
+
 /// Flags for opening a directory to list it.
 fn dir_flags() -> OFlags {
     OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC
@@ -141,19 +145,21 @@ fn visit<'s>(
         dir_flags() | OFlags::NOFOLLOW,
         Mode::empty(),
     );
-    let mut listing = match opened.and_then(Dir::new) {
-        Ok(d) => d,
+    let fd = match opened {
+        Ok(fd) => fd,
         Err(e) => {
             gap(&mut skipped, dir.clone(), unreadable(e));
             flush(sh, files, skipped);
             return;
         }
     };
-    // Names first, then stats: the listing borrows the descriptor mutably.
-    // Each is kept as its relative path and where its name starts in it.
-    let mut names: Vec<(String, usize, FileType)> = Vec::new();
-    let name_at = if dir.is_empty() { 0 } else { dir.len() + 1 };
-    while let Some(entry) = listing.read() {
+    let dfd = fd.as_fd();
+    // One `getdents` fills this with a whole directory of ordinary size
+    // (a small buffer would cost a system call per few dozen names).
+    let mut buf: Vec<u8> = Vec::with_capacity(LISTING_BUF);
+    let mut listing = RawDir::new(dfd, buf.spare_capacity_mut());
+    let mut seen = 0u64;
+    while let Some(entry) = listing.next() {
         let entry = match entry {
             Ok(e) => e,
             Err(e) => {
@@ -165,22 +171,17 @@ fn visit<'s>(
         if raw == b"." || raw == b".." {
             continue;
         }
-        match std::str::from_utf8(raw) {
-            Ok(name) => names.push((join(&dir, name), name_at, entry.file_type())),
-            Err(_) => gap(
+        seen += 1;
+        let Ok(name) = std::str::from_utf8(raw) else {
+            gap(
                 &mut skipped,
                 join(&dir, &String::from_utf8_lossy(raw)),
                 SkipReason::NotUtf8,
-            ),
-        }
-    }
-    let Ok(dfd) = listing.fd() else {
-        flush(sh, files, skipped);
-        return;
-    };
-    let seen = names.len() as u64;
-    for (rel, at, ft) in names {
-        let name = &rel[at..];
+            );
+            continue;
+        };
+        let rel = join(&dir, name);
+        let ft = entry.file_type();
         let kind = match ft {
             FileType::Directory => Kind::Dir,
             FileType::RegularFile => Kind::File(None),
