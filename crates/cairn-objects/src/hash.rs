@@ -42,7 +42,7 @@ impl ObjectHash {
 
     /// Lowercase hex into a stack buffer (manifests and indexes hold tens of
     /// thousands of hashes, so this avoids an allocation per hash).
-    fn hex_bytes(&self) -> [u8; 64] {
+    pub fn hex_bytes(&self) -> [u8; 64] {
         const DIGITS: &[u8; 16] = b"0123456789abcdef";
         let mut out = [0u8; 64];
         for (i, b) in self.0.iter().enumerate() {

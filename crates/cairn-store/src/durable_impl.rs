@@ -167,6 +167,19 @@ pub fn create_file_private(path: &Path) -> Result<File, StoreError> {
 /// Any step fails; the target is then unchanged (a stray temporary file is
 /// removed when possible).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    write_atomic_with(path, |w| w.write_all(bytes))
+}
+
+/// [`write_atomic`] for content produced by `fill`, written through a buffer
+/// instead of being held whole in memory first (a large manifest). The same
+/// steps and guarantees; `fill` failing leaves the target unchanged.
+///
+/// # Errors
+/// As [`write_atomic`], or the error `fill` returned.
+pub fn write_atomic_with(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> Result<(), StoreError> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -181,11 +194,16 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
         .permissions(fs::Permissions::from_mode(FILE_MODE))
         .tempfile_in(dir)
         .map_err(|e| StoreError::io("creating temporary file in", dir, e))?;
-    tmp.write_all(bytes)
-        .map_err(|e| StoreError::io("writing", tmp.path(), e))?;
+    let tmp_path = tmp.path().to_owned();
+    {
+        let mut w = io::BufWriter::with_capacity(256 << 10, tmp.as_file_mut());
+        fill(&mut w)
+            .and_then(|()| w.flush())
+            .map_err(|e| StoreError::io("writing", &tmp_path, e))?;
+    }
     tmp.as_file()
         .sync_all()
-        .map_err(|e| StoreError::io("syncing", tmp.path(), e))?;
+        .map_err(|e| StoreError::io("syncing", &tmp_path, e))?;
     tmp.persist(path)
         .map_err(|e| StoreError::io("renaming into place", path, e.error))?;
     fsync_dir(dir)

@@ -92,7 +92,16 @@ pub(crate) fn capture(
     let read = if all_trusted {
         Read::default()
     } else {
-        read_changes(ws, walked.files, &cache.files, &trust, lock, limits, &mut skipped, progress)?
+        read_changes(
+            ws,
+            walked.files,
+            &cache.files,
+            &trust,
+            lock,
+            limits,
+            &mut skipped,
+            progress,
+        )?
     };
     skipped.sort_by(|a, b| a.path.cmp(&b.path));
 
@@ -136,7 +145,7 @@ pub(crate) fn capture(
         let Ok(id) = &new_id else {
             return Ok(());
         };
-        let json = ManifestOut {
+        ManifestOut {
             version: MANIFEST_VERSION,
             id,
             parent: head,
@@ -150,9 +159,7 @@ pub(crate) fn capture(
             },
             skipped: &skipped,
         }
-        .encode()?;
-        cairn_store::durable::write_atomic(&ws.manifest_path(id), &json)?;
-        Ok(())
+        .write(&ws.manifest_path(id))
     };
     let write_cache = || match &new_cache {
         Some(c) => c.write(&cache_path).map(Some),
@@ -231,7 +238,13 @@ fn read_changes(
             Some((k, c)) if *k == f.path && trust.trusts(c, &f.stat) => list.push((f.path, *c)),
             _ => {
                 let placeholder = CacheEntry::new(&f.stat, ObjectHash::from_bytes([0; 32]));
-                jobs.push((list.len(), Found { path: f.path.clone(), stat: f.stat }));
+                jobs.push((
+                    list.len(),
+                    Found {
+                        path: f.path.clone(),
+                        stat: f.stat,
+                    },
+                ));
                 list.push((f.path, placeholder));
             }
         }
@@ -291,8 +304,7 @@ fn read_changes(
 /// True when both lists name the same files with the same content and mode.
 fn same_tree(a: &[(String, CacheEntry)], b: &[(String, CacheEntry)]) -> bool {
     a.len() == b.len()
-        && a
-            .iter()
+        && a.iter()
             .zip(b)
             .all(|((p, x), (q, y))| p == q && x.entry() == y.entry())
 }

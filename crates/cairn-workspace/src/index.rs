@@ -9,11 +9,13 @@
 //! does not go with the index (a crash between the two writes) is not used.
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use cairn_objects::ObjectHash;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use crate::manifest::{Manifest, Skipped, SnapshotId};
 use crate::{Label, WorkspaceError};
@@ -317,27 +319,46 @@ const ENTRY_FIXED: usize = 8 + 8 + 8 + 8 + 4 + 32;
 
 impl StatCache {
     /// The file's bytes; the last 32 are the checksum.
+    #[cfg(test)]
     pub(crate) fn encode(&self) -> Vec<u8> {
         let paths: usize = self.files.iter().map(|(p, _)| p.len()).sum();
         let mut out = Vec::with_capacity(28 + 32 + paths + self.files.len() * (4 + ENTRY_FIXED));
-        out.extend_from_slice(STATCACHE_MAGIC);
-        out.extend_from_slice(&STATCACHE_VERSION.to_le_bytes());
-        out.extend_from_slice(&self.started_ns.unwrap_or(i64::MIN).to_le_bytes());
-        out.extend_from_slice(&(self.files.len() as u64).to_le_bytes());
-        for (p, e) in &self.files {
-            let len = u32::try_from(p.len()).expect("a path shorter than 4 GiB");
-            out.extend_from_slice(&len.to_le_bytes());
-            out.extend_from_slice(p.as_bytes());
-            out.extend_from_slice(&e.size.to_le_bytes());
-            out.extend_from_slice(&e.mtime_ns.to_le_bytes());
-            out.extend_from_slice(&e.ctime_ns.to_le_bytes());
-            out.extend_from_slice(&e.inode.to_le_bytes());
-            out.extend_from_slice(&e.mode.to_le_bytes());
-            out.extend_from_slice(e.hash.as_bytes());
-        }
-        let sum = ObjectHash::of(&out);
-        out.extend_from_slice(sum.as_bytes());
+        // Writing to memory fails only on a path over 4 GiB, which no walk
+        // produces; such a cache would simply fail to decode.
+        let _ = self.encode_to(&mut out);
         out
+    }
+
+    /// Streams the file's bytes into `w` and returns the checksum that ends
+    /// them (SHA-256 of everything before it).
+    pub(crate) fn encode_to(&self, w: &mut dyn Write) -> std::io::Result<ObjectHash> {
+        let mut w = Summing {
+            inner: w,
+            sha: Sha256::new(),
+        };
+        w.write_all(STATCACHE_MAGIC)?;
+        w.write_all(&STATCACHE_VERSION.to_le_bytes())?;
+        w.write_all(&self.started_ns.unwrap_or(i64::MIN).to_le_bytes())?;
+        w.write_all(&(self.files.len() as u64).to_le_bytes())?;
+        let mut rec = Vec::with_capacity(512);
+        for (p, e) in &self.files {
+            let len = u32::try_from(p.len()).map_err(|_| {
+                std::io::Error::new(std::io::ErrorKind::InvalidData, "a path over 4 GiB")
+            })?;
+            rec.clear();
+            rec.extend_from_slice(&len.to_le_bytes());
+            rec.extend_from_slice(p.as_bytes());
+            rec.extend_from_slice(&e.size.to_le_bytes());
+            rec.extend_from_slice(&e.mtime_ns.to_le_bytes());
+            rec.extend_from_slice(&e.ctime_ns.to_le_bytes());
+            rec.extend_from_slice(&e.inode.to_le_bytes());
+            rec.extend_from_slice(&e.mode.to_le_bytes());
+            rec.extend_from_slice(e.hash.as_bytes());
+            w.write_all(&rec)?;
+        }
+        let sum: [u8; 32] = w.sha.finalize().into();
+        w.inner.write_all(&sum)?;
+        Ok(ObjectHash::from_bytes(sum))
     }
 
     /// Reads a cache file; `None` for anything that is not a whole, intact
@@ -398,11 +419,36 @@ impl StatCache {
     /// it (the caller sets `on_disk`): for writing it while the list is
     /// borrowed elsewhere.
     pub(crate) fn write(&self, path: &Path) -> Result<ObjectHash, WorkspaceError> {
-        let bytes = self.encode();
-        let mut sum = [0u8; 32];
-        sum.copy_from_slice(&bytes[bytes.len() - 32..]);
-        cairn_store::durable::write_atomic(path, &bytes)?;
-        Ok(ObjectHash::from_bytes(sum))
+        let mut sum = None;
+        cairn_store::durable::write_atomic_with(path, |w| {
+            sum = Some(self.encode_to(w)?);
+            Ok(())
+        })?;
+        sum.ok_or_else(|| {
+            WorkspaceError::io(
+                "writing",
+                path,
+                std::io::Error::other("the stat cache encoder returned no checksum"),
+            )
+        })
+    }
+}
+
+/// A writer that hashes what passes through it.
+struct Summing<'w> {
+    inner: &'w mut dyn Write,
+    sha: Sha256,
+}
+
+impl Write for Summing<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.sha.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
     }
 }
 

@@ -170,8 +170,6 @@ pub struct Manifest {
 /// A manifest as a capture writes it: the same JSON, field for field, as
 /// [`Manifest`], but borrowed from the capture's own path-sorted list, so
 /// no map of every path is built (and no path copied) just to write it.
-#[derive(Serialize)]
-#[serde(bound = "")]
 pub(crate) struct ManifestOut<'a, T> {
     pub(crate) version: u32,
     pub(crate) id: &'a SnapshotId,
@@ -185,32 +183,74 @@ pub(crate) struct ManifestOut<'a, T> {
 }
 
 /// Entries held in a list sorted by path (as a capture holds them),
-/// serialized as the map `path → entry`. The list must be sorted and free
+/// written as the map `path → entry`. The list must be sorted and free
 /// of duplicates, as a `BTreeMap` would be.
 pub(crate) struct SortedEntries<'a, T> {
     pub(crate) list: &'a [T],
     pub(crate) get: fn(&T) -> (&str, Entry),
 }
 
-impl<T> Serialize for SortedEntries<'_, T> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut map = s.serialize_map(Some(self.list.len()))?;
-        for item in self.list {
-            let (path, entry) = (self.get)(item);
-            map.serialize_entry(path, &entry)?;
-        }
-        map.end()
-    }
-}
-
 impl<T> ManifestOut<'_, T> {
     /// The manifest's bytes.
+    #[cfg(test)]
     pub(crate) fn encode(&self) -> Result<Vec<u8>, WorkspaceError> {
-        // About 120 bytes per entry; one allocation for the common case.
-        let mut out = Vec::with_capacity(256 + self.entries.list.len() * 128);
-        serde_json::to_writer(&mut out, self).map_err(WorkspaceError::Encode)?;
+        let mut out = Vec::new();
+        self.write_to(&mut out)
+            .map_err(|e| WorkspaceError::io("encoding", "manifest", e))?;
         Ok(out)
+    }
+
+    /// Writes the manifest durably at `path` (streamed, not held whole).
+    pub(crate) fn write(&self, path: &Path) -> Result<(), WorkspaceError> {
+        cairn_store::durable::write_atomic_with(path, |w| self.write_to(w))?;
+        Ok(())
+    }
+
+    /// The manifest's JSON, byte for byte what serde writes for it, with
+    /// the entries (nearly all of it) written by hand: one buffer per entry
+    /// and no escaping work for a path that needs none.
+    pub(crate) fn write_to(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        fn json(w: &mut dyn std::io::Write, v: &impl Serialize) -> std::io::Result<()> {
+            serde_json::to_writer(w, v).map_err(std::io::Error::from)
+        }
+        write!(w, "{{\"version\":{},\"id\":", self.version)?;
+        json(w, self.id)?;
+        w.write_all(b",\"parent\":")?;
+        json(w, &self.parent)?;
+        w.write_all(b",\"label\":")?;
+        json(w, self.label)?;
+        w.write_all(b",\"created\":")?;
+        json(w, &self.created)?;
+        write!(
+            w,
+            ",\"files\":{},\"bytes\":{},\"entries\":{{",
+            self.files, self.bytes
+        )?;
+        let mut rec: Vec<u8> = Vec::with_capacity(512);
+        for (i, item) in self.entries.list.iter().enumerate() {
+            let (path, e) = (self.entries.get)(item);
+            rec.clear();
+            if i > 0 {
+                rec.push(b',');
+            }
+            if path.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+                rec.push(b'"');
+                rec.extend_from_slice(path.as_bytes());
+                rec.push(b'"');
+            } else {
+                serde_json::to_writer(&mut rec, path).map_err(std::io::Error::from)?;
+            }
+            rec.extend_from_slice(b":{\"hash\":\"");
+            rec.extend_from_slice(&e.hash.hex_bytes());
+            std::io::Write::write_fmt(
+                &mut rec,
+                format_args!("\",\"size\":{},\"mode\":{}}}", e.size, e.mode),
+            )?;
+            w.write_all(&rec)?;
+        }
+        w.write_all(b"},\"skipped\":")?;
+        json(w, &self.skipped)?;
+        w.write_all(b"}")
     }
 }
 
