@@ -16,7 +16,7 @@ use std::sync::Mutex;
 use cairn_objects::{Phase, Progress};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
 
-use crate::ignore::{Decision, IgnoreRules};
+use crate::ignore::{Chain, Decision, IgnoreRules};
 use crate::index::Stat;
 use crate::manifest::{SkipReason, Skipped};
 use crate::WorkspaceError;
@@ -86,7 +86,16 @@ pub(crate) fn walk(
         over: AtomicBool::new(false),
         out: Mutex::new(Walked::default()),
     };
-    rayon::scope(|s| visit(s, &shared, String::new(), Decision::Unmatched, false));
+    rayon::scope(|s| {
+        visit(
+            s,
+            &shared,
+            String::new(),
+            Decision::Unmatched,
+            false,
+            Chain::default(),
+        )
+    });
     if shared.over.load(Ordering::Relaxed) {
         return Err(WorkspaceError::TooManyFiles {
             root: root.to_owned(),
@@ -124,6 +133,7 @@ fn visit<'s>(
     dir: String,
     parent: Decision,
     dir_excluded: bool,
+    chain: Chain,
 ) {
     if sh.over.load(Ordering::Relaxed) {
         return;
@@ -158,7 +168,12 @@ fn visit<'s>(
     // (a small buffer would cost a system call per few dozen names).
     let mut buf: Vec<u8> = Vec::with_capacity(LISTING_BUF);
     let mut listing = RawDir::new(dfd, buf.spare_capacity_mut());
-    let mut seen = 0u64;
+    // Names first: the directory's own rule file, wherever it comes in the
+    // listing, applies to every other entry. Each name is kept as its
+    // relative path and where the name starts in it.
+    let mut names: Vec<(String, usize, FileType)> = Vec::new();
+    let name_at = if dir.is_empty() { 0 } else { dir.len() + 1 };
+    let mut has_rule_file = false;
     while let Some(entry) = listing.next() {
         let entry = match entry {
             Ok(e) => e,
@@ -171,7 +186,6 @@ fn visit<'s>(
         if raw == b"." || raw == b".." {
             continue;
         }
-        seen += 1;
         let Ok(name) = std::str::from_utf8(raw) else {
             gap(
                 &mut skipped,
@@ -180,8 +194,21 @@ fn visit<'s>(
             );
             continue;
         };
-        let rel = join(&dir, name);
         let ft = entry.file_type();
+        has_rule_file |=
+            name == sh.rules.file_name() && matches!(ft, FileType::RegularFile | FileType::Unknown);
+        names.push((join(&dir, name), name_at, ft));
+    }
+    let seen = names.len() as u64;
+    // The root's rule file is read with the rules; as in git, an excluded
+    // directory's is not read.
+    let chain = if has_rule_file && !dir.is_empty() && !dir_excluded {
+        read_rule_file(sh, dfd, &dir, &chain)
+    } else {
+        chain
+    };
+    for (rel, at, ft) in names {
+        let name = &rel[at..];
         let kind = match ft {
             FileType::Directory => Kind::Dir,
             FileType::RegularFile => Kind::File(None),
@@ -194,14 +221,18 @@ fn visit<'s>(
             _ => Kind::Special,
         };
         if let Kind::Dir = kind {
-            let d = sh.rules.decide(&rel, true, parent);
-            let excluded = sh.rules.excludes(d);
-            if !excluded || sh.rules.may_reinclude_below(&rel, d) {
-                scope.spawn(move |s| visit(s, sh, rel, d, excluded));
+            let d = sh.rules.decide(&rel, true, parent, &chain);
+            let excluded = sh.rules.excludes(d, &chain);
+            if !excluded || sh.rules.may_reinclude_below(&rel, d, &chain) {
+                let chain = chain.clone();
+                scope.spawn(move |s| visit(s, sh, rel, d, excluded, chain));
             }
             continue;
         }
-        if sh.rules.excludes(sh.rules.decide(&rel, false, parent)) {
+        if sh
+            .rules
+            .excludes(sh.rules.decide(&rel, false, parent, &chain), &chain)
+        {
             continue;
         }
         let known = match kind {
@@ -252,6 +283,42 @@ fn visit<'s>(
     }
     sh.progress.advance(Phase::Walk, seen, 0);
     flush(sh, files, skipped);
+}
+
+/// The chain in force in `dir` once its rule file is read: opened in the
+/// directory without following a symlink; a file that cannot be read, or is
+/// too large, is a warning and adds no rules.
+fn read_rule_file(sh: &Shared<'_>, dfd: BorrowedFd<'_>, dir: &str, up: &Chain) -> Chain {
+    use crate::ignore::{too_large, unreadable, NESTED_FILE_MAX};
+    use std::io::Read;
+    let name = sh.rules.file_name();
+    let path = sh.root.join(dir).join(name);
+    let warn = |w| {
+        sh.rules.warn(vec![w]);
+        up.clone()
+    };
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let file = match rustix::fs::openat(dfd, name, flags, Mode::empty()) {
+        Ok(fd) => fs::File::from(fd),
+        // Gone, or replaced by a symlink (never followed, as git does).
+        Err(rustix::io::Errno::NOENT | rustix::io::Errno::LOOP) => return up.clone(),
+        Err(e) => return warn(unreadable(&path, &e.into())),
+    };
+    let meta = match file.metadata() {
+        Ok(m) => m,
+        Err(e) => return warn(unreadable(&path, &e)),
+    };
+    if !meta.is_file() {
+        return up.clone();
+    }
+    if meta.len() > NESTED_FILE_MAX {
+        return warn(too_large(&path, meta.len()));
+    }
+    let mut text = Vec::new();
+    if let Err(e) = file.take(NESTED_FILE_MAX).read_to_end(&mut text) {
+        return warn(unreadable(&path, &e));
+    }
+    sh.rules.enter(dir, &path, &text, up)
 }
 
 /// Stats `name` in the directory `dfd` without following a symlink: one

@@ -382,3 +382,191 @@ fn excluded_directories_are_entered_only_when_a_negation_could_reach_below() {
         ]
     );
 }
+
+/// A tree with rule files at several depths: (file, content).
+const NESTED_TREE: &[(&str, &str)] = &[
+    (".gitignore", "*.log\n/build/\nignored_dir/\n"),
+    ("sub/.gitignore", "!keep.log\n/local.txt\ncache/\n*.tmp\n"),
+    ("sub/deep/.gitignore", "!*.tmp\nsecret/\n"),
+    ("other/.gitignore", "*.txt\n"),
+    // Never read: its directory is excluded (git does not read it either).
+    ("ignored_dir/.gitignore", "!*.log\n"),
+    ("we[ird]/.gitignore", "*.bin\n/top\n"),
+];
+
+/// Files in the same tree, each checked against git.
+const NESTED_PATHS: &[&str] = &[
+    "a.log",
+    "sub/a.log",
+    "sub/keep.log",
+    "sub/deep/keep.log",
+    "sub/local.txt",
+    "sub/deep/local.txt",
+    "local.txt",
+    "sub/cache/x",
+    "cache/x",
+    "sub/x.tmp",
+    "sub/deep/x.tmp",
+    "sub/deep/secret/y",
+    "other/a.txt",
+    "a.txt",
+    "ignored_dir/a.log",
+    "build/x",
+    "sub/build/x",
+    "we[ird]/a.bin",
+    "we[ird]/top",
+    "we[ird]/d/top",
+    "a.bin",
+];
+
+fn nested_fixture() -> Fixture {
+    let f = Fixture::new();
+    for (p, text) in NESTED_TREE {
+        f.write(p, text);
+    }
+    for p in NESTED_PATHS {
+        f.write(p, "x");
+    }
+    f
+}
+
+/// Git's `check-ignore -v -n` answers for `paths` in the repository at `root`:
+/// path -> (source, line, pattern), `None` when no rule matched.
+fn git_answers(root: &Path, paths: &[&str]) -> Option<Vec<Option<(String, usize, String)>>> {
+    let out = Command::new("git")
+        .args(["check-ignore", "--no-index", "-v", "-n"])
+        .args(paths)
+        .current_dir(root)
+        .output()
+        .ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    let answers: Vec<_> = text
+        .lines()
+        .map(|l| {
+            let (head, _) = l.split_once('\t')?;
+            if head == "::" {
+                return None;
+            }
+            let mut parts = head.splitn(3, ':');
+            let src = parts.next()?.to_owned();
+            let line = parts.next()?.parse().ok()?;
+            Some((src, line, parts.next()?.to_owned()))
+        })
+        .collect();
+    (answers.len() == paths.len()).then_some(answers)
+}
+
+#[test]
+fn nested_rule_files_are_read_as_git_reads_them() {
+    let f = nested_fixture();
+    let opts = IgnoreOptions::default().default_excludes(false);
+    let r = IgnoreRules::load(&f.root, &opts).unwrap();
+    let ours: Vec<Option<(String, usize, String, bool)>> = NESTED_PATHS
+        .iter()
+        .map(|p| {
+            r.check(p, false).map(|m| {
+                let RuleSource::File(src) = &m.source else {
+                    panic!("{p}: decided by {:?}", m.source)
+                };
+                let src = src
+                    .strip_prefix(&f.root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                (src, m.line, m.rule, m.excluded)
+            })
+        })
+        .collect();
+    // The table, independent of git.
+    let excluded: Vec<&str> = NESTED_PATHS
+        .iter()
+        .zip(&ours)
+        .filter(|(_, m)| m.as_ref().is_some_and(|m| m.3))
+        .map(|(p, _)| *p)
+        .collect();
+    assert_eq!(
+        excluded,
+        vec![
+            "a.log",
+            "sub/a.log",
+            "sub/local.txt",
+            "sub/cache/x",
+            "sub/x.tmp",
+            "sub/deep/secret/y",
+            "other/a.txt",
+            "ignored_dir/a.log",
+            "build/x",
+            "we[ird]/a.bin",
+            "we[ird]/top",
+        ]
+    );
+    let keep = ours[2].as_ref().unwrap();
+    assert_eq!(
+        (keep.0.as_str(), keep.1, keep.2.as_str(), keep.3),
+        ("sub/.gitignore", 1, "!keep.log", false)
+    );
+
+    if !git_available() {
+        return;
+    }
+    let ok = Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&f.root)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "git init failed");
+    let theirs = git_answers(&f.root, NESTED_PATHS).expect("git check-ignore answered");
+    for ((p, o), t) in NESTED_PATHS.iter().zip(&ours).zip(&theirs) {
+        let o = o.as_ref().map(|(s, l, r, _)| (s.clone(), *l, r.clone()));
+        assert_eq!(&o, t, "{p}: cairn (left) and git (right) disagree");
+    }
+}
+
+#[test]
+fn a_capture_takes_what_git_would_track_under_nested_rule_files() {
+    let f = nested_fixture();
+    let r = f.capture("snap:1");
+    let m = f.ws.manifest(&r.snapshot).unwrap();
+    let mut ours: Vec<String> = m.entries.keys().cloned().collect();
+    ours.sort();
+    assert!(ours.contains(&"sub/keep.log".to_owned()));
+    assert!(ours.contains(&"sub/deep/x.tmp".to_owned()));
+    assert!(!ours.contains(&"sub/x.tmp".to_owned()));
+    assert!(!ours.contains(&"ignored_dir/a.log".to_owned()));
+    assert!(ours.contains(&"sub/.gitignore".to_owned()));
+    // The same verdicts through `check_ignore`, from the workspace.
+    let m =
+        f.ws.check_ignore(Path::new("sub/deep/secret/y"))
+            .unwrap()
+            .unwrap();
+    assert_eq!(
+        m.source,
+        RuleSource::File(f.root.join("sub/deep/.gitignore"))
+    );
+
+    if !git_available() {
+        return;
+    }
+    let ok = Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&f.root)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "git init failed");
+    let out = Command::new("git")
+        .args(["ls-files", "--others", "--exclude-standard", "-z"])
+        .current_dir(&f.root)
+        .output()
+        .unwrap();
+    let mut theirs: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .split('\0')
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect();
+    theirs.sort();
+    assert_eq!(
+        ours, theirs,
+        "captured (left) vs what git would track (right)"
+    );
+}
