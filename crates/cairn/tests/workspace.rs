@@ -295,6 +295,41 @@ fn check_ignore_answers_like_git_and_explains_with_v() {
 }
 
 #[test]
+fn check_ignore_reads_nested_rule_files_like_git() {
+    let s = Scratch::new();
+    std::fs::create_dir_all(s.ws.join(".git")).unwrap();
+    std::fs::create_dir_all(s.ws.join("app/gen")).unwrap();
+    std::fs::write(s.ws.join(".gitignore"), "*.log\n").unwrap();
+    std::fs::write(s.ws.join("app/.gitignore"), "/gen/\n!keep.log\n").unwrap();
+    let out = s.run(&[
+        "check-ignore",
+        "-v",
+        "app/gen/x.js",
+        "app/keep.log",
+        "gen/x.js",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        text,
+        "app/.gitignore:1:/gen/\tapp/gen/x.js\napp/.gitignore:2:!keep.log\tapp/keep.log\n"
+    );
+    assert_eq!(out.status.code(), Some(0));
+    // Run from the subdirectory: paths are relative to it.
+    let out = s.run(&[
+        "-C",
+        "app",
+        "check-ignore",
+        "gen/y.js",
+        "keep.log",
+        "other.log",
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "gen/y.js\nother.log\n"
+    );
+}
+
+#[test]
 fn prune_keeps_what_snapshots_name_and_sweeps_the_rest() {
     let s = Scratch::new();
     std::fs::write(s.ws.join("a.txt"), "first version").unwrap();
