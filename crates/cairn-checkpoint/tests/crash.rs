@@ -9,9 +9,8 @@
 mod common;
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use cairn_checkpoint::*;
@@ -70,32 +69,19 @@ fn sigkill_during_saves_never_leaves_a_partial_checkpoint() {
     let run = RunId::new();
     drop(JournalWriter::create(&store, &run, meta(&root)).unwrap());
 
-    let exe = std::env::current_exe().unwrap();
     let mut rng = rand::rng();
     let mut acked: HashSet<String> = HashSet::new();
     let mut verified: HashSet<CheckpointId> = HashSet::new();
     let started = Instant::now();
     for trial in 0..TRIALS {
-        let mut child = Command::new(&exe)
-            .args([
-                "--exact",
-                "crash_child_saver",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("CAIRN_CP_CRASH_DIR", d.path())
-            .env("CAIRN_CP_CRASH_RUN", run.as_str())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(rng.random_range(10..300)));
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
+        let after = Duration::from_millis(rng.random_range(10..300));
+        let env = [
+            ("CAIRN_CP_CRASH_DIR", d.path().as_os_str()),
+            ("CAIRN_CP_CRASH_RUN", run.as_str().as_ref()),
+        ];
         acked.extend(
-            BufReader::new(child.stdout.take().unwrap())
-                .lines()
-                .map_while(Result::ok)
+            cairn_testkit::kill_child_after("crash_child_saver", &env, after)
+                .iter()
                 .filter_map(|l| l.strip_prefix("saved ").map(str::to_owned)),
         );
 

@@ -7,8 +7,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::io::Write;
 use std::time::Duration;
 
 use cairn_journal::*;
@@ -52,30 +51,17 @@ fn sigkill_at_random_moments_loses_no_acknowledged_record() {
     let id = RunId::new();
     drop(JournalWriter::create(&store, &id, common::meta("/w")).unwrap());
     let path = store.journal_path(&id);
-    let exe = std::env::current_exe().unwrap();
     let mut rng = rand::rng();
     let mut max_acked = 1u64;
     let mut torn_seen = 0;
     for trial in 0..TRIALS {
-        let mut child = Command::new(&exe)
-            .args([
-                "--exact",
-                "crash_child_writer",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("CAIRN_CRASH_CHILD", d.path())
-            .env("CAIRN_CRASH_RUN", id.as_str())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_micros(rng.random_range(2_000..30_000)));
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
-        let acked: Vec<u64> = BufReader::new(child.stdout.take().unwrap())
-            .lines()
-            .map_while(Result::ok)
+        let after = Duration::from_micros(rng.random_range(2_000..30_000));
+        let env = [
+            ("CAIRN_CRASH_CHILD", d.path().as_os_str()),
+            ("CAIRN_CRASH_RUN", id.as_str().as_ref()),
+        ];
+        let acked: Vec<u64> = cairn_testkit::kill_child_after("crash_child_writer", &env, after)
+            .iter()
             .filter_map(|l| l.trim().parse().ok())
             .collect();
         if let Some(&m) = acked.iter().max() {

@@ -14,9 +14,8 @@
 //! The child is this same test binary, re-run with `CAIRN_WS_CRASH_DIR` set.
 
 use std::collections::{BTreeMap, HashSet};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use cairn_objects::{ObjectHash, ObjectPool};
@@ -95,33 +94,20 @@ fn sigkill_during_large_captures_never_exposes_a_torn_object() {
     let (store, ws) = open(d.path(), &run);
     let pool = ObjectPool::at(&store);
 
-    let exe = std::env::current_exe().unwrap();
     let mut rng = rand::rng();
     let mut acked: HashSet<String> = HashSet::new();
     let mut checked: HashSet<SnapshotId> = HashSet::new();
     let mut verified_objects: HashSet<ObjectHash> = HashSet::new();
     let started = Instant::now();
     for trial in 0..TRIALS {
-        let mut child = Command::new(&exe)
-            .args([
-                "--exact",
-                "crash_child_capturer",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("CAIRN_WS_CRASH_DIR", d.path())
-            .env("CAIRN_WS_CRASH_RUN", run.as_str())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(rng.random_range(20..400)));
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
+        let after = Duration::from_millis(rng.random_range(20..400));
+        let env = [
+            ("CAIRN_WS_CRASH_DIR", d.path().as_os_str()),
+            ("CAIRN_WS_CRASH_RUN", run.as_str().as_ref()),
+        ];
         acked.extend(
-            BufReader::new(child.stdout.take().unwrap())
-                .lines()
-                .map_while(Result::ok)
+            cairn_testkit::kill_child_after("crash_child_capturer", &env, after)
+                .iter()
                 .filter_map(|l| l.strip_prefix("captured ").map(str::to_owned)),
         );
 
