@@ -419,6 +419,16 @@ const NESTED_PATHS: &[&str] = &[
     "a.bin",
 ];
 
+/// Makes `root` a git repository (git must be installed).
+fn git_init(root: &Path) {
+    let ok = Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(root)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "git init failed in {}", root.display());
+}
+
 fn nested_fixture() -> Fixture {
     let f = Fixture::new();
     for (p, text) in NESTED_TREE {
@@ -509,12 +519,7 @@ fn nested_rule_files_are_read_as_git_reads_them() {
     if !git_available() {
         return;
     }
-    let ok = Command::new("git")
-        .args(["init", "-q"])
-        .current_dir(&f.root)
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "git init failed");
+    git_init(&f.root);
     let theirs = git_answers(&f.root, NESTED_PATHS).expect("git check-ignore answered");
     for ((p, o), t) in NESTED_PATHS.iter().zip(&ours).zip(&theirs) {
         let o = o.as_ref().map(|(s, l, r, _)| (s.clone(), *l, r.clone()));
@@ -547,12 +552,7 @@ fn a_capture_takes_what_git_would_track_under_nested_rule_files() {
     if !git_available() {
         return;
     }
-    let ok = Command::new("git")
-        .args(["init", "-q"])
-        .current_dir(&f.root)
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "git init failed");
+    git_init(&f.root);
     let out = Command::new("git")
         .args(["ls-files", "--others", "--exclude-standard", "-z"])
         .current_dir(&f.root)
