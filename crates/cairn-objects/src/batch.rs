@@ -221,26 +221,25 @@ impl<'p> ObjectBatch<'p> {
         let present = self.pool.contains(&hash);
         let mut st = self.state();
         // Even an object we did not write is about to be named by a manifest:
-        // its directory entry must be durable before that manifest is.
-        st.dirs.insert(fan.clone());
+        // its directory entry, and its fan-out directory's entry in
+        // `objects/` (which another writer may have created a moment ago
+        // and not synced yet), must be durable before that manifest is.
+        if st.dirs.insert(fan.clone()) {
+            st.dirs.insert(self.pool.dir().to_path_buf());
+        }
         if present || !st.claimed.insert(hash) {
             return Ok(None);
         }
         if !st.ready.contains(&fan) {
             drop(st);
             // Its entry in `objects/` becomes durable at commit, with the
-            // rest: nothing names an object of this batch before that.
-            let created = if self.pool.dir().is_dir() {
-                create_dir_deferred(&fan)?
+            // rest (see above): nothing names an object of this batch before.
+            if self.pool.dir().is_dir() {
+                create_dir_deferred(&fan)?;
             } else {
                 create_dir_private(&fan)?; // a pool opened without `open`
-                false
-            };
-            let mut st = self.state();
-            if created {
-                st.dirs.insert(self.pool.dir().to_path_buf());
             }
-            st.ready.insert(fan.clone());
+            self.state().ready.insert(fan.clone());
         }
         Ok(Some(fan))
     }
