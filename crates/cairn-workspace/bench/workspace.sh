@@ -8,8 +8,10 @@
 #   no compression, no fsync; DESIGN §1 keeps one file per object).
 # Trees: 20,000 files (~200 MB) and 50,000 files (~500 MB), page cache warm.
 #
-# Every round writes into a store and a repository of its own, and nothing
-# is deleted until the end: on ext4 without a journal, inodes freed in the
+# Before each timed step that follows heavy writing, `sync` flushes what the
+# previous step left in the page cache, so neither tool's fsyncs wait behind
+# the other's writeback. Every round writes into a store and a repository of
+# its own, and nothing is deleted until the end: on ext4 without a journal, inodes freed in the
 # last minutes are skipped one by one when files are created, which would
 # charge whichever tool runs next for the previous one's cleanup.
 #
@@ -65,13 +67,16 @@ for spec in "20000 200" "50000 500"; do
   first=(); gfirst=()
   for r in $(seq "$rounds"); do
     store="$base-store-$r"; gitd="$base-git-$r"
+    sync   # each tool starts with nothing of the other's left to write back
     first+=("$(time_ms "$bin" snap "$store" "$tree" "snap:1")")
     git init -q --bare "$gitd"
+    sync
     gfirst+=("$(time_ms bash -c "git --git-dir='$gitd' --work-tree='$tree' -c gc.auto=0 add -A && git --git-dir='$gitd' --work-tree='$tree' write-tree")")
   done
   git_in "$gitd" commit -q -m tree
 
   # Unchanged: the store and the repo from the last round above.
+  sync        # the first captures' data is on disk: no writeback competes
   sleep 2.2   # let the racy window of the last capture pass, as it would between real boundaries
   "$bin" snap "$store" "$tree" "snap:2" >/dev/null
   same=(); gsame=()
