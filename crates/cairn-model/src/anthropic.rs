@@ -71,9 +71,7 @@ impl AnthropicProvider {
         base_url: Option<&str>,
         config: &ProviderConfig,
     ) -> Result<AnthropicProvider, ModelError> {
-        let base_url = base_url
-            .map(str::to_owned)
-            .or_else(|| crate::ProviderKind::Anthropic.base_url_from_env());
+        let base_url = crate::ProviderKind::Anthropic.base_url_or_env(base_url);
         AnthropicProvider::new(model, base_url.as_deref(), env_var(KEY_VAR), config)
     }
 
@@ -96,14 +94,7 @@ impl AnthropicProvider {
         let path = path.strip_suffix("/v1").unwrap_or(path).to_owned();
         url.set_path(&path);
         let base_url = trimmed(&url);
-        let api_key = api_key.filter(|k| !k.trim().is_empty());
-        let key = match api_key {
-            Some(key) => Some(ApiKey::new(KEY_VAR, "", &key)?),
-            None if is_host(&url, OFFICIAL_HOST) => {
-                return Err(ModelError::MissingApiKey { var: KEY_VAR })
-            }
-            None => None,
-        };
+        let key = ApiKey::resolve(KEY_VAR, "", api_key, is_host(&url, OFFICIAL_HOST))?;
         Ok(AnthropicProvider {
             http: Http::new(config, PROVIDER, KEY_VAR)?,
             model: model.into(),

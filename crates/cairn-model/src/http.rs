@@ -26,6 +26,22 @@ impl ApiKey {
         Ok(ApiKey(value))
     }
 
+    /// The key a provider sends, the one rule for both: a blank key is no
+    /// key; no key is refused when the provider's official host needs one
+    /// (`required`), else no key header is sent.
+    pub(crate) fn resolve(
+        var: &'static str,
+        prefix: &str,
+        key: Option<String>,
+        required: bool,
+    ) -> Result<Option<ApiKey>, ModelError> {
+        match key.filter(|k| !k.trim().is_empty()) {
+            Some(k) => ApiKey::new(var, prefix, &k).map(Some),
+            None if required => Err(ModelError::MissingApiKey { var }),
+            None => Ok(None),
+        }
+    }
+
     pub(crate) fn header(&self) -> HeaderValue {
         self.0.clone()
     }

@@ -61,9 +61,7 @@ impl OpenAiProvider {
         base_url: Option<&str>,
         config: &ProviderConfig,
     ) -> Result<OpenAiProvider, ModelError> {
-        let base_url = base_url
-            .map(str::to_owned)
-            .or_else(|| crate::ProviderKind::OpenAi.base_url_from_env());
+        let base_url = crate::ProviderKind::OpenAi.base_url_or_env(base_url);
         OpenAiProvider::new(model, base_url.as_deref(), env_var(KEY_VAR), config)
     }
 
@@ -87,12 +85,7 @@ impl OpenAiProvider {
         }
         let base_url = trimmed(&url);
         let official = is_host(&url, OFFICIAL_HOST);
-        let api_key = api_key.filter(|k| !k.trim().is_empty());
-        let key = match api_key {
-            Some(key) => Some(ApiKey::new(KEY_VAR, "Bearer ", &key)?),
-            None if official => return Err(ModelError::MissingApiKey { var: KEY_VAR }),
-            None => None,
-        };
+        let key = ApiKey::resolve(KEY_VAR, "Bearer ", api_key, official)?;
         Ok(OpenAiProvider {
             http: Http::new(config, PROVIDER, KEY_VAR)?,
             model: model.into(),

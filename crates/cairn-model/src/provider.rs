@@ -67,6 +67,13 @@ impl ProviderKind {
         self.base_url_var().and_then(env_var)
     }
 
+    /// `given` when there is one, else the environment's base URL.
+    pub(crate) fn base_url_or_env(self, given: Option<&str>) -> Option<String> {
+        given
+            .map(str::to_owned)
+            .or_else(|| self.base_url_from_env())
+    }
+
     /// The spelling used in specs and [`Provider::kind`].
     pub fn as_str(self) -> &'static str {
         match self {
