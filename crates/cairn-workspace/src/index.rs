@@ -45,6 +45,7 @@ pub(crate) struct Stat {
 impl Stat {
     /// The fields `statx(2)` fills for [`Stat::STATX_MASK`]; the same values
     /// as [`Stat::of`] for the same file.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
     pub(crate) fn of_statx(x: &rustix::fs::Statx) -> Stat {
         Stat {
             size: x.stx_size,
@@ -56,6 +57,7 @@ impl Stat {
     }
 
     /// What [`Stat::of_statx`] reads.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
     pub(crate) const STATX_MASK: rustix::fs::StatxFlags = rustix::fs::StatxFlags::TYPE
         .union(rustix::fs::StatxFlags::MODE)
         .union(rustix::fs::StatxFlags::INO)

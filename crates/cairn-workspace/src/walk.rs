@@ -3,9 +3,11 @@
 //! Directories are read in parallel (one rayon task per directory): on a
 //! warm cache the walk is bound by `getdents`/`statx` system calls, which
 //! scale with cores. Each directory is opened relative to the workspace
-//! root's descriptor, without following a symlink in its last component,
-//! and its entries are stat'ed relative to the directory's own descriptor:
-//! one path component looked up per file, and no `fstat` per directory.
+//! root's descriptor, without following a symlink in its last component.
+//! On Linux its entries are listed with `getdents` into one large buffer and
+//! stat'ed with `statx` relative to the directory's own descriptor: one path
+//! component looked up per file, and no `fstat` per directory. Elsewhere the
+//! system's directory stream and a stat by path do the same work.
 
 use std::fs;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -14,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use cairn_objects::{Phase, Progress};
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
+use rustix::fs::{FileType, Mode, OFlags};
 
 use crate::ignore::{Chain, Decision, IgnoreRules};
 use crate::index::Stat;
@@ -164,27 +166,15 @@ fn visit<'s>(
         }
     };
     let dfd = fd.as_fd();
-    // One `getdents` fills this with a whole directory of ordinary size
-    // (a small buffer would cost a system call per few dozen names).
-    let mut buf: Vec<u8> = Vec::with_capacity(LISTING_BUF);
-    let mut listing = RawDir::new(dfd, buf.spare_capacity_mut());
     // Names first: the directory's own rule file, wherever it comes in the
     // listing, applies to every other entry. Each name is kept as its
     // relative path and where the name starts in it.
     let mut names: Vec<(String, usize, FileType)> = Vec::new();
     let name_at = if dir.is_empty() { 0 } else { dir.len() + 1 };
     let mut has_rule_file = false;
-    while let Some(entry) = listing.next() {
-        let entry = match entry {
-            Ok(e) => e,
-            Err(e) => {
-                gap(&mut skipped, dir.clone(), unreadable(e));
-                break;
-            }
-        };
-        let raw = entry.file_name().to_bytes();
+    let listed = list(dfd, |raw, ft| {
         if raw == b"." || raw == b".." {
-            continue;
+            return;
         }
         let Ok(name) = std::str::from_utf8(raw) else {
             gap(
@@ -192,12 +182,15 @@ fn visit<'s>(
                 join(&dir, &String::from_utf8_lossy(raw)),
                 SkipReason::NotUtf8,
             );
-            continue;
+            return;
         };
-        let ft = entry.file_type();
         has_rule_file |=
             name == sh.rules.file_name() && matches!(ft, FileType::RegularFile | FileType::Unknown);
         names.push((join(&dir, name), name_at, ft));
+    });
+    if let Err(e) = listed {
+        // What was listed before the error is still walked.
+        gap(&mut skipped, dir.clone(), unreadable(e));
     }
     let seen = names.len() as u64;
     // The root's rule file is read with the rules; as in git, an excluded
@@ -324,12 +317,14 @@ fn read_rule_file(sh: &Shared<'_>, dfd: BorrowedFd<'_>, dir: &str, up: &Chain) -
 /// Stats `name` in the directory `dfd` without following a symlink: one
 /// `statx` relative to the directory; a path stat where the kernel has no
 /// `statx`.
+#[cfg(any(target_os = "linux", target_os = "android"))]
 fn stat_entry(
     sh: &Shared<'_>,
     dfd: BorrowedFd<'_>,
     name: &str,
     rel: &str,
 ) -> std::io::Result<Stat> {
+    use rustix::fs::AtFlags;
     match rustix::fs::statx(dfd, name, AtFlags::SYMLINK_NOFOLLOW, Stat::STATX_MASK) {
         Ok(x) => Ok(Stat::of_statx(&x)),
         Err(rustix::io::Errno::NOSYS) => {
@@ -337,6 +332,45 @@ fn stat_entry(
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// Stats `rel` by its path, without following a symlink (systems without
+/// `statx`).
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn stat_entry(
+    sh: &Shared<'_>,
+    _dfd: BorrowedFd<'_>,
+    _name: &str,
+    rel: &str,
+) -> std::io::Result<Stat> {
+    fs::symlink_metadata(sh.root.join(rel)).map(|m| Stat::of(&m))
+}
+
+/// Hands `each` the name and listed type of every entry of the open
+/// directory `fd` (`.` and `..` included), with one `getdents` per
+/// [`LISTING_BUF`] bytes of entries. Entries listed before an error have
+/// been handed over when it is returned.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn list(fd: BorrowedFd<'_>, mut each: impl FnMut(&[u8], FileType)) -> rustix::io::Result<()> {
+    use rustix::fs::RawDir;
+    let mut buf: Vec<u8> = Vec::with_capacity(LISTING_BUF);
+    let mut listing = RawDir::new(fd, buf.spare_capacity_mut());
+    while let Some(entry) = listing.next() {
+        let entry = entry?;
+        each(entry.file_name().to_bytes(), entry.file_type());
+    }
+    Ok(())
+}
+
+/// As the Linux `list`, through the system's directory stream.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn list(fd: BorrowedFd<'_>, mut each: impl FnMut(&[u8], FileType)) -> rustix::io::Result<()> {
+    let mut listing = rustix::fs::Dir::read_from(fd)?;
+    while let Some(entry) = listing.read() {
+        let entry = entry?;
+        each(entry.file_name().to_bytes(), entry.file_type());
+    }
+    Ok(())
 }
 
 fn kind_of(st: Stat) -> Kind {
