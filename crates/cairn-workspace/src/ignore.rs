@@ -18,7 +18,7 @@ use crate::WorkspaceError;
 pub const IGNORE_FILES: [&str; 2] = [".cairnignore", ".gitignore"];
 
 /// A nested rule file larger than this is not read (a warning says so).
-pub(crate) const NESTED_FILE_MAX: u64 = 4 << 20;
+const NESTED_FILE_MAX: u64 = 4 << 20;
 
 /// Trees excluded by default because they are heavy and regenerable.
 ///
@@ -341,7 +341,7 @@ impl IgnoreRules {
     /// given its parent's, after the text of its own rule file: the file's
     /// rules apply below `dir` only, after every rule read before them.
     /// `source` names the file in matches and warnings.
-    pub(crate) fn enter(&self, dir: &str, source: &Path, text: &[u8], up: &Chain) -> Chain {
+    fn enter(&self, dir: &str, source: &Path, text: &[u8], up: &Chain) -> Chain {
         let mut warnings = Vec::new();
         let compiled = compile_file(source, text, dir, &mut warnings);
         if !warnings.is_empty() {
@@ -358,7 +358,7 @@ impl IgnoreRules {
     }
 
     /// Records warnings about a rule file found during a walk.
-    pub(crate) fn warn(&self, more: Vec<IgnoreWarning>) {
+    fn warn(&self, more: Vec<IgnoreWarning>) {
         self.warnings
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -373,21 +373,55 @@ impl IgnoreRules {
             return up.clone();
         };
         let path = root.join(dir).join(self.name);
-        match std::fs::symlink_metadata(&path) {
-            Ok(m) if m.is_file() && m.len() <= NESTED_FILE_MAX => {}
-            Ok(m) if m.is_file() => {
-                self.warn(vec![too_large(&path, m.len())]);
-                return up.clone();
+        let opened = cairn_objects::open_nofollow(&path);
+        self.read_opened(dir, &path, opened, up)
+    }
+
+    /// The chain in force in `dir` once its rule file is read, given the
+    /// file as opened without following a symlink (the walk opens it in
+    /// the directory, a check by path). The one rule for every nested file:
+    /// missing, a symlink (never followed, as git does) or not a regular
+    /// file is no file; unreadable or over [`NESTED_FILE_MAX`] bytes is a
+    /// warning and adds no rules.
+    pub(crate) fn read_opened(
+        &self,
+        dir: &str,
+        path: &Path,
+        opened: std::io::Result<std::fs::File>,
+        up: &Chain,
+    ) -> Chain {
+        use std::io::Read;
+        let warn = |w| {
+            self.warn(vec![w]);
+            up.clone()
+        };
+        let file = match opened {
+            Ok(f) => f,
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ENOENT | libc::ELOOP | libc::ENOTDIR)
+                ) =>
+            {
+                return up.clone()
             }
-            _ => return up.clone(),
+            Err(e) => return warn(unreadable(path, &e)),
+        };
+        let meta = match file.metadata() {
+            Ok(m) => m,
+            Err(e) => return warn(unreadable(path, &e)),
+        };
+        if !meta.is_file() {
+            return up.clone();
         }
-        match std::fs::read(&path) {
-            Ok(text) => self.enter(dir, &path, &text, up),
-            Err(e) => {
-                self.warn(vec![unreadable(&path, &e)]);
-                up.clone()
-            }
+        if meta.len() > NESTED_FILE_MAX {
+            return warn(too_large(path, meta.len()));
         }
+        let mut text = Vec::new();
+        if let Err(e) = file.take(NESTED_FILE_MAX).read_to_end(&mut text) {
+            return warn(unreadable(path, &e));
+        }
+        self.enter(dir, path, &text, up)
     }
 
     /// The rule file in use, if any.
@@ -613,7 +647,7 @@ fn compile_file(
     out
 }
 
-pub(crate) fn too_large(path: &Path, len: u64) -> IgnoreWarning {
+fn too_large(path: &Path, len: u64) -> IgnoreWarning {
     IgnoreWarning {
         source: path.to_owned(),
         line: 0,
@@ -621,7 +655,7 @@ pub(crate) fn too_large(path: &Path, len: u64) -> IgnoreWarning {
     }
 }
 
-pub(crate) fn unreadable(path: &Path, e: &std::io::Error) -> IgnoreWarning {
+fn unreadable(path: &Path, e: &std::io::Error) -> IgnoreWarning {
     IgnoreWarning {
         source: path.to_owned(),
         line: 0,

@@ -278,40 +278,16 @@ fn visit<'s>(
     flush(sh, files, skipped);
 }
 
-/// The chain in force in `dir` once its rule file is read: opened in the
-/// directory without following a symlink; a file that cannot be read, or is
-/// too large, is a warning and adds no rules.
+/// The chain in force in `dir` once its rule file is read, opened in the
+/// directory itself without following a symlink.
 fn read_rule_file(sh: &Shared<'_>, dfd: BorrowedFd<'_>, dir: &str, up: &Chain) -> Chain {
-    use crate::ignore::{too_large, unreadable, NESTED_FILE_MAX};
-    use std::io::Read;
     let name = sh.rules.file_name();
-    let path = sh.root.join(dir).join(name);
-    let warn = |w| {
-        sh.rules.warn(vec![w]);
-        up.clone()
-    };
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let file = match rustix::fs::openat(dfd, name, flags, Mode::empty()) {
-        Ok(fd) => fs::File::from(fd),
-        // Gone, or replaced by a symlink (never followed, as git does).
-        Err(rustix::io::Errno::NOENT | rustix::io::Errno::LOOP) => return up.clone(),
-        Err(e) => return warn(unreadable(&path, &e.into())),
-    };
-    let meta = match file.metadata() {
-        Ok(m) => m,
-        Err(e) => return warn(unreadable(&path, &e)),
-    };
-    if !meta.is_file() {
-        return up.clone();
-    }
-    if meta.len() > NESTED_FILE_MAX {
-        return warn(too_large(&path, meta.len()));
-    }
-    let mut text = Vec::new();
-    if let Err(e) = file.take(NESTED_FILE_MAX).read_to_end(&mut text) {
-        return warn(unreadable(&path, &e));
-    }
-    sh.rules.enter(dir, &path, &text, up)
+    let opened = rustix::fs::openat(dfd, name, flags, Mode::empty())
+        .map(fs::File::from)
+        .map_err(std::io::Error::from);
+    let path = sh.root.join(dir).join(name);
+    sh.rules.read_opened(dir, &path, opened, up)
 }
 
 /// Stats `name` in the directory `dfd` without following a symlink: one
