@@ -15,6 +15,9 @@
 //!
 //! 4. **No symlinks below a root.** [`nofollow`] reaches every path below a
 //!    root with `O_NOFOLLOW` and `*at` calls, for every restore.
+//! 5. **Safe paths and modes.** [`safe`] holds the validated relative path
+//!    ([`safe::RelPath`]), the one mode rule, the one mtime conversion and
+//!    the one temporary-name scheme.
 //!
 //! It does no networking and starts no threads.
 //!
@@ -33,6 +36,7 @@ mod error;
 mod id;
 mod layout;
 pub mod nofollow;
+pub mod safe;
 
 /// Durable file-system primitives (fsync discipline of DESIGN §1 and §2).
 pub mod durable {
