@@ -207,7 +207,12 @@ mod tests {
     #[test]
     fn strict_and_normalised_forms() {
         use PathRule::*;
-        let table: &[(&str, Result<&str, PathRule>, Result<&str, PathRule>)] = &[
+        type Row = (
+            &'static str,
+            Result<&'static str, PathRule>,
+            Result<&'static str, PathRule>,
+        );
+        let table: &[Row] = &[
             // text, parse, normalize
             ("a", Ok("a"), Ok("a")),
             ("a/b/c", Ok("a/b/c"), Ok("a/b/c")),
