@@ -322,6 +322,24 @@ impl Manifest {
         Ok(m)
     }
 
+    /// Reads and checks snapshot `id` of run `run` from the store, without
+    /// opening a [`crate::Workspace`] (for readers of another run's
+    /// snapshots, such as a checkpoint's materialisation). The same checks
+    /// as every other read: the format version, the id, and the one path
+    /// rule for every entry.
+    ///
+    /// # Errors
+    /// [`WorkspaceError::NoSuchSnapshot`] when the manifest is missing,
+    /// [`WorkspaceError::ManifestDamaged`] or [`WorkspaceError::UnsafePath`]
+    /// when it does not pass the checks, IO errors otherwise.
+    pub fn read(
+        store: &cairn_store::Store,
+        run: &cairn_store::RunId,
+        id: &SnapshotId,
+    ) -> Result<Manifest, WorkspaceError> {
+        Self::load(&store.snapshots_dir(run).join(format!("{id}.json")), id)
+    }
+
     /// Reads the listing fields of the manifest at `path`.
     pub(crate) fn load_summary(path: &Path) -> Result<Summary, WorkspaceError> {
         let bytes =
