@@ -39,15 +39,14 @@ mod events;
 mod fingerprint;
 mod pricing;
 mod responses;
-mod session;
 mod stop;
 
 pub use agent::{Agent, Config, Ending, Faults};
 pub use boundaries::changed_paths;
+pub use cairn_sessions::Session;
 pub use error::AgentError;
 pub use events::{Events, Silent};
 pub use fingerprint::{compare, fingerprint, Verdict};
 pub use pricing::{is_local, Price, PriceTable, Pricing};
 pub use responses::{ResponseStore, StoredResponse};
-pub use session::Session;
 pub use stop::{stop_pair, Stop, StopHandle, StopLevel};

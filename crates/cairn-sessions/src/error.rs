@@ -30,4 +30,35 @@ pub enum SessionError {
     /// The store could not be written.
     #[error(transparent)]
     Store(#[from] cairn_store::StoreError),
+    /// Forks pin the session, so removing it would orphan them.
+    #[error("session {run} is the parent of fork(s) {}; a fork folds its parent's records on every resume, so removing {run} would leave them unresumable. Remove the forks first, or pass --with-forks to remove them together", forks.join(", "))]
+    PinnedByForks {
+        /// The session asked for.
+        run: String,
+        /// The forks that pin it.
+        forks: Vec<String>,
+    },
+    /// Checkpoints name the session.
+    #[error("session {run} has checkpoint(s) {} that need its records and snapshots (see `cairn checkpoint ls {run}`); it is kept", checkpoints.join(", "))]
+    NamedByCheckpoints {
+        /// The session.
+        run: String,
+        /// The checkpoints that name it.
+        checkpoints: Vec<String>,
+    },
+    /// A session whose records could not be read, so a question about it
+    /// (is it a fork of the session being removed?) has no answer.
+    #[error("session {run} cannot be read ({reason}), so cairn cannot tell whether it depends on the session being removed; check it with `cairn verify {run}` and remove or repair it first")]
+    Unreadable {
+        /// The unreadable session.
+        run: String,
+        /// Why.
+        reason: String,
+    },
+    /// Checkpoints could not be read.
+    #[error(transparent)]
+    Checkpoint(#[from] cairn_checkpoint::CheckpointError),
+    /// The session's workspace versioning failed.
+    #[error(transparent)]
+    Workspace(#[from] cairn_workspace::WorkspaceError),
 }

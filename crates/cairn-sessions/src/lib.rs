@@ -27,13 +27,19 @@
 mod error;
 mod fork;
 mod load;
+mod node;
 mod projection;
+mod remove;
 mod repo;
+mod session;
 mod summary;
 
 pub use error::SessionError;
 pub use fork::{check_receipt, fork, lineage, pin_at, Pin, MAX_DEPTH};
 pub use load::{load, state_for_resume, Loaded};
+pub use node::{Node, NodeExit, NodeOutcome, NodeReport};
 pub use projection::{read_index, read_meta, Binding, Projection, MAX_INDEX_BYTES, MAX_META_BYTES};
+pub use remove::{remove, RemoveOptions, Removed};
 pub use repo::{in_repository, repository_root};
-pub use summary::{list, refresh, reindex, summarize, ParentRef, Summary};
+pub use session::Session;
+pub use summary::{list, newest_idle, refresh, reindex, summarize, ParentRef, Summary};

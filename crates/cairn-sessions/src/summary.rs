@@ -427,3 +427,23 @@ pub fn reindex(store: &Store) -> Result<(usize, usize), SessionError> {
     })?;
     Ok((n, bad))
 }
+
+/// The newest session of the repository at `repo_root` that verifies and is
+/// not running (what `cairn snapshot` records into when no session is
+/// named), or `None`.
+///
+/// # Errors
+/// As [`list`].
+pub fn newest_idle(
+    store: &Store,
+    repo_root: &std::path::Path,
+) -> Result<Option<RunId>, SessionError> {
+    for s in list(store)? {
+        if s.valid && s.status != "running" && crate::in_repository(&s.workspace, repo_root) {
+            if let Ok(id) = RunId::parse(&s.id) {
+                return Ok(Some(id));
+            }
+        }
+    }
+    Ok(None)
+}

@@ -308,6 +308,9 @@ pub struct ShowArgs {
 pub struct RmArgs {
     /// Session id
     pub id: String,
+    /// Also remove the forks that pin it (and their forks), instead of refusing
+    #[arg(long)]
+    pub with_forks: bool,
 }
 
 #[derive(Debug, Args)]

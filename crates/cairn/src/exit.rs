@@ -109,8 +109,13 @@ fn journal_code(j: &JournalError) -> Code {
 fn session_code(s: &SessionError) -> Code {
     match s {
         SessionError::Journal(j) => journal_code(j),
-        SessionError::ForkPrefix { .. } => Code::Refused,
+        SessionError::ForkPrefix { .. }
+        | SessionError::PinnedByForks { .. }
+        | SessionError::NamedByCheckpoints { .. } => Code::Refused,
         SessionError::BadForkPoint { .. } => Code::Usage,
+        SessionError::Unreadable { .. } => Code::Integrity,
+        SessionError::Workspace(w) => flags(w.is_integrity(), w.is_refusal(), w.is_usage()),
+        SessionError::Checkpoint(c) => flags(c.is_integrity(), c.is_refusal(), c.is_usage()),
         _ => Code::Failure,
     }
 }

@@ -299,3 +299,76 @@ fn continue_skips_sessions_without_a_model() {
     );
     assert_eq!(json(&out.stdout)["id"], agent.as_str());
 }
+
+#[test]
+fn removing_a_parent_is_refused_while_forks_pin_it_and_names_them() {
+    let s = Scratch::new();
+    let p = parent(&s, 2);
+    let child = fork(&s, &p, Some(3));
+    let grandchild = fork(&s, &child, None);
+    let out = s.run(&["session", "rm", &p]);
+    assert_eq!(out.status.code(), Some(4));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&child) && err.contains("--with-forks"),
+        "{err}"
+    );
+    assert!(s
+        .store
+        .join("runs")
+        .join(&p)
+        .join("journal.jsonl")
+        .is_file());
+    // Removing the middle one is refused too: the grandchild pins it.
+    let out = s.run(&["session", "rm", &child]);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&grandchild));
+    // Every session still resumes-verifies.
+    for id in [&p, &child, &grandchild] {
+        assert_eq!(entry(&listing(&s), id)["valid"], true);
+    }
+}
+
+#[test]
+fn removing_with_forks_takes_the_whole_lineage_below_and_nothing_else() {
+    let s = Scratch::new();
+    let p = parent(&s, 2);
+    let child = fork(&s, &p, Some(3));
+    let grandchild = fork(&s, &child, None);
+    let other = parent(&s, 2);
+    let out = s.run(&["session", "rm", &p, "--with-forks"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&child) && text.contains(&grandchild),
+        "{text}"
+    );
+    for id in [&p, &child, &grandchild] {
+        assert!(!s.store.join("runs").join(id).exists(), "{id} still there");
+    }
+    assert_eq!(entry(&listing(&s), &other)["valid"], true);
+}
+
+#[test]
+fn removal_is_refused_when_another_sessions_head_cannot_be_read() {
+    let s = Scratch::new();
+    let p = parent(&s, 2);
+    let broken = parent(&s, 2);
+    // A journal whose first record is garbage might be a fork of anything.
+    let path = s.store.join("runs").join(&broken).join("journal.jsonl");
+    std::fs::write(&path, b"not a record\n").unwrap();
+    let out = s.run(&["session", "rm", &p]);
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&broken), "{err}");
+    assert!(s
+        .store
+        .join("runs")
+        .join(&p)
+        .join("journal.jsonl")
+        .is_file());
+}

@@ -370,3 +370,34 @@ fn a_closed_pipe_is_not_an_error() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn rm_is_refused_when_any_checkpoint_manifest_cannot_be_read() {
+    let d = tempfile::tempdir().unwrap();
+    let store = Store::open(d.path().join("store")).unwrap();
+    let ws = d.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(ws.join("a.txt"), "a\n").unwrap();
+    let keep = finished(&store, &ws, "has a checkpoint");
+    let doomed = finished(&store, &ws, "has none");
+    let out = cairn(store.root())
+        .args(["checkpoint", "save", keep.as_str(), "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cp = json(&out.stdout)["id"].as_str().unwrap().to_string();
+    // Damage that checkpoint's manifest: whether it names `doomed` can no
+    // longer be told, so `doomed` is not removed.
+    let manifest = store.root().join("checkpoints").join(format!("{cp}.json"));
+    std::fs::write(&manifest, b"{ damaged").unwrap();
+    cairn(store.root())
+        .args(["session", "rm", doomed.as_str()])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(&cp));
+    assert!(store.journal_path(&doomed).is_file());
+}

@@ -1,12 +1,11 @@
 //! `cairn exec [--run ID] [--node NAME] [--json] -- COMMAND [ARG…]`: any
 //! command as a node of a session (DESIGN §5.5).
 //!
-//! Order: `resume:<node>:<i>` (a way back in: what moved since the last
-//! invocation did not come from the run; deduped when nothing moved), then
-//! `pre:<node>:<i>`, `tool_start`, the command, `tool_result` (exit status,
-//! duration, output tail), `post:` or `fail:` by exit status or signal, and a
-//! terminal record. cairn exits with the command's own status (128+N for a
-//! signal), 126/127 when it cannot be run, and 125 for its own failures.
+//! The records and their order are the node protocol of
+//! [`cairn_sessions::Node`]; this file runs the command, passes its output
+//! through and keeps its tail. cairn exits with the command's own status
+//! (128+N for a signal), 126/127 when it cannot be run, and 125 for its own
+//! failures.
 
 use std::io::{Read, Write};
 use std::os::unix::process::ExitStatusExt;
@@ -15,11 +14,9 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use cairn_journal::{
-    Outcome, Reconcile, RecordBody, Snapshot, Terminal, TerminalReason, ToolResult, ToolStart,
-};
+use cairn_sessions::{Node, NodeExit, NodeOutcome, Session};
 use cairn_store::Store;
-use cairn_workspace::{NodeEnd, NodeName};
+use cairn_workspace::NodeName;
 
 use crate::cli::ExecArgs;
 use crate::cmd::progress::Bars;
@@ -47,75 +44,36 @@ pub fn run(ctx: &Context, args: ExecArgs) -> anyhow::Result<Code> {
 }
 
 fn exec(ctx: &Context, args: &ExecArgs) -> anyhow::Result<i32> {
-    let node = NodeName::parse(&args.node).map_err(|e| coded(Code::Usage, e.to_string()))?;
+    let name = NodeName::parse(&args.node).map_err(|e| coded(Code::Usage, e.to_string()))?;
     let store = Store::open(ctx.store.root())?;
     let line: Vec<String> = args
         .command
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
+    let command = line.join(" ");
     let mut session = match &args.run {
-        Some(id) => cairn_agent::Session::open(&store, &ctx.existing_run(id)?)?,
-        None => new_session(ctx, &store, &line.join(" "))?,
+        Some(id) => Session::open(&store, &ctx.existing_run(id)?)?,
+        None => new_session(ctx, &store, &command)?,
     };
     let root = session.state().workspace.clone();
     let ws = tracker(&store, session.id(), Path::new(&root))?;
     let bars = Bars::new(args.json);
-    let head_before = ws.head()?;
-    let entry = ws.enter_node(&node, &bars)?;
-    if let Some(r) = &entry.resume {
-        session.append(RecordBody::Snapshot(Snapshot {
-            snapshot: r.snapshot.to_string(),
-            label: r.label.to_string(),
-        }))?;
-        let changed = match (&head_before, r.deduped) {
-            (Some(before), false) => cairn_agent::changed_paths(&ws, before, &r.snapshot),
-            _ => Vec::new(),
-        };
-        session.append(RecordBody::Reconcile(Reconcile {
-            changed,
-            snapshot: Some(r.snapshot.to_string()),
-        }))?;
-    }
-    let at = entry.at.clone();
-    session.append(RecordBody::Snapshot(Snapshot {
-        snapshot: entry.pre.to_string(),
-        label: format!("pre:{at}"),
-    }))?;
-    let call = format!("{at}");
-    session.append(RecordBody::ToolStart(ToolStart {
-        call: call.clone(),
-        name: args.node.clone(),
-    }))?;
+    let node = Node::start(&mut session, &ws, &name, &bars)?;
+    let at = node.at().clone();
     if !args.json {
-        eprintln!(
-            "cairn: {} in session {} ({})",
-            line.join(" "),
-            session.id(),
-            at
-        );
+        eprintln!("cairn: {command} in session {} ({at})", session.id());
     }
 
     let started = Instant::now();
     let ran = spawn_and_wait(args, &root);
-    let secs = started.elapsed().as_secs_f64();
-    let (code, outcome, summary, tail) = match ran {
-        Ok((status, tail)) => {
-            let code = status
-                .code()
-                .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
-            let how = match (status.code(), status.signal()) {
-                (Some(c), _) => format!("exit status {c}"),
-                (None, Some(s)) => format!("killed by signal {s}"),
-                _ => "ended".into(),
-            };
-            let outcome = if status.success() {
-                Outcome::Ok
-            } else {
-                Outcome::Error
-            };
-            (code, outcome, how, tail)
-        }
+    let seconds = started.elapsed().as_secs_f64();
+    let (code, exit, output_tail) = match ran {
+        Ok((status, tail)) => match (status.code(), status.signal()) {
+            (Some(c), _) => (c, NodeExit::Code(c), tail),
+            (None, Some(s)) => (128 + s, NodeExit::Signal(s), tail),
+            (None, None) => (125, NodeExit::NotRun(format!("{status}")), tail),
+        },
         Err(e) => {
             let code = match e.kind() {
                 std::io::ErrorKind::NotFound => 127,
@@ -123,72 +81,32 @@ fn exec(ctx: &Context, args: &ExecArgs) -> anyhow::Result<i32> {
                 _ => 125,
             };
             eprintln!("cairn exec: cannot run {}: {e}", line[0]);
-            (
-                code,
-                Outcome::Error,
-                format!("could not be run: {e}"),
-                String::new(),
-            )
+            (code, NodeExit::NotRun(e.to_string()), String::new())
         }
     };
-    let output_text = format!(
-        "command: {}\n{summary}, after {secs:.3} s\n--- last {} bytes of output ---\n{tail}",
-        line.join(" "),
-        tail.len()
-    );
-    session.append(RecordBody::ToolResult(ToolResult {
-        call,
-        outcome,
-        output: output_text,
-    }))?;
-    let end = if outcome == Outcome::Ok {
-        NodeEnd::Completed
-    } else {
-        NodeEnd::Failed
+    let outcome = NodeOutcome {
+        command,
+        exit,
+        seconds,
+        output_tail,
     };
-    let report = ws.leave_node(&at, end, &bars)?;
-    session.append(RecordBody::Snapshot(Snapshot {
-        snapshot: report.snapshot.to_string(),
-        label: report.label.to_string(),
-    }))?;
-    let reason = if outcome == Outcome::Ok {
-        TerminalReason::Completed
-    } else {
-        TerminalReason::Failed
-    };
-    let totals = session.state().totals;
-    session.append(RecordBody::Terminal(Terminal {
-        reason,
-        totals,
-        detail: (outcome != Outcome::Ok).then(|| format!("{} {summary}", line.join(" "))),
-    }))?;
+    let report = node.finish(&mut session, &ws, &outcome, &bars)?;
     if args.json {
         output::json(&RunSummary {
             id: session.id().to_string(),
-            status: reason.as_str().into(),
+            status: report.reason.as_str().into(),
             records: session.writer().seq(),
             tail: session.writer().tail().to_hex(),
         })?;
     } else {
         eprintln!(
-            "cairn: {summary} after {secs:.1} s; {} file(s) changed by this node; undo with `cairn rewind {} --to {at}`",
-            changed_count(&ws, &entry.pre, &report.snapshot),
+            "cairn: {} after {seconds:.1} s; {} file(s) changed by this node; undo with `cairn rewind {} --to {at}`",
+            outcome.exit.describe(),
+            report.changed.len(),
             session.id()
         );
     }
     Ok(code)
-}
-
-fn changed_count(
-    ws: &cairn_workspace::Workspace,
-    a: &cairn_workspace::SnapshotId,
-    b: &cairn_workspace::SnapshotId,
-) -> usize {
-    if a == b {
-        0
-    } else {
-        cairn_agent::changed_paths(ws, a, b).len()
-    }
 }
 
 /// Runs the command in the workspace, passing its output through (to stderr

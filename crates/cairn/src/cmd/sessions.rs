@@ -1,12 +1,12 @@
 //! `cairn sessions`, `cairn session ls|show|rm`.
 
-use cairn_journal::{Entry, RunLock};
+use cairn_journal::Entry;
 use cairn_sessions::{in_repository, repository_root, Summary};
 use serde::Serialize;
 
 use crate::cli::{RmArgs, SessionsArgs, ShowArgs};
 use crate::cmd::Context;
-use crate::exit::{coded, Code};
+use crate::exit::Code;
 use crate::output;
 
 /// The sessions `cairn sessions` shows: this repository's, or all.
@@ -243,27 +243,17 @@ fn describe(body: &cairn_journal::RecordBody) -> String {
 
 pub fn rm(ctx: &Context, args: &RmArgs) -> anyhow::Result<Code> {
     let id = ctx.existing_run(&args.id)?;
-    // Refuse while a writer holds the session; hold the lock while deleting.
-    let lock = RunLock::acquire(&ctx.store.lock_path(&id), id.as_str())?;
-    // A checkpoint names this session's journal position and snapshots:
-    // deleting them would leave it unrestorable.
-    let checkpoints = cairn_checkpoint::list(&ctx.store, &id).unwrap_or_default();
-    if !checkpoints.is_empty() {
-        return Err(coded(
-            Code::Refused,
-            format!(
-                "session {id} has {} checkpoint(s) (see `cairn checkpoint ls {id}`) that need its records and snapshots; it is kept",
-                checkpoints.len()
-            ),
-        ));
+    let options = cairn_sessions::RemoveOptions::new().with_forks(args.with_forks);
+    let removed = cairn_sessions::remove(&ctx.store, &id, options)?;
+    let mut s = String::new();
+    for run in &removed.runs {
+        if *run == id {
+            s.push_str(&format!("removed session {run}"));
+        } else {
+            s.push_str(&format!("removed fork {run}\n"));
+        }
     }
-    let dir = ctx.store.run_dir(&id);
-    std::fs::remove_dir_all(&dir)
-        .map_err(|e| coded(Code::Failure, format!("removing {}: {e}", dir.display())))?;
-    drop(lock);
-    cairn_store::durable::fsync_dir(&ctx.store.runs_dir())?;
-    output::text(&format!(
-        "removed session {id} (its workspace objects stay in the store until `cairn prune`)\n"
-    ))?;
+    s.push_str(" (workspace objects stay in the store until `cairn prune`)\n");
+    output::text(&s)?;
     Ok(Code::Ok)
 }

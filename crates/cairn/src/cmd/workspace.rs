@@ -4,15 +4,14 @@
 
 use std::path::Path;
 
-use cairn_agent::Session;
-use cairn_journal::{Meta, RecordBody, Snapshot};
+use cairn_sessions::Session;
 use cairn_store::{RunId, Store};
 use cairn_workspace::{CaptureConfig, IgnoreOptions, IgnoreRules, Label, RuleSource, Workspace};
 use serde::Serialize;
 
 use crate::cli::{CheckIgnoreArgs, PruneArgs, SnapshotArgs};
 use crate::cmd::progress::Bars;
-use crate::cmd::{sessions, Context};
+use crate::cmd::Context;
 use crate::exit::{coded, Code};
 use crate::output;
 
@@ -44,33 +43,23 @@ pub fn session_for(
     run: Option<&str>,
     name: &str,
 ) -> anyhow::Result<Session> {
-    if let Some(id) = run {
-        let id = ctx.existing_run(id)?;
-        return Ok(Session::open(store, &id)?);
+    let id = match run {
+        Some(id) => Some(ctx.existing_run(id)?),
+        None => cairn_sessions::newest_idle(store, &cairn_sessions::repository_root(&ctx.cwd))?,
+    };
+    match id {
+        Some(id) => Ok(Session::open(store, &id)?),
+        None => new_session(ctx, store, name),
     }
-    let pick = sessions::visible(ctx, false)?
-        .into_iter()
-        .find(|s| s.valid && s.status != "running");
-    if let Some(s) = pick {
-        return Ok(Session::open(store, &RunId::parse(&s.id)?)?);
-    }
-    new_session(ctx, store, name)
 }
 
 /// A new session without a model, for the current directory.
 pub fn new_session(ctx: &Context, store: &Store, name: &str) -> anyhow::Result<Session> {
-    let root = std::fs::canonicalize(&ctx.cwd)?;
-    let meta = Meta {
-        run: String::new(),
-        created: cairn_journal::now_rfc3339(),
-        workspace: root.to_string_lossy().into_owned(),
-        name: Some(output::one_line(name, 80)),
-        fingerprint: None,
-        fork: None,
-        routing: None,
-        system_file: None,
-    };
-    Ok(Session::create(store, &RunId::new(), meta)?)
+    Ok(Session::create_without_model(
+        store,
+        &ctx.cwd,
+        &output::one_line(name, 80),
+    )?)
 }
 
 #[derive(Serialize)]
@@ -96,19 +85,8 @@ pub fn snapshot(ctx: &Context, args: &SnapshotArgs) -> anyhow::Result<Code> {
     let root = session.state().workspace.clone();
     let ws = tracker(&store, session.id(), Path::new(&root))?;
     let report = ws.snapshot(label.as_ref(), &Bars::new(args.json))?;
-    session.append(RecordBody::Snapshot(Snapshot {
-        snapshot: report.snapshot.to_string(),
-        label: report.label.to_string(),
-    }))?;
-    if session.state().status == cairn_journal::Status::Running && session.state().records <= 2 {
-        // A session made just for this snapshot: nothing of it is running.
-        let totals = session.state().totals;
-        session.append(RecordBody::Terminal(cairn_journal::Terminal {
-            reason: cairn_journal::TerminalReason::Completed,
-            totals,
-            detail: Some("workspace snapshots taken with `cairn snapshot`".into()),
-        }))?;
-    }
+    session.record_capture(&report)?;
+    session.close_if_only_bookkeeping("workspace snapshots taken with `cairn snapshot`")?;
     session.refresh_projections();
     let out = SnapshotOut {
         run: session.id().to_string(),
