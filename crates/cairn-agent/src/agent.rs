@@ -172,8 +172,23 @@ impl Agent {
         let forced = match compare(&recorded, &current) {
             Verdict::Same => return Ok(()),
             Verdict::BudgetsRaised(f) => f,
-            Verdict::Changed(f) if force => f,
-            Verdict::Changed(changes) => return Err(AgentError::Guard { run, changes }),
+            Verdict::Changed {
+                mut needs_force,
+                raised,
+            } if force => {
+                needs_force.extend(raised);
+                needs_force
+            }
+            Verdict::Changed {
+                needs_force,
+                raised,
+            } => {
+                return Err(AgentError::Guard {
+                    run,
+                    changes: needs_force,
+                    raised,
+                })
+            }
         };
         let fields: Vec<_> = forced
             .iter()

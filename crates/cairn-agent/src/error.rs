@@ -27,12 +27,15 @@ pub enum AgentError {
     #[error(transparent)]
     Tools(#[from] cairn_tools::ToolError),
     /// The resume guard refused.
-    #[error("session {run} was started with a different configuration: {}. Resume with the original settings, or pass --force to continue anyway (an `override` record will say what was forced)", describe(changes))]
+    #[error("session {run} was started with a different configuration: {}. Resume with the original settings, or pass --force to continue anyway (an `override` record will say what was forced){}", describe(changes), raised_note(raised))]
     Guard {
         /// The run.
         run: String,
-        /// Every field that differs.
+        /// Every field that differs and needs `--force`.
         changes: Vec<ForcedField>,
+        /// Budgets raised or lifted at the same time (these alone need no
+        /// force).
+        raised: Vec<ForcedField>,
     },
     /// A stored response does not read.
     #[error("the stored model response {path} does not read ({reason}); move it aside to buy the call again")]
@@ -51,6 +54,21 @@ pub enum AgentError {
         #[source]
         source: std::io::Error,
     },
+    /// What was asked for cannot make a plan (no model, a bad budget, a bad
+    /// thinking mode, an unreadable script).
+    #[error("{reason}")]
+    Plan {
+        /// What is wrong and what to do.
+        reason: String,
+    },
+    /// The routing a session recorded cannot be used.
+    #[error("session {run} records a model that cannot be used ({reason}); resume with --model SPEC to choose one")]
+    RecordedRouting {
+        /// The run.
+        run: String,
+        /// Why.
+        reason: String,
+    },
     /// The run has no configuration to resume with (e.g. it was made by `cairn exec`).
     #[error("session {run} has no model configuration to resume with: {reason}")]
     NotResumable {
@@ -67,4 +85,12 @@ fn describe(changes: &[ForcedField]) -> String {
         .map(|c| format!("{} was {} and is now {}", c.field, c.was, c.now))
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+fn raised_note(raised: &[ForcedField]) -> String {
+    if raised.is_empty() {
+        String::new()
+    } else {
+        format!(". Raising a budget needs no --force: {}", describe(raised))
+    }
 }

@@ -36,8 +36,15 @@ pub enum Verdict {
     Same,
     /// Only budgets differ, each raised or lifted: allowed, recorded.
     BudgetsRaised(Vec<ForcedField>),
-    /// Something else differs: refused unless forced.
-    Changed(Vec<ForcedField>),
+    /// Something else differs (a budget lowered counts): refused unless
+    /// forced. `raised` lists the budgets that were raised or lifted beside
+    /// it, which need no force but are recorded with the rest.
+    Changed {
+        /// The fields that need `--force`.
+        needs_force: Vec<ForcedField>,
+        /// Budgets raised or lifted at the same time.
+        raised: Vec<ForcedField>,
+    },
 }
 
 fn show<T: std::fmt::Display>(v: &Option<T>) -> String {
@@ -55,8 +62,7 @@ fn short(h: &Option<String>) -> String {
 /// Compares the recorded fingerprint with the current one.
 pub fn compare(recorded: &Fingerprint, current: &Fingerprint) -> Verdict {
     let mut other = Vec::new();
-    let mut budgets = Vec::new();
-    let mut raised = true;
+    let mut raised = Vec::new();
     let field = |name: &str, was: String, now: String, out: &mut Vec<ForcedField>| {
         if was != now {
             out.push(ForcedField {
@@ -91,48 +97,53 @@ pub fn compare(recorded: &Fingerprint, current: &Fingerprint) -> Verdict {
         &mut other,
     );
     let (r, c) = (&recorded.budgets, &current.budgets);
+    // Raised or lifted (None is no limit): no force needed; lowered or newly
+    // set: a real change.
     let up = |was: Option<f64>, now: Option<f64>| match (was, now) {
         (_, None) => true,
         (Some(w), Some(n)) => n >= w,
         (None, Some(_)) => false,
     };
-    if r.max_turns != c.max_turns {
-        raised &= up(r.max_turns.map(|x| x as f64), c.max_turns.map(|x| x as f64));
-        field(
+    let budgets: [(&str, Option<f64>, Option<f64>, String, String); 3] = [
+        (
             "max_turns",
+            r.max_turns.map(|x| x as f64),
+            c.max_turns.map(|x| x as f64),
             show(&r.max_turns),
             show(&c.max_turns),
-            &mut budgets,
-        );
-    }
-    if r.max_tokens != c.max_tokens {
-        raised &= up(
+        ),
+        (
+            "max_tokens",
             r.max_tokens.map(|x| x as f64),
             c.max_tokens.map(|x| x as f64),
-        );
-        field(
-            "max_tokens",
             show(&r.max_tokens),
             show(&c.max_tokens),
-            &mut budgets,
-        );
-    }
-    if r.max_cost_usd != c.max_cost_usd {
-        raised &= up(r.max_cost_usd, c.max_cost_usd);
-        field(
+        ),
+        (
             "max_cost",
+            r.max_cost_usd,
+            c.max_cost_usd,
             show(&r.max_cost_usd),
             show(&c.max_cost_usd),
-            &mut budgets,
-        );
-    }
-    match (other.is_empty(), budgets.is_empty()) {
-        (true, true) => Verdict::Same,
-        (true, false) if raised => Verdict::BudgetsRaised(budgets),
-        _ => {
-            other.extend(budgets);
-            Verdict::Changed(other)
+        ),
+    ];
+    for (name, was, now, was_text, now_text) in budgets {
+        if was != now {
+            let out = if up(was, now) {
+                &mut raised
+            } else {
+                &mut other
+            };
+            field(name, was_text, now_text, out);
         }
+    }
+    match (other.is_empty(), raised.is_empty()) {
+        (true, true) => Verdict::Same,
+        (true, false) => Verdict::BudgetsRaised(raised),
+        _ => Verdict::Changed {
+            needs_force: other,
+            raised,
+        },
     }
 }
 
@@ -172,6 +183,10 @@ mod tests {
             ),
             (
                 fp("openai:b", Some("be brief"), Some(5)),
+                "changed:model raised:max_turns",
+            ),
+            (
+                fp("openai:b", Some("be brief"), Some(2)),
                 "changed:model,max_turns",
             ),
         ];
@@ -185,13 +200,22 @@ mod tests {
                         .collect::<Vec<_>>()
                         .join(",")
                 ),
-                Verdict::Changed(f) => format!(
-                    "changed:{}",
-                    f.iter()
-                        .map(|x| x.field.as_str())
-                        .collect::<Vec<_>>()
-                        .join(",")
-                ),
+                Verdict::Changed {
+                    needs_force,
+                    raised,
+                } => {
+                    let names = |f: &[ForcedField]| {
+                        f.iter()
+                            .map(|x| x.field.as_str())
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    };
+                    let mut s = format!("changed:{}", names(&needs_force));
+                    if !raised.is_empty() {
+                        s.push_str(&format!(" raised:{}", names(&raised)));
+                    }
+                    s
+                }
             };
             assert_eq!(got, want);
         }

@@ -54,9 +54,13 @@ impl fmt::Debug for ApiKey {
 }
 
 /// Parses a base URL, requiring http or https, and returns it with no trailing `/`.
+///
+/// A base URL is recorded in the session (its routing), so it must not carry
+/// a secret: one with credentials (`https://user:key@host/v1`), a query or a
+/// fragment is refused, and the error shows it with any credentials cut out.
 pub(crate) fn parse_base_url(url: &str) -> Result<Url, ModelError> {
     let invalid = |reason: String| ModelError::InvalidBaseUrl {
-        url: url.to_owned(),
+        url: redact_userinfo(url),
         reason,
     };
     let parsed = Url::parse(url.trim()).map_err(|e| invalid(e.to_string()))?;
@@ -69,7 +73,36 @@ pub(crate) fn parse_base_url(url: &str) -> Result<Url, ModelError> {
     if parsed.host_str().is_none() {
         return Err(invalid("it has no host".to_owned()));
     }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(invalid(
+            "it carries credentials, which would be recorded in the session; \
+             put the key in OPENAI_API_KEY or ANTHROPIC_API_KEY instead"
+                .to_owned(),
+        ));
+    }
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err(invalid(
+            "it has a query or fragment, which would be recorded in the session and \
+             may hold a secret; give the base URL alone"
+                .to_owned(),
+        ));
+    }
     Ok(parsed)
+}
+
+/// `url` with anything between `//` and the first `@` of its authority
+/// replaced by `…`, so an error never echoes a key typed into a URL.
+fn redact_userinfo(url: &str) -> String {
+    let Some(start) = url.find("//").map(|i| i + 2) else {
+        return url.to_owned();
+    };
+    let authority_end = url[start..]
+        .find(['/', '?', '#'])
+        .map_or(url.len(), |i| start + i);
+    match url[start..authority_end].rfind('@') {
+        Some(at) => format!("{}…{}", &url[..start], &url[start + at..]),
+        None => url.to_owned(),
+    }
 }
 
 /// The URL as text without a trailing `/`.
@@ -407,5 +440,38 @@ mod tests {
         assert!(!format!("{key:?}").contains("sk-secret"));
         assert!(key.header().is_sensitive());
         assert!(ApiKey::new("OPENAI_API_KEY", "", "bad\nkey").is_err());
+    }
+}
+
+#[cfg(test)]
+mod base_url_tests {
+    use super::{parse_base_url, redact_userinfo};
+
+    #[test]
+    fn base_urls_that_would_record_a_secret_are_refused_without_echoing_it() {
+        let rows = [
+            ("https://:sk-secret@api.example.com/v1", "credentials"),
+            ("https://user:sk-secret@api.example.com/v1", "credentials"),
+            ("https://sk-secret@api.example.com/v1", "credentials"),
+            ("https://api.example.com/v1?key=sk-secret", "query"),
+            ("https://api.example.com/v1#sk-secret", "fragment"),
+        ];
+        for (url, why) in rows {
+            let e = parse_base_url(url).unwrap_err().to_string();
+            assert!(e.contains(why), "{url}: {e}");
+            if why == "credentials" {
+                assert!(!e.contains("sk-secret"), "{url}: {e}");
+            }
+        }
+        assert!(parse_base_url("http://localhost:11434/v1").is_ok());
+        assert!(parse_base_url("https://openrouter.ai/api/v1").is_ok());
+    }
+
+    #[test]
+    fn redaction_cuts_only_the_userinfo() {
+        assert_eq!(redact_userinfo("https://a:b@h/v1"), "https://…@h/v1");
+        assert_eq!(redact_userinfo("https://h/v1@x"), "https://h/v1@x");
+        assert_eq!(redact_userinfo("not a url"), "not a url");
+        assert_eq!(redact_userinfo("h://x:y@z"), "h://…@z");
     }
 }

@@ -61,7 +61,10 @@ pub fn classify(err: &anyhow::Error) -> Code {
                 AgentError::Session(s) => session_code(s),
                 AgentError::Guard { .. } => Code::Refused,
                 AgentError::StoredResponse { .. } => Code::Integrity,
-                AgentError::NotResumable { .. } | AgentError::SystemPrompt { .. } => Code::Usage,
+                AgentError::NotResumable { .. }
+                | AgentError::SystemPrompt { .. }
+                | AgentError::Plan { .. } => Code::Usage,
+                AgentError::RecordedRouting { .. } => Code::Integrity,
                 AgentError::Model(m) => model_code(m),
                 _ => Code::Failure,
             };

@@ -6,15 +6,16 @@
 //! at once.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_agent::{
-    stop_pair, Agent, Config, Ending, Events, Faults, ResponseStore, Session, StopHandle, StopLevel,
+    stop_pair, Agent, Ending, Events, Faults, Plan, Request, ResponseStore, Session, StopHandle,
+    StopLevel,
 };
-use cairn_journal::{Budgets, Meta, Outcome, Routing, TerminalReason, ToolCall};
-use cairn_model::{provider_from_spec, ModelSpec, ProviderConfig, ProviderKind};
+use cairn_journal::{Outcome, TerminalReason, ToolCall};
+use cairn_model::{provider_from_spec, ProviderConfig, ProviderKind};
 use cairn_store::{RunId, Store};
 use cairn_tools::{ToolConfig, Toolbox, Workspace};
 use serde::Serialize;
@@ -33,57 +34,15 @@ pub struct RunSummary {
     pub tail: String,
 }
 
-/// Everything needed to build the agent for a session.
-struct Plan {
-    spec: ModelSpec,
-    base_url: Option<String>,
-    system: Option<(PathBuf, String)>,
-    thinking: Option<String>,
-    budgets: Budgets,
-}
-
-impl Plan {
-    fn spec_string(&self) -> String {
-        self.spec.to_string()
+fn request(m: &ModelArgs) -> Request {
+    Request {
+        model: m.model.clone(),
+        base_url: m.base_url.clone(),
+        max_turns: m.max_turns,
+        max_tokens: m.max_tokens,
+        max_cost: m.max_cost,
+        thinking: m.thinking.clone(),
     }
-}
-
-fn parse_spec(text: &str) -> anyhow::Result<ModelSpec> {
-    let mut spec: ModelSpec = text
-        .parse()
-        .map_err(|e| coded(Code::Usage, format!("{e}")))?;
-    if spec.kind == ProviderKind::Script {
-        // Recorded absolute, so a resume from any directory finds it.
-        let p = Path::new(&spec.model);
-        let abs = std::fs::canonicalize(p).map_err(|e| {
-            coded(
-                Code::Usage,
-                format!("cannot read the script {}: {e}", p.display()),
-            )
-        })?;
-        spec.model = abs.to_string_lossy().into_owned();
-    }
-    Ok(spec)
-}
-
-fn budgets(m: &ModelArgs, recorded: Option<&Budgets>) -> anyhow::Result<Budgets> {
-    let mut b = recorded.cloned().unwrap_or_default();
-    if let Some(x) = m.max_turns {
-        b.max_turns = Some(x);
-    }
-    if let Some(x) = m.max_tokens {
-        b.max_tokens = Some(x);
-    }
-    if let Some(x) = m.max_cost {
-        if !(x.is_finite() && x >= 0.0) {
-            return Err(coded(
-                Code::Usage,
-                "--max-cost must be a non-negative number of US dollars",
-            ));
-        }
-        b.max_cost_usd = Some(x);
-    }
-    Ok(b)
 }
 
 fn provider_config() -> ProviderConfig {
@@ -104,53 +63,18 @@ fn faults() -> Faults {
     }
 }
 
-fn read_system(path: &Path) -> anyhow::Result<String> {
-    std::fs::read_to_string(path).map_err(|e| {
-        coded(
-            Code::Usage,
-            format!("cannot read the system prompt {}: {e}", path.display()),
-        )
-    })
-}
-
 fn workspace(dir: &Path) -> anyhow::Result<Workspace> {
     Workspace::new(dir).map_err(|e| coded(Code::Usage, e.to_string()))
 }
 
 /// `cairn run`.
 pub fn run(ctx: &Context, args: RunArgs) -> anyhow::Result<Code> {
-    let spec_text = args
-        .model
-        .model
-        .clone()
-        .or_else(|| std::env::var("CAIRN_MODEL").ok().filter(|v| !v.is_empty()))
-        .ok_or_else(|| {
-            coded(
-                Code::Usage,
-                "choose a model with --model script:PATH | openai:MODEL | anthropic:MODEL (or set CAIRN_MODEL)",
-            )
-        })?;
-    let spec = parse_spec(&spec_text)?;
-    let system = match &args.system {
-        Some(p) => {
-            let abs = std::fs::canonicalize(p).map_err(|e| {
-                coded(
-                    Code::Usage,
-                    format!("cannot read the system prompt {}: {e}", p.display()),
-                )
-            })?;
-            let text = read_system(&abs)?;
-            Some((abs, text))
-        }
-        None => None,
-    };
-    let plan = Plan {
-        base_url: args.model.base_url.clone(),
-        spec,
-        system,
-        thinking: args.model.thinking.clone(),
-        budgets: budgets(&args.model, None)?,
-    };
+    let default_model = std::env::var("CAIRN_MODEL").ok();
+    let plan = Plan::for_run(
+        &request(&args.model),
+        default_model.as_deref(),
+        args.system.as_deref(),
+    )?;
     let ws = workspace(&ctx.cwd)?;
     let store = Store::open(ctx.store.root())?;
     let (handle, stop) = stop_pair();
@@ -159,33 +83,11 @@ pub fn run(ctx: &Context, args: RunArgs) -> anyhow::Result<Code> {
         let provider =
             provider_from_spec(&plan.spec, plan.base_url.as_deref(), &provider_config())?;
         let tools = Toolbox::builtin(ToolConfig::default());
-        let fp = cairn_agent::fingerprint(
-            &plan.spec_string(),
-            plan.system.as_ref().map(|s| s.1.as_str()),
-            &tools.infos(),
-            plan.thinking.as_deref(),
-            &plan.budgets,
-        );
-        let meta = Meta {
-            run: String::new(),
-            created: cairn_journal::now_rfc3339(),
-            workspace: ws.root().to_string_lossy().into_owned(),
-            name: args
-                .name
-                .clone()
-                .or_else(|| Some(output::one_line(&args.task.join(" "), 60))),
-            fingerprint: Some(fp),
-            fork: None,
-            routing: Some(Routing {
-                provider: plan.spec.kind.as_str().into(),
-                model: plan.spec.model.clone(),
-                base_url: provider.base_url().map(str::to_owned),
-            }),
-            system_file: plan
-                .system
-                .as_ref()
-                .map(|s| s.0.to_string_lossy().into_owned()),
-        };
+        let name = args
+            .name
+            .clone()
+            .or_else(|| Some(output::one_line(&args.task.join(" "), 60)));
+        let meta = plan.meta(ws.root(), name, &tools.infos(), provider.base_url());
         let id = RunId::new();
         let session = Session::create(&store, &id, meta)?;
         if !args.json {
@@ -207,20 +109,13 @@ fn assemble(
     plan: &Plan,
     stop: cairn_agent::Stop,
 ) -> anyhow::Result<Agent> {
-    let config = Config {
-        spec: plan.spec_string(),
-        system: plan.system.as_ref().map(|s| s.1.clone()),
-        thinking: plan.thinking.clone(),
-        budgets: plan.budgets.clone(),
-        max_output_tokens: None,
-    };
     let pricing = Arc::new(prices::load()?);
     Ok(Agent::new(
         session,
         provider,
         tools,
         ws,
-        config,
+        plan.config(),
         ResponseStore::new(store),
         pricing,
         stop,
@@ -274,56 +169,13 @@ fn resume_id(
     let store = Store::open(ctx.store.root())?;
     // Lock first, then rebuild state and routing from the record.
     let session = Session::open(&store, &id)?;
-    let state = session.state().clone();
-    let (Some(routing), Some(recorded)) = (state.routing.clone(), state.fingerprint.clone()) else {
-        return Err(coded(
-            Code::Usage,
-            format!("session {id} records no model to resume with (it was made by `cairn exec` or another tool)"),
-        ));
-    };
-    let spec = match &m.model {
-        Some(s) => parse_spec(s)?,
-        None => format!("{}:{}", routing.provider, routing.model)
-            .parse()
-            .map_err(|e| {
-                coded(
-                    Code::Integrity,
-                    format!("session {id} records an unusable model: {e}"),
-                )
-            })?,
-    };
-    let base_url = m
-        .base_url
-        .clone()
-        .or_else(|| spec.kind.base_url_from_env())
-        .or_else(|| {
-            if m.model.is_none() {
-                routing.base_url.clone()
-            } else {
-                None
-            }
-        });
-    let system = match &state.system_file {
-        Some(p) => {
-            let p = PathBuf::from(p);
-            match std::fs::read_to_string(&p) {
-                Ok(t) => Some((p, t)),
-                Err(e) => {
-                    eprintln!("cairn: the system prompt {} cannot be read ({e}); continuing without it changes the configuration", p.display());
-                    None
-                }
-            }
-        }
-        None => None,
-    };
-    let plan = Plan {
-        spec,
-        base_url,
-        system,
-        thinking: m.thinking.clone().or(recorded.thinking.clone()),
-        budgets: budgets(m, Some(&recorded.budgets))?,
-    };
-    let ws = workspace(Path::new(&state.workspace))?;
+    let plan = Plan::for_resume(session.state(), &request(m), &|kind: ProviderKind| {
+        kind.base_url_from_env()
+    })?;
+    for notice in &plan.notices {
+        eprintln!("cairn: {notice}");
+    }
+    let ws = workspace(Path::new(&session.state().workspace))?;
     let text = if text.is_empty() {
         None
     } else {
