@@ -104,7 +104,9 @@ pub fn compare(recorded: &Fingerprint, current: &Fingerprint) -> Verdict {
         (Some(w), Some(n)) => n >= w,
         (None, Some(_)) => false,
     };
-    let budgets: [(&str, Option<f64>, Option<f64>, String, String); 3] = [
+    // (field, was, now, was as text, now as text)
+    type Row<'a> = (&'a str, Option<f64>, Option<f64>, String, String);
+    let budgets: [Row; 3] = [
         (
             "max_turns",
             r.max_turns.map(|x| x as f64),
