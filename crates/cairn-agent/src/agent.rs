@@ -54,10 +54,32 @@ pub struct Config {
 }
 
 /// Crash points for tests: the process aborts there, as if killed.
+///
+/// They exist only in builds with the `fault-injection` feature, which the
+/// binary's tests turn on; a release build has no crash point, whatever
+/// its environment says.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Faults {
     /// After a response is stored, before its `assistant` record is written.
     pub crash_after_response_stored: bool,
+}
+
+impl Faults {
+    /// The crash points named by `CAIRN_FAULT` (`crash-after-response-stored`)
+    /// with the `fault-injection` feature; none without it.
+    pub fn from_env() -> Faults {
+        #[cfg(feature = "fault-injection")]
+        {
+            Faults {
+                crash_after_response_stored: std::env::var("CAIRN_FAULT").as_deref()
+                    == Ok("crash-after-response-stored"),
+            }
+        }
+        #[cfg(not(feature = "fault-injection"))]
+        {
+            Faults::default()
+        }
+    }
 }
 
 /// How a stretch of work ended; it is also the last record of the journal.
@@ -547,6 +569,7 @@ impl Agent {
                     stored: cairn_journal::now_rfc3339(),
                     response: response.clone(),
                 })?;
+                #[cfg(feature = "fault-injection")]
                 if self.faults.crash_after_response_stored {
                     std::process::abort();
                 }

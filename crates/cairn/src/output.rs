@@ -1,7 +1,18 @@
-//! Writing to stdout: JSON for machines, text for people. A closed pipe is
-//! reported as an `io::Error` of kind `BrokenPipe`, which `main` treats as
-//! success.
+//! Writing to the terminal: JSON for machines, text for people.
+//!
+//! Rules kept here for every command:
+//! 1. Text that reaches a terminal never carries raw control sequences:
+//!    model output, tool output, paths and names from records may hold ESC,
+//!    OSC 52 (set the clipboard), a clear-screen or bidi overrides; every
+//!    such character is shown escaped ([`visible`]). JSON is escaped by its
+//!    encoder.
+//! 2. A closed stdout (`cairn sessions | head`) is reported as an
+//!    `io::Error` of kind `BrokenPipe`, which `main` treats as success.
+//! 3. A closed or full stderr never stops cairn: notices are best effort
+//!    ([`note`]), because the journal, not the terminal, is the record.
 
+use std::borrow::Cow;
+use std::fmt::Write as _;
 use std::io::Write;
 
 /// Prints one JSON value (compact; pipe it to `jq` to read it) and a
@@ -16,12 +27,75 @@ pub fn json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Prints text as is.
+/// Prints text for people, control characters shown escaped.
 pub fn text(s: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
-    out.write_all(s.as_bytes())?;
+    out.write_all(visible(s).as_bytes())?;
     out.flush()?;
     Ok(())
+}
+
+/// Writes one line to stderr, control characters shown escaped, ignoring
+/// any error (a closed stderr must not stop a run).
+pub fn note(line: impl std::fmt::Display) {
+    let text = line.to_string();
+    let mut err = std::io::stderr().lock();
+    let _ = err
+        .write_all(visible(&text).as_bytes())
+        .and_then(|_| err.write_all(b"\n"));
+}
+
+/// Prints an error and its causes to stderr, each once: a cause whose text
+/// the lines above already hold is not repeated.
+pub fn error(prefix: &str, e: &anyhow::Error) {
+    let mut shown: Vec<String> = Vec::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if shown.iter().any(|s| s.contains(&text)) {
+            continue;
+        }
+        if shown.is_empty() {
+            note(format!("{prefix}: {text}"));
+        } else {
+            note(format!("  caused by: {text}"));
+        }
+        shown.push(text);
+    }
+}
+
+/// `s` with every character that a terminal would act on shown as an
+/// escape instead: C0 controls but newline and tab, DEL, C1 controls, and
+/// the bidirectional overrides and isolates. A carriage return right before
+/// a newline is dropped (a Windows line end), any other is escaped.
+pub fn visible(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(acts_on_terminal) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\r' && chars.peek() == Some(&'\n') {
+            continue;
+        }
+        if acts_on_terminal(c) {
+            let n = u32::from(c);
+            if n < 0x100 {
+                let _ = write!(out, "\\x{n:02x}");
+            } else {
+                let _ = write!(out, "\\u{{{n:04x}}}");
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+fn acts_on_terminal(c: char) -> bool {
+    matches!(c,
+        '\u{0}'..='\u{8}' | '\u{b}'..='\u{1f}' | '\u{7f}'..='\u{9f}'
+        | '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}'
+        | '\u{2066}'..='\u{2069}')
 }
 
 /// A cost for people: `$0.0123`, `free`, or `unknown`.
@@ -44,5 +118,29 @@ pub fn one_line(s: &str, max: usize) -> String {
     } else {
         let cut: String = flat.chars().take(max.saturating_sub(1)).collect();
         format!("{cut}…")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_sequences_are_shown_not_sent() {
+        let rows = [
+            ("plain text\n\ttab", "plain text\n\ttab"),
+            ("\u{1b}]52;c;ZXZpbA==\u{7}", "\\x1b]52;c;ZXZpbA==\\x07"),
+            ("\u{1b}[2J\u{1b}[H", "\\x1b[2J\\x1b[H"),
+            ("line\r\nnext", "line\nnext"),
+            ("over\rwrite", "over\\x0dwrite"),
+            ("\u{9b}31m", "\\x9b31m"),
+            ("abc\u{202e}fed", "abc\\u{202e}fed"),
+            ("caf\u{e9} \u{1f600}", "caf\u{e9} \u{1f600}"),
+            ("\u{7f}", "\\x7f"),
+        ];
+        for (raw, shown) in rows {
+            assert_eq!(visible(raw), shown, "{raw:?}");
+        }
+        assert!(matches!(visible("ok"), Cow::Borrowed(_)));
     }
 }

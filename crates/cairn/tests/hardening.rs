@@ -116,3 +116,73 @@ fn a_raised_budget_is_not_listed_as_needing_force_beside_a_real_change() {
     );
     assert!(note.contains("max_turns"), "{err}");
 }
+
+#[test]
+fn model_and_tool_text_reaches_the_terminal_escaped_never_raw() {
+    let s = Scratch::new();
+    let evil = "hello \u{1b}]52;c;ZXZpbA==\u{7} \u{1b}[2J\u{1b}[H bye";
+    let model = script_path(
+        &s,
+        json!([
+            {"text": evil, "tool_calls": [shell("s1", "printf 'tool \\033[31mred\\033[0m\\n'")]},
+            {"text": "done \u{9b}31m"}
+        ]),
+    );
+    let out = s.run(&["run", "--model", &model, "--name", "n\u{1b}[31mame", "task"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for stream in [&out.stdout, &out.stderr] {
+        assert!(
+            !stream.contains(&0x1b),
+            "{}",
+            String::from_utf8_lossy(stream)
+        );
+        assert!(!stream.contains(&0x07));
+        assert!(!contains(stream, "\u{9b}"));
+    }
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("\\x1b]52;c;ZXZpbA==\\x07"), "{shown}");
+    let id = s.only_session();
+    // The journal keeps what the model said, byte for byte.
+    assert!(s.records(&id).iter().any(|r| r["text"] == evil));
+    for args in [
+        vec!["session", "show", id.as_str()],
+        vec!["session", "show", id.as_str(), "--transcript"],
+        vec!["sessions"],
+    ] {
+        let out = s.run(&args);
+        assert!(out.status.success());
+        assert!(
+            !out.stdout.contains(&0x1b),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}
+
+#[test]
+fn a_closed_stderr_does_not_stop_a_run() {
+    let s = Scratch::new();
+    let model = script_path(
+        &s,
+        json!([
+            {"text": "one", "tool_calls": [shell("s1", "echo 1 >> n.log")]},
+            {"text": "done"}
+        ]),
+    );
+    let mut child = s
+        .cmd()
+        .args(["run", "--model", &model, "task"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let id = s.only_session();
+    assert_eq!(s.records(&id).last().unwrap()["reason"], "completed");
+}

@@ -34,10 +34,7 @@ pub fn run(ctx: &Context, args: ExecArgs) -> anyhow::Result<Code> {
     match exec(ctx, &args) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            eprintln!("cairn exec: {e}");
-            for cause in e.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
-            }
+            output::error("cairn exec", &e);
             std::process::exit(125)
         }
     }
@@ -62,7 +59,10 @@ fn exec(ctx: &Context, args: &ExecArgs) -> anyhow::Result<i32> {
     let node = Node::start(&mut session, &ws, &name, &bars)?;
     let at = node.at().clone();
     if !args.json {
-        eprintln!("cairn: {command} in session {} ({at})", session.id());
+        output::note(format!(
+            "cairn: {command} in session {} ({at})",
+            session.id()
+        ));
     }
 
     let started = Instant::now();
@@ -80,7 +80,7 @@ fn exec(ctx: &Context, args: &ExecArgs) -> anyhow::Result<i32> {
                 std::io::ErrorKind::PermissionDenied => 126,
                 _ => 125,
             };
-            eprintln!("cairn exec: cannot run {}: {e}", line[0]);
+            output::note(format!("cairn exec: cannot run {}: {e}", line[0]));
             (code, NodeExit::NotRun(e.to_string()), String::new())
         }
     };
@@ -99,12 +99,12 @@ fn exec(ctx: &Context, args: &ExecArgs) -> anyhow::Result<i32> {
             tail: session.writer().tail().to_hex(),
         })?;
     } else {
-        eprintln!(
+        output::note(format!(
             "cairn: {} after {seconds:.1} s; {} file(s) changed by this node; undo with `cairn rewind {} --to {at}`",
             outcome.exit.describe(),
             report.changed.len(),
             session.id()
-        );
+        ));
     }
     Ok(code)
 }

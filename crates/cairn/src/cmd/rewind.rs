@@ -71,7 +71,7 @@ pub fn run(ctx: &Context, args: &RewindArgs) -> anyhow::Result<Code> {
     } else if let Some(snap) = &args.restore_snapshot {
         let snap = SnapshotId::parse(snap).map_err(|e| coded(Code::Usage, e.to_string()))?;
         if !args.json {
-            eprintln!("cairn: --restore-snapshot restores the whole tree (after banking the current state)");
+            output::note("cairn: --restore-snapshot restores the whole tree (after banking the current state)");
         }
         ws.restore_snapshot(&snap, &bars)?
     } else {

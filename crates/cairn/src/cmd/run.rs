@@ -56,13 +56,6 @@ fn provider_config() -> ProviderConfig {
     c
 }
 
-fn faults() -> Faults {
-    Faults {
-        crash_after_response_stored: std::env::var("CAIRN_FAULT").as_deref()
-            == Ok("crash-after-response-stored"),
-    }
-}
-
 fn workspace(dir: &Path) -> anyhow::Result<Workspace> {
     Workspace::new(dir).map_err(|e| coded(Code::Usage, e.to_string()))
 }
@@ -91,7 +84,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> anyhow::Result<Code> {
         let id = RunId::new();
         let session = Session::create(&store, &id, meta)?;
         if !args.json {
-            eprintln!("cairn: session {id} in {}", ws.root().display());
+            output::note(format!("cairn: session {id} in {}", ws.root().display()));
         }
         let versions = crate::cmd::workspace::tracker(&store, &id, ws.root())?;
         let agent =
@@ -120,7 +113,7 @@ fn assemble(
         pricing,
         stop,
     )
-    .with_faults(faults()))
+    .with_faults(Faults::from_env()))
 }
 
 /// `cairn resume ID [TEXT]`.
@@ -153,7 +146,7 @@ pub fn continue_(ctx: &Context, args: ContinueArgs) -> anyhow::Result<Code> {
     };
     let id = RunId::parse(&pick.id)?;
     if !args.json {
-        eprintln!("cairn: continuing session {id}");
+        output::note(format!("cairn: continuing session {id}"));
     }
     resume_id(ctx, id, args.text, args.force, args.json, &args.model)
 }
@@ -173,7 +166,7 @@ fn resume_id(
         kind.base_url_from_env()
     })?;
     for notice in &plan.notices {
-        eprintln!("cairn: {notice}");
+        output::note(format!("cairn: {notice}"));
     }
     let ws = workspace(Path::new(&session.state().workspace))?;
     let text = if text.is_empty() {
@@ -234,10 +227,10 @@ async fn watch_signals(
             _ = term.recv() => {}
         }
         match handle.escalate() {
-            StopLevel::Graceful => eprintln!(
-                "\ncairn: stopping after the step in flight, then suspending (interrupt again to stop at once)"
+            StopLevel::Graceful => output::note(
+                "\ncairn: stopping after the step in flight, then suspending (interrupt again to stop at once)",
             ),
-            _ => eprintln!("\ncairn: stopping now"),
+            _ => output::note("\ncairn: stopping now"),
         }
     }
 }
@@ -300,7 +293,10 @@ impl Printer {
         }
         let mut o = std::io::stdout().lock();
         // A closed stdout must not stop the run: the journal is the record.
-        let _ = o.write_all(s.as_bytes()).and_then(|_| o.flush());
+        // Model and tool text is shown, never obeyed (no raw escapes).
+        let _ = o
+            .write_all(output::visible(s).as_bytes())
+            .and_then(|_| o.flush());
         self.mid_line = !s.ends_with('\n');
     }
 
@@ -351,6 +347,6 @@ impl Events for Printer {
     }
     fn notice(&mut self, message: &str) {
         self.finish_line();
-        eprintln!("cairn: {message}");
+        output::note(format!("cairn: {message}"));
     }
 }

@@ -79,7 +79,7 @@ pub fn run(ctx: &Context, args: &VerifyArgs) -> anyhow::Result<Code> {
         }
         output::text(&s)?;
         if !all_ok {
-            eprintln!("cairn: a journal does not verify: the records before the first bad seq are intact; keep a copy of the run directory before changing anything");
+            output::note("cairn: a journal does not verify: the records before the first bad seq are intact; keep a copy of the run directory before changing anything");
         }
     }
     Ok(if all_ok { Code::Ok } else { Code::Integrity })
