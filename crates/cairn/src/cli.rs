@@ -9,8 +9,8 @@ use clap::{Args, Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "cairn", version, about, long_about = None, propagate_version = true)]
 pub struct Cli {
-    /// The store holding every session [default: $XDG_STATE_HOME/cairn or ~/.local/state/cairn]
-    #[arg(long, global = true, env = "CAIRN_STORE", value_name = "DIR")]
+    /// The store holding every session [env: CAIRN_STORE] [default: $XDG_STATE_HOME/cairn or ~/.local/state/cairn]
+    #[arg(long, global = true, value_name = "DIR")]
     pub store: Option<PathBuf>,
 
     /// Run as if cairn was started in DIR

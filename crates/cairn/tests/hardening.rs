@@ -186,3 +186,109 @@ fn a_closed_stderr_does_not_stop_a_run() {
     let id = s.only_session();
     assert_eq!(s.records(&id).last().unwrap()["reason"], "completed");
 }
+
+#[test]
+fn a_store_inside_the_workspace_is_refused_before_anything_runs() {
+    let s = Scratch::new();
+    let model = script_path(
+        &s,
+        json!([
+            {"text": "edit the journal", "tool_calls": [shell("s1", "echo x >> ran.log")]},
+            {"text": "done"}
+        ]),
+    );
+    let inner = s.ws.join(".cairn-store");
+    // (`cairn exec` reports its own failures with 125, as wrappers expect.)
+    for (args, code) in [
+        (vec!["run", "--model", model.as_str(), "task"], 2),
+        (vec!["exec", "--", "sh", "-c", "echo x >> ran.log"], 125),
+    ] {
+        let out = s
+            .cmd()
+            .env("CAIRN_STORE", &inner)
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(code), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("inside the workspace"), "{err}");
+        assert!(!s.ws.join("ran.log").exists(), "{args:?} ran");
+    }
+    assert!(!inner.join("runs").exists());
+    // A store named by a relative path through a subdirectory is still inside.
+    std::fs::create_dir(s.ws.join("sub")).unwrap();
+    let out = s
+        .cmd()
+        .env_remove("CAIRN_STORE")
+        .args([
+            "--store",
+            "sub/../.cairn-store",
+            "run",
+            "--model",
+            &model,
+            "task",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    // One in a sibling of the workspace is not.
+    let out = s
+        .cmd()
+        .env_remove("CAIRN_STORE")
+        .current_dir(s.ws.join("sub"))
+        .args([
+            "--store",
+            "../.cairn-store",
+            "run",
+            "--model",
+            &model,
+            "task",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_store_that_is_a_file_or_empty_is_bad_input() {
+    let s = Scratch::new();
+    let file = s.dir.path().join("afile");
+    std::fs::write(&file, "x").unwrap();
+    for store in [file.clone(), file.join("below")] {
+        let out = s
+            .cmd()
+            .env("CAIRN_STORE", &store)
+            .args(["sessions"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{store:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("is a file, not a directory"), "{err}");
+    }
+    let out = s
+        .cmd()
+        .env("CAIRN_STORE", "")
+        .args(["sessions"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("CAIRN_STORE is set but empty"));
+}
+
+#[test]
+fn forking_into_a_workspace_that_is_a_file_is_refused() {
+    let s = Scratch::new();
+    let model = script_path(&s, json!([{"text": "done"}]));
+    assert!(s.run(&["run", "--model", &model, "task"]).status.success());
+    let id = s.only_session();
+    let file = s.dir.path().join("not-a-dir");
+    std::fs::write(&file, "x").unwrap();
+    let out = s.run(&["fork", &id, "--workspace", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a directory"));
+    assert_eq!(std::fs::read_dir(s.store.join("runs")).unwrap().count(), 1);
+}

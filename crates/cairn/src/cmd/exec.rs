@@ -42,6 +42,9 @@ pub fn run(ctx: &Context, args: ExecArgs) -> anyhow::Result<Code> {
 
 fn exec(ctx: &Context, args: &ExecArgs) -> anyhow::Result<i32> {
     let name = NodeName::parse(&args.node).map_err(|e| coded(Code::Usage, e.to_string()))?;
+    if args.run.is_none() {
+        ctx.refuse_store_inside(&ctx.cwd)?;
+    }
     let store = Store::open(ctx.store.root())?;
     let line: Vec<String> = args
         .command
@@ -54,6 +57,7 @@ fn exec(ctx: &Context, args: &ExecArgs) -> anyhow::Result<i32> {
         None => new_session(ctx, &store, &command)?,
     };
     let root = session.state().workspace.clone();
+    ctx.refuse_store_inside(Path::new(&root))?;
     let ws = tracker(&store, session.id(), Path::new(&root))?;
     let bars = Bars::new(args.json);
     let node = Node::start(&mut session, &ws, &name, &bars)?;

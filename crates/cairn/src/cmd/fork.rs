@@ -19,12 +19,21 @@ pub fn run(ctx: &Context, args: &ForkArgs) -> anyhow::Result<Code> {
         })?),
     };
     let workspace = match &args.workspace {
-        Some(d) => Some(
-            std::fs::canonicalize(d)
-                .map_err(|e| coded(Code::Usage, format!("--workspace {}: {e}", d.display())))?
-                .to_string_lossy()
-                .into_owned(),
-        ),
+        Some(d) => {
+            let dir = std::fs::canonicalize(d)
+                .map_err(|e| coded(Code::Usage, format!("--workspace {}: {e}", d.display())))?;
+            if !dir.is_dir() {
+                return Err(coded(
+                    Code::Usage,
+                    format!(
+                        "--workspace {}: it is not a directory; give the directory the fork works in",
+                        d.display()
+                    ),
+                ));
+            }
+            ctx.refuse_store_inside(&dir)?;
+            Some(dir.to_string_lossy().into_owned())
+        }
         None => None,
     };
     let store = cairn_store::Store::open(ctx.store.root())?;
@@ -71,6 +80,7 @@ fn from_checkpoint(
         ));
     }
     let dir = ctx.cwd.join(dir);
+    ctx.refuse_store_inside(&dir)?;
     let made = cairn_checkpoint::materialize(&store, &cpid, &dir, &Bars::new(args.json))?;
     let root = std::fs::canonicalize(&dir)?.to_string_lossy().into_owned();
     let (id, writer, state) =

@@ -68,6 +68,7 @@ pub fn run(ctx: &Context, args: RunArgs) -> anyhow::Result<Code> {
         default_model.as_deref(),
         args.system.as_deref(),
     )?;
+    ctx.refuse_store_inside(&ctx.cwd)?;
     let ws = workspace(&ctx.cwd)?;
     let store = Store::open(ctx.store.root())?;
     let (handle, stop) = stop_pair();
@@ -168,6 +169,7 @@ fn resume_id(
     for notice in &plan.notices {
         output::note(format!("cairn: {notice}"));
     }
+    ctx.refuse_store_inside(Path::new(&session.state().workspace))?;
     let ws = workspace(Path::new(&session.state().workspace))?;
     let text = if text.is_empty() {
         None
