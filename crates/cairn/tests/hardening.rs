@@ -292,3 +292,41 @@ fn forking_into_a_workspace_that_is_a_file_is_refused() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a directory"));
     assert_eq!(std::fs::read_dir(s.store.join("runs")).unwrap().count(), 1);
 }
+
+#[test]
+fn listing_snapshots_needs_no_lock_while_a_writer_holds_the_session() {
+    let s = Scratch::new();
+    std::fs::write(s.ws.join("a.txt"), "a\n").unwrap();
+    let out = s.run(&["exec", "--", "sh", "-c", "echo b > b.txt"]);
+    assert!(out.status.success());
+    let id = s.only_session();
+    let store = cairn_store::Store::open(&s.store).unwrap();
+    let run = cairn_store::RunId::parse(&id).unwrap();
+    let (_writer, _) = cairn_journal::JournalWriter::open(&store, &run).unwrap();
+    let out = s.run(&["rewind", &id, "--list-snapshots", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(json(&out.stdout).as_array().unwrap().len(), 2);
+    // A restore still needs the lock.
+    let out = s.run(&["rewind", &id, "--to", "exec"]);
+    assert_eq!(out.status.code(), Some(4));
+}
+
+#[test]
+fn check_ignore_reports_a_failure_as_bad_input_not_as_nothing_excluded() {
+    let s = Scratch::new();
+    std::fs::create_dir(s.ws.join(".cairnignore")).unwrap();
+    std::fs::write(s.ws.join(".gitignore"), "*.log\n").unwrap();
+    let out = s.run(&["check-ignore", "x.log"]);
+    // A rule file that is a directory is treated as absent (as git does) or
+    // is an error; never exit 1 for a failure.
+    assert_ne!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use cairn_journal::{RecordBody, Snapshot};
+use cairn_journal::RecordBody;
 use cairn_store::Store;
 use cairn_workspace::{NodeRef, RestoreReport, RestoreScope, SnapshotId};
 use serde::Serialize;
@@ -31,13 +31,11 @@ struct RewindOut<'a> {
 pub fn run(ctx: &Context, args: &RewindArgs) -> anyhow::Result<Code> {
     let id = ctx.existing_run(&args.id)?;
     let store = Store::open(ctx.store.root())?;
-    // Held until the end: no run of this session moves meanwhile.
-    let mut session = cairn_agent::Session::open(&store, &id)?;
-    let root = session.state().workspace.clone();
-    let ws = tracker(&store, &id, Path::new(&root))?;
-    let bars = Bars::new(args.json);
-
     if args.list_snapshots {
+        // Reading needs no lock: manifests are immutable and the index is
+        // replaced atomically.
+        let root = cairn_sessions::load(&store, &id)?.state.workspace;
+        let ws = tracker(&store, &id, Path::new(&root))?;
         let list = ws.list_snapshots()?;
         if args.json {
             output::json(&list)?;
@@ -61,6 +59,11 @@ pub fn run(ctx: &Context, args: &RewindArgs) -> anyhow::Result<Code> {
         return Ok(Code::Ok);
     }
 
+    // Held until the end: no run of this session moves meanwhile.
+    let mut session = cairn_sessions::Session::open(&store, &id)?;
+    let root = session.state().workspace.clone();
+    let ws = tracker(&store, &id, Path::new(&root))?;
+    let bars = Bars::new(args.json);
     let report = if let Some(to) = &args.to {
         let node = NodeRef::parse(to).map_err(|e| coded(Code::Usage, e.to_string()))?;
         let scope = match args.restore_scope {
@@ -81,10 +84,7 @@ pub fn run(ctx: &Context, args: &RewindArgs) -> anyhow::Result<Code> {
         ));
     };
     for c in report.closed.iter().chain(std::iter::once(&report.bank)) {
-        session.append(RecordBody::Snapshot(Snapshot {
-            snapshot: c.snapshot.to_string(),
-            label: c.label.to_string(),
-        }))?;
+        session.record_capture(c)?;
     }
 
     session.refresh_projections();

@@ -143,7 +143,14 @@ pub fn check_ignore(ctx: &Context, args: &CheckIgnoreArgs) -> anyhow::Result<Cod
             }
         }
     }
-    let rules = IgnoreRules::load(&root, &opts)?;
+    // Exit 1 means "nothing excluded", so a failure to answer is bad input
+    // (2), never 1.
+    let rules = IgnoreRules::load(&root, &opts).map_err(|e| {
+        coded(
+            Code::Usage,
+            format!("cannot read the workspace rules of {}: {e}", root.display()),
+        )
+    })?;
     let mut out = String::new();
     let mut any = false;
     for p in &args.paths {
