@@ -109,7 +109,8 @@ impl Default for ToolConfig {
 ///
 /// Implementations never panic and never fail with a Rust error: bad arguments, missing
 /// files and refused paths all come back as [`Outcome::Error`] with a message for the
-/// model. Every path they touch goes through [`Workspace::resolve`].
+/// model. Every path they touch goes through the workspace's path-safety check
+/// ([`Workspace::resolve`] lists its rules) and its directory descriptor.
 #[async_trait::async_trait]
 pub trait Tool: Send + Sync {
     /// The tool's name, description, parameter schema and idempotency.
