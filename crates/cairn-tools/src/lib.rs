@@ -35,10 +35,24 @@
 //!    the agent loop: bad arguments, missing files and refused paths come back as
 //!    [`Outcome::Error`] with a message that says what was wrong and what to do.
 //!
-//! What it does not do: the shell command itself can reach anything the user can (it
-//! is not a sandbox), and a process that leaves its process group on purpose
-//! (`setsid`) survives the call. The crate knows nothing of the journal or the network.
-//! It targets Unix.
+//! What it does not do:
+//!
+//! - **The shell tool is not a sandbox.** It runs whatever command the model writes,
+//!   with the user's rights: the command can read, change or delete any file the user
+//!   can — outside the workspace, in `.git` and in cairn's store included — reach the
+//!   network, and start processes that leave its process group on purpose (`setsid`)
+//!   and so survive the call. The path rules above bind the five file tools only.
+//! - **The shell's environment is scrubbed, not sealed.** By default ([`ShellEnv`]) the
+//!   command gets cairn's environment without the variables that look like secrets
+//!   (names containing `KEY`, `SECRET`, `TOKEN`, `PASSWORD`, `AUTH`, …, URLs with a
+//!   password) and without the model providers' and cairn's own (`OPENAI_*`,
+//!   `ANTHROPIC_*`, `OPENROUTER_*`, `CAIRN_*`), unless the user passes names through
+//!   ([`ShellEnv::pass_through`]). That keeps cairn from handing its own secrets to the
+//!   command, and so to the model and the journal. It does not stop the command from
+//!   reading secrets from files (`~/.aws/credentials`, `~/.netrc`, a `.env`), from a
+//!   keychain or agent it finds, or from variables the scrub does not recognise, and
+//!   whatever the command prints is recorded in the journal.
+//! - The crate knows nothing of the journal or the network. It targets Unix.
 //!
 //! # Example
 //!
@@ -78,6 +92,7 @@ compile_error!("cairn-tools supports Unix only: it relies on O_NOFOLLOW and proc
 mod capture;
 mod error;
 mod fsio;
+mod shell_env;
 mod sys;
 mod tool;
 mod toolbox;
@@ -85,6 +100,7 @@ mod tools;
 mod workspace;
 
 pub use error::{PathError, ToolError};
+pub use shell_env::ShellEnv;
 pub use tool::{Outcome, Tool, ToolConfig, ToolInfo, ToolOutput};
 pub use toolbox::Toolbox;
 pub use tools::{EditFile, ListDir, ReadFile, Search, Shell, WriteFile};
