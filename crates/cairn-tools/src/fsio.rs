@@ -26,14 +26,10 @@ pub(crate) struct Target<'a> {
     pub(crate) parent: OwnedFd,
 }
 
-impl Target<'_> {
+impl<'a> Target<'a> {
     /// Checks `text` and opens the directory that holds it; with `create`, missing
     /// parent directories are made inside the workspace, one at a time.
-    pub(crate) fn reach<'a>(
-        ws: &Workspace,
-        text: &'a str,
-        create: bool,
-    ) -> Result<Target<'a>, ToolError> {
+    pub(crate) fn reach(ws: &Workspace, text: &'a str, create: bool) -> Result<Self, ToolError> {
         let path = ws.rel(text)?;
         let parent = ws.open_dir(text, path.split_last().0, create)?;
         Ok(Target { text, path, parent })
