@@ -14,7 +14,10 @@
 //!    parent, files are created `0600`.
 //!
 //! 4. **No symlinks below a root.** [`nofollow`] reaches every path below a
-//!    root with `O_NOFOLLOW` and `*at` calls, for every restore.
+//!    root through one resolver, [`nofollow::open_beneath`] (`openat2` with
+//!    `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` on Linux, a component-wise
+//!    `O_NOFOLLOW` walk elsewhere), and `*at` calls on the directory it
+//!    opened, for the file tools and every restore.
 //! 5. **Safe paths and modes.** [`safe`] holds the validated relative path
 //!    ([`safe::RelPath`]), the one mode rule, the one mtime conversion and
 //!    the one temporary-name scheme.
@@ -31,6 +34,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod beneath;
 mod durable_impl;
 mod error;
 mod id;

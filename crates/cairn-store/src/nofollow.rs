@@ -1,17 +1,33 @@
 //! File operations below a root that never follow a symlink — the one place
-//! for that rule, shared by every restore (workspace snapshots, checkpoints).
+//! for that rule, shared by the tools and every restore (workspace snapshots,
+//! checkpoints).
 //!
-//! Every directory on a path is opened relative to its parent with
-//! `O_NOFOLLOW`, and the final operation is an `*at` call on that directory,
-//! so a symlink anywhere on the way — even one swapped in while cairn works —
-//! is refused (`ELOOP`), never followed. Only the root itself may be reached
-//! through symlinks: it is the operator's choice.
+//! Every directory on a path is reached by the one resolver,
+//! [`open_beneath`] (`openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`
+//! on Linux, a component-wise `O_NOFOLLOW` walk elsewhere), and the final
+//! operation is an `*at` call on that directory, so a symlink anywhere on the
+//! way — even one swapped in while cairn works — is refused, never followed.
+//! Only the root itself may be reached through symlinks: it is the
+//! operator's choice.
+//!
+//! Invariants of the file operations here:
+//! - files are opened with `O_NOFOLLOW`, and for reading also `O_NONBLOCK`,
+//!   so a FIFO or device put where a file was expected cannot hang the
+//!   caller; the caller checks the kind on the opened descriptor;
+//! - [`replace_at`] stages a [`crate::safe::temp_name`] file in the target's
+//!   own directory descriptor, fsyncs it, renames it over the target inside
+//!   that descriptor, and fsyncs the directory; on failure the temporary
+//!   file is removed.
 
-use std::ffi::CString;
+use std::ffi::{CString, OsStr, OsString};
 use std::fs::File;
-use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::io::{self, Write};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+
+use crate::beneath::{check, cstr};
+pub use crate::beneath::{open_beneath, Beneath, DirId, Unreachable};
 
 /// Why a directory could not be reached safely.
 #[derive(Debug)]
@@ -24,23 +40,18 @@ pub enum Reach {
     Io(io::Error),
 }
 
-fn cstr(s: &str) -> io::Result<CString> {
-    CString::new(s).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))
-}
-
-fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(rc)
-    }
-}
-
-fn classify(e: io::Error, at: &str) -> Reach {
-    match e.raw_os_error() {
-        Some(libc::ELOOP) => Reach::Symlink(at.to_owned()),
-        Some(libc::ENOTDIR) => Reach::NotDir(at.to_owned()),
-        _ => Reach::Io(e),
+impl From<Unreachable> for Reach {
+    fn from(u: Unreachable) -> Reach {
+        match u {
+            Unreachable::Symlink(p) => Reach::Symlink(p),
+            Unreachable::NotDir(p) => Reach::NotDir(p),
+            Unreachable::Missing(_) => Reach::Io(io::Error::from_raw_os_error(libc::ENOENT)),
+            Unreachable::Io(_, e) => Reach::Io(e),
+            other => Reach::Io(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                other.to_string(),
+            )),
+        }
     }
 }
 
@@ -62,21 +73,6 @@ pub fn open_root(root: &Path) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-fn open_dir_at(parent: &OwnedFd, name: &str) -> io::Result<OwnedFd> {
-    let c = cstr(name)?;
-    // SAFETY: valid descriptor and NUL-terminated name; the new descriptor is
-    // owned by the OwnedFd below.
-    let fd = check(unsafe {
-        libc::openat(
-            parent.as_raw_fd(),
-            c.as_ptr(),
-            libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_RDONLY | libc::O_CLOEXEC,
-        )
-    })?;
-    // SAFETY: `fd` was just returned by openat and is owned by nothing else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
 /// Opens the directory `rel` (`/`-separated; `""` is `root`) below `root`
 /// without following any symlink. With `create`, missing directories are
 /// made (mode `0777` less the umask; the parent fsynced) and their relative
@@ -91,32 +87,11 @@ pub fn open_dir(
     create: bool,
     created: &mut Vec<String>,
 ) -> Result<OwnedFd, Reach> {
-    let mut cur = root.try_clone().map_err(Reach::Io)?;
-    let mut so_far = String::new();
-    for comp in rel.split('/').filter(|c| !c.is_empty()) {
-        if !so_far.is_empty() {
-            so_far.push('/');
-        }
-        so_far.push_str(comp);
-        cur = match open_dir_at(&cur, comp) {
-            Ok(fd) => fd,
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) && create => {
-                let c = cstr(comp).map_err(Reach::Io)?;
-                // SAFETY: valid descriptor and NUL-terminated name.
-                match check(unsafe { libc::mkdirat(cur.as_raw_fd(), c.as_ptr(), 0o777) }) {
-                    Ok(_) => {
-                        sync_dir(&cur).map_err(Reach::Io)?;
-                        created.push(so_far.clone());
-                    }
-                    Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
-                    Err(e) => return Err(Reach::Io(e)),
-                }
-                open_dir_at(&cur, comp).map_err(|e| classify(e, &so_far))?
-            }
-            Err(e) => return Err(classify(e, &so_far)),
-        };
-    }
-    Ok(cur)
+    let how = Beneath {
+        create,
+        ..Beneath::default()
+    };
+    open_beneath(root, rel, how, created).map_err(Reach::from)
 }
 
 /// Opens an absolute directory path from `/`, never following a symlink.
@@ -142,20 +117,15 @@ pub fn split(rel: &str) -> (&str, &str) {
 /// # Errors
 /// The entry does not exist or cannot be read.
 pub fn lstat_at(dir: &OwnedFd, name: &str) -> io::Result<libc::stat> {
-    let c = cstr(name)?;
-    // SAFETY: an all-zero `stat` is a valid value of this plain C struct.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: valid descriptor, NUL-terminated name, and a pointer to a live
-    // `stat` the kernel fills in.
-    check(unsafe {
-        libc::fstatat(
-            dir.as_raw_fd(),
-            c.as_ptr(),
-            &mut st,
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    })?;
-    Ok(st)
+    crate::beneath::lstat(dir.as_fd(), name)
+}
+
+/// `fstat` of an open file or directory.
+///
+/// # Errors
+/// The `fstat` fails.
+pub fn stat_of(fd: impl AsFd) -> io::Result<libc::stat> {
+    crate::beneath::fstat(fd)
 }
 
 /// `lstat` of `name` in `dir`, `None` when it does not exist.
@@ -185,6 +155,15 @@ pub fn is_dir(st: &libc::stat) -> bool {
 /// # Errors
 /// It exists or cannot be created.
 pub fn create_at(dir: &OwnedFd, name: &str) -> io::Result<File> {
+    create_new_at(dir, name, 0o600)
+}
+
+/// Creates a new file `name` in `dir` for writing with `mode` (less the
+/// umask), exclusively and not through a symlink.
+///
+/// # Errors
+/// It exists or cannot be created.
+pub fn create_new_at(dir: &OwnedFd, name: &str, mode: u32) -> io::Result<File> {
     let c = cstr(name)?;
     // SAFETY: valid descriptor and NUL-terminated name; the new descriptor is
     // owned by the File below.
@@ -193,7 +172,7 @@ pub fn create_at(dir: &OwnedFd, name: &str) -> io::Result<File> {
             dir.as_raw_fd(),
             c.as_ptr(),
             libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-            0o600 as libc::c_uint,
+            mode as libc::c_uint,
         )
     })?;
     // SAFETY: `fd` was just returned by openat and is owned by nothing else.
@@ -278,14 +257,175 @@ pub fn chmod_at(dir: &OwnedFd, name: &str, mode: u32) -> io::Result<()> {
 /// # Errors
 /// The fsync fails.
 pub fn sync_dir(dir: &OwnedFd) -> io::Result<()> {
-    // SAFETY: valid descriptor.
-    check(unsafe { libc::fsync(dir.as_raw_fd()) })?;
-    Ok(())
+    crate::beneath::sync(dir.as_fd())
+}
+
+/// What a directory entry or a `stat` result is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FileKind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// A symbolic link.
+    Symlink,
+    /// A FIFO (named pipe).
+    Fifo,
+    /// A Unix socket.
+    Socket,
+    /// A character device.
+    CharDevice,
+    /// A block device.
+    BlockDevice,
+    /// Something the system did not name.
+    Unknown,
+}
+
+impl FileKind {
+    /// The kind in a `stat` result.
+    pub fn of(st: &libc::stat) -> FileKind {
+        FileKind::of_type(rustix::fs::FileType::from_raw_mode(st.st_mode))
+    }
+
+    fn of_type(t: rustix::fs::FileType) -> FileKind {
+        use rustix::fs::FileType;
+        match t {
+            FileType::RegularFile => FileKind::File,
+            FileType::Directory => FileKind::Dir,
+            FileType::Symlink => FileKind::Symlink,
+            FileType::Fifo => FileKind::Fifo,
+            FileType::Socket => FileKind::Socket,
+            FileType::CharacterDevice => FileKind::CharDevice,
+            FileType::BlockDevice => FileKind::BlockDevice,
+            _ => FileKind::Unknown,
+        }
+    }
+
+    /// The kind in words, with its article: `a FIFO (named pipe)`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            FileKind::File => "a regular file",
+            FileKind::Dir => "a directory",
+            FileKind::Symlink => "a symbolic link",
+            FileKind::Fifo => "a FIFO (named pipe)",
+            FileKind::Socket => "a socket",
+            FileKind::CharDevice => "a character device",
+            FileKind::BlockDevice => "a block device",
+            FileKind::Unknown => "a file of unknown kind",
+        }
+    }
+}
+
+/// One entry of [`read_dir_at`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The entry's name, as the file system has it (not always UTF-8).
+    pub name: OsString,
+    /// What it is, not following a symlink.
+    pub kind: FileKind,
+}
+
+/// The entries of an open directory, `.` and `..` left out, in the order
+/// the file system gives them. Read through a descriptor of its own, so the
+/// position of `dir` is untouched. An entry removed while it is read is left
+/// out; one whose kind cannot be read is [`FileKind::Unknown`].
+///
+/// # Errors
+/// The directory cannot be read.
+pub fn read_dir_at(dir: &OwnedFd) -> io::Result<Vec<Entry>> {
+    use rustix::fs::{AtFlags, FileType};
+    let mut stream = rustix::fs::Dir::read_from(dir)?;
+    let mut out = Vec::new();
+    while let Some(entry) = stream.read() {
+        let entry = entry?;
+        let name = entry.file_name();
+        if matches!(name.to_bytes(), b"." | b"..") {
+            continue;
+        }
+        let kind = match entry.file_type() {
+            // Some file systems do not fill in d_type: ask without following.
+            FileType::Unknown => match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) => FileKind::of_type(FileType::from_raw_mode(st.st_mode)),
+                Err(rustix::io::Errno::NOENT) => continue,
+                Err(_) => FileKind::Unknown,
+            },
+            known => FileKind::of_type(known),
+        };
+        out.push(Entry {
+            name: OsStr::from_bytes(name.to_bytes()).to_os_string(),
+            kind,
+        });
+    }
+    Ok(out)
+}
+
+/// Why [`replace_at`] failed: the step, and the system's error.
+#[derive(Debug, thiserror::Error)]
+#[error("could not {action}: {source}")]
+pub struct ReplaceError {
+    /// The step that failed, e.g. `write` or `sync the directory of`, to be
+    /// followed by the file's name.
+    pub action: &'static str,
+    /// The underlying error.
+    #[source]
+    pub source: io::Error,
+}
+
+/// Replaces or creates the file `name` in `dir` with `bytes`, atomically
+/// and durably: a new [`crate::safe::temp_name`] file in `dir` is written
+/// and fsynced, renamed over `name` inside `dir` (a symlink at `name` is
+/// replaced, never followed), and `dir` is fsynced. The file gets the
+/// permission bits of `mode` ([`crate::safe::permission_bits`]), or with
+/// `None` mode `0666` less the umask, as a new file made by any tool. On
+/// failure the temporary file is removed and `name` is untouched, unless
+/// only the final directory fsync failed (then the new file is in place
+/// but not known to be durable; that is not retried).
+///
+/// # Errors
+/// The step that failed.
+pub fn replace_at(
+    dir: &OwnedFd,
+    name: &str,
+    bytes: &[u8],
+    mode: Option<u32>,
+) -> Result<(), ReplaceError> {
+    let fail = |action| move |source| ReplaceError { action, source };
+    let temp = crate::safe::temp_name();
+    let initial = if mode.is_some() { 0o600 } else { 0o666 };
+    let mut file =
+        create_new_at(dir, &temp, initial).map_err(fail("create a temporary file beside"))?;
+    let staged = Staged { dir, temp: &temp };
+    if let Some(mode) = mode {
+        use std::os::unix::fs::PermissionsExt;
+        let bits = crate::safe::permission_bits(mode);
+        file.set_permissions(std::fs::Permissions::from_mode(bits))
+            .map_err(fail("set the permissions of"))?;
+    }
+    file.write_all(bytes).map_err(fail("write"))?;
+    file.sync_all().map_err(fail("sync"))?;
+    drop(file);
+    rename_at(dir, &temp, name).map_err(fail("replace"))?;
+    std::mem::forget(staged);
+    sync_dir(dir).map_err(fail("sync the directory of"))
+}
+
+/// Removes a staged temporary file unless forgotten.
+struct Staged<'a> {
+    dir: &'a OwnedFd,
+    temp: &'a str,
+}
+
+impl Drop for Staged<'_> {
+    fn drop(&mut self) {
+        let _ = unlink_at(self.dir, self.temp);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::ffi::OsStringExt;
 
     #[test]
     fn a_symlinked_directory_is_refused_and_named() {
@@ -304,5 +444,77 @@ mod tests {
         assert!(made.is_empty());
         open_dir(&root, "new/deeper", true, &mut made).unwrap();
         assert_eq!(made, ["new", "new/deeper"]);
+    }
+
+    #[test]
+    fn replace_at_stages_in_the_directory_and_keeps_only_the_permission_bits() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let dir = open_root(d.path()).unwrap();
+        replace_at(&dir, "f", b"one", None).unwrap();
+        assert_eq!(std::fs::read(d.path().join("f")).unwrap(), b"one");
+        replace_at(&dir, "f", b"two", Some(0o4755)).unwrap();
+        let meta = std::fs::metadata(d.path().join("f")).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o7777, 0o755);
+        assert_eq!(std::fs::read(d.path().join("f")).unwrap(), b"two");
+        // A symlink at the name is replaced, its target untouched.
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("t"), "keep").unwrap();
+        std::os::unix::fs::symlink(outside.path().join("t"), d.path().join("l")).unwrap();
+        replace_at(&dir, "l", b"new", None).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(outside.path().join("t")).unwrap(),
+            "keep"
+        );
+        // A failed rename (a directory is there) leaves no temporary file.
+        std::fs::create_dir(d.path().join("sub")).unwrap();
+        std::fs::write(d.path().join("sub/x"), "").unwrap();
+        let err = replace_at(&dir, "sub", b"x", None).unwrap_err();
+        assert_eq!(err.action, "replace");
+        let mut names: Vec<_> = read_dir_at(&dir)
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.name.into_string().unwrap(), e.kind))
+            .collect();
+        names.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            names,
+            [
+                ("f".to_owned(), FileKind::File),
+                ("l".to_owned(), FileKind::File),
+                ("sub".to_owned(), FileKind::Dir),
+            ]
+        );
+    }
+
+    #[test]
+    fn read_dir_at_names_every_kind_without_following() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("file"), "").unwrap();
+        std::fs::create_dir(d.path().join("dir")).unwrap();
+        std::os::unix::fs::symlink("dir", d.path().join("link")).unwrap();
+        let fifo =
+            std::ffi::CString::new(d.path().join("fifo").into_os_string().into_vec()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let dir = open_root(d.path()).unwrap();
+        let mut got: Vec<_> = read_dir_at(&dir)
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.name.into_string().unwrap(), e.kind))
+            .collect();
+        got.sort_by(|a, b| a.0.cmp(&b.0));
+        let want = [
+            ("dir", FileKind::Dir),
+            ("fifo", FileKind::Fifo),
+            ("file", FileKind::File),
+            ("link", FileKind::Symlink),
+        ];
+        assert_eq!(got, want.map(|(n, k)| (n.to_owned(), k)));
+        assert_eq!(
+            FileKind::of(&lstat_at(&dir, "fifo").unwrap()),
+            FileKind::Fifo
+        );
+        assert_eq!(FileKind::Fifo.describe(), "a FIFO (named pipe)");
     }
 }

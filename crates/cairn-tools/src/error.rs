@@ -4,13 +4,15 @@
 //! turned into an [`Outcome::Error`](crate::Outcome::Error) whose text is the error's
 //! `Display`, which the model reads. So each message says what was wrong and what to
 //! do instead, and names the path or tool involved. [`PathError`] is the refusal of
-//! [`Workspace::resolve`](crate::Workspace::resolve); [`ToolError`] is everything else
-//! and wraps a [`PathError`] when a path was refused.
+//! the path-safety check ([`Workspace::resolve`](crate::Workspace::resolve) and every
+//! file tool); [`ToolError`] is everything else and wraps a [`PathError`] when a path
+//! was refused.
 
 use std::io;
 use std::path::PathBuf;
 
-/// Why [`Workspace::resolve`](crate::Workspace::resolve) refused a path.
+/// Why the path-safety check ([`Workspace::resolve`](crate::Workspace::resolve), and
+/// every file tool) refused a path.
 ///
 /// `path` is always the text the caller gave, so the model sees its own input echoed.
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +51,35 @@ pub enum PathError {
         /// The path as given.
         path: String,
     },
+    /// A component of the path is `.git`, in any letter case.
+    #[error(
+        "path `{path}` is inside `.git`, which the tools never touch: a change there \
+         cannot be rewound and its hooks run code; work on the files outside `.git`"
+    )]
+    Git {
+        /// The path as given.
+        path: String,
+    },
+    /// The path goes into, or names, a directory the workspace protects (cairn's store,
+    /// see [`Workspace::protect`](crate::Workspace::protect)).
+    #[error(
+        "path `{path}` goes into the protected directory `{dir}`, which the tools never \
+         touch (it holds cairn's own records): use a path elsewhere in the workspace"
+    )]
+    Protected {
+        /// The path as given.
+        path: String,
+        /// The workspace-relative prefix that is the protected directory.
+        dir: PathBuf,
+    },
+    /// The path breaks another rule of [`cairn_store::safe::RelPath`].
+    #[error("path `{path}` is refused: {rule}")]
+    Invalid {
+        /// The path as given.
+        path: String,
+        /// The rule it breaks.
+        rule: cairn_store::safe::PathRule,
+    },
     /// A component of the path, possibly the last, is a symbolic link.
     #[error(
         "path `{path}` goes through the symbolic link `{link}`: symlinks are never \
@@ -60,7 +91,9 @@ pub enum PathError {
         /// The workspace-relative prefix that is a symlink.
         link: PathBuf,
     },
-    /// After canonicalization the path lies outside the workspace root.
+    /// The path would resolve outside the workspace root. The descriptor-based check
+    /// refuses such a path earlier (as `..`, absolute or a symlink), so this is kept for
+    /// callers that match on it.
     #[error(
         "path `{path}` resolves outside the workspace: use a path inside the \
          workspace root"
@@ -135,6 +168,29 @@ pub enum ToolError {
         /// The names that exist, comma separated.
         available: String,
     },
+    /// A directory given to [`Workspace::protect`](crate::Workspace::protect) cannot be
+    /// inspected.
+    #[error(
+        "cannot inspect `{path}`, a directory the tools must never touch: {source}; \
+         check that it is a readable directory"
+    )]
+    Protect {
+        /// The directory as given.
+        path: PathBuf,
+        /// Why it cannot be inspected.
+        source: io::Error,
+    },
+    /// The workspace root is, or is inside, a directory the tools must never touch.
+    #[error(
+        "the workspace `{root}` is inside a directory the tools must never touch, \
+         `{protected}` (cairn's store): run in a workspace outside it"
+    )]
+    ProtectedRoot {
+        /// The canonical workspace root.
+        root: PathBuf,
+        /// The protected directory as given.
+        protected: PathBuf,
+    },
     /// A filesystem operation failed.
     #[error("cannot {action} `{path}`: {source}")]
     Io {
@@ -150,6 +206,18 @@ pub enum ToolError {
     IsADirectory {
         /// The workspace-relative path.
         path: String,
+    },
+    /// A file tool was aimed at a FIFO, socket, device or other file that is not a
+    /// regular file (opening one could block or have side effects).
+    #[error(
+        "`{path}` is {kind}, not a regular file: the file tools only read and write \
+         regular files"
+    )]
+    NotRegular {
+        /// The workspace-relative path.
+        path: String,
+        /// What it is, e.g. `a FIFO (named pipe)`.
+        kind: &'static str,
     },
     /// list_dir was aimed at a file.
     #[error("`{path}` is a file, not a directory: use read_file to read it")]

@@ -1,39 +1,111 @@
-//! File reading and atomic writing for the file tools, after the path-safety check.
+//! Reading and atomically replacing files of the workspace, through the descriptor of
+//! the directory that holds them.
+//!
+//! Invariants: a file is opened with `O_NOFOLLOW | O_NONBLOCK` relative to its opened
+//! parent and checked to be a regular file on the opened descriptor, so a FIFO, socket
+//! or device is refused without blocking; a write goes through
+//! [`cairn_store::nofollow::replace_at`] in that same parent (temporary file named by
+//! [`cairn_store::safe::temp_name`], fsync, rename, fsync of the directory).
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+
+use cairn_store::nofollow::{self, FileKind};
+use cairn_store::safe::RelPath;
 
 use crate::error::{PathError, ToolError};
-use crate::workspace::Workspace;
+use crate::workspace::{Access, Workspace};
 
-/// Opens a resolved path for reading without following a symlink in its final
-/// component (closing the window between the check and the open).
-pub(crate) fn open_read(rel: &str, path: &Path) -> Result<File, ToolError> {
-    OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .map_err(|source| match source.raw_os_error() {
-            Some(libc::ELOOP) => PathError::Symlink {
-                path: rel.into(),
-                link: PathBuf::from(rel),
-            }
-            .into(),
-            _ => io_error("open", rel, source),
-        })
+/// A file of the workspace, reached: the directory that holds it, opened beneath the
+/// root, and the validated path. `text` is the model's path, for messages.
+pub(crate) struct Target<'a> {
+    pub(crate) text: &'a str,
+    pub(crate) path: RelPath,
+    pub(crate) parent: OwnedFd,
 }
 
-/// Opens a resolved path as a regular file for reading.
-pub(crate) fn open_file(rel: &str, path: &Path) -> Result<(File, u64), ToolError> {
-    let file = open_read(rel, path)?;
-    let meta = file.metadata().map_err(|e| io_error("inspect", rel, e))?;
-    if meta.is_dir() {
-        return Err(ToolError::IsADirectory { path: rel.into() });
+impl<'a> Target<'a> {
+    /// Checks `text` and opens the directory that holds it; with `create`, missing
+    /// parent directories are made inside the workspace, one at a time.
+    pub(crate) fn reach(ws: &Workspace, text: &'a str, create: bool) -> Result<Self, ToolError> {
+        let path = ws.rel(text)?;
+        let parent = ws.open_dir(text, path.split_last().0, create)?;
+        Ok(Target { text, path, parent })
     }
-    Ok((file, meta.len()))
+
+    fn name(&self) -> &str {
+        self.path.split_last().1
+    }
+
+    /// Opens the target as a regular file for reading; returns it and its size.
+    pub(crate) fn open(&self, ws: &Workspace) -> Result<(File, u64), ToolError> {
+        if let Some(st) = ws.entry(self.text, &self.path, &self.parent, Access::Read)? {
+            refuse_kind(self.text, FileKind::of(&st))?;
+        }
+        open_regular(&self.parent, self.name(), self.text)
+    }
+
+    /// Replaces the target with `bytes` atomically, creating it if missing. An existing
+    /// file keeps its permission bits; anything but a regular file is refused.
+    pub(crate) fn replace(&self, ws: &Workspace, bytes: &[u8]) -> Result<(), ToolError> {
+        let mode = match ws.entry(self.text, &self.path, &self.parent, Access::Write)? {
+            None => None,
+            Some(st) => {
+                refuse_kind(self.text, FileKind::of(&st))?;
+                // mode_t is narrower than u32 on some systems.
+                #[allow(clippy::useless_conversion)]
+                let mode = u32::from(st.st_mode);
+                Some(mode)
+            }
+        };
+        nofollow::replace_at(&self.parent, self.name(), bytes, mode)
+            .map_err(|e| io_error(e.action, self.text, e.source))
+    }
+}
+
+/// Refuses anything but a regular file, by what it is.
+fn refuse_kind(text: &str, kind: FileKind) -> Result<(), ToolError> {
+    match kind {
+        FileKind::File => Ok(()),
+        FileKind::Dir => Err(ToolError::IsADirectory { path: text.into() }),
+        FileKind::Symlink => Err(PathError::Symlink {
+            path: text.into(),
+            link: PathBuf::from(text),
+        }
+        .into()),
+        other => Err(ToolError::NotRegular {
+            path: text.into(),
+            kind: other.describe(),
+        }),
+    }
+}
+
+/// Opens `name` in `dir` for reading without following a link and without blocking,
+/// and checks on the opened descriptor that it is a regular file (whatever a
+/// concurrent process put there since it was looked at). `shown` names it in errors.
+pub(crate) fn open_regular(
+    dir: &OwnedFd,
+    name: &str,
+    shown: &str,
+) -> Result<(File, u64), ToolError> {
+    let file = nofollow::open_file_at(dir, name).map_err(|e| {
+        let kind = match e.raw_os_error() {
+            Some(libc::ELOOP) => Some(FileKind::Symlink),
+            Some(libc::ENOENT) => return PathError::NotFound { path: shown.into() }.into(),
+            // A socket, or a device with nothing behind it, cannot be opened at all.
+            Some(libc::ENXIO) => nofollow::lstat_at(dir, name)
+                .ok()
+                .map(|st| FileKind::of(&st)),
+            _ => None,
+        };
+        kind.and_then(|kind| refuse_kind(shown, kind).err())
+            .unwrap_or_else(|| io_error("open", shown, e))
+    })?;
+    let st = nofollow::stat_of(&file).map_err(|e| io_error("inspect", shown, e))?;
+    refuse_kind(shown, FileKind::of(&st))?;
+    Ok((file, u64::try_from(st.st_size).unwrap_or(0)))
 }
 
 /// Reads up to `limit` bytes of a file; returns them and whether the file had more.
@@ -73,83 +145,6 @@ pub(crate) fn char_boundary(bytes: &[u8]) -> usize {
                     i + need > bytes.len()
                 })
                 .unwrap_or(bytes.len())
-        }
-    }
-}
-
-/// Writes `bytes` to `path` atomically: into a new temporary file in the same
-/// directory, synced, then renamed over the target. Missing parent directories are
-/// created and then re-checked to lie inside the workspace. An existing target keeps
-/// its permissions. On any failure the temporary file is removed, so no partial file
-/// is ever visible under the target's name.
-pub(crate) fn atomic_write(
-    ws: &Workspace,
-    rel: &str,
-    path: &Path,
-    bytes: &[u8],
-) -> Result<(), ToolError> {
-    let parent = path
-        .parent()
-        .ok_or_else(|| PathError::Empty { path: rel.into() })?;
-    let name = path
-        .file_name()
-        .ok_or_else(|| PathError::Empty { path: rel.into() })?;
-    fs::create_dir_all(parent).map_err(|e| io_error("create the parent directories of", rel, e))?;
-    match fs::canonicalize(parent) {
-        Ok(canon) if canon == parent && canon.starts_with(ws.root()) => {}
-        Ok(_) => return Err(PathError::Escapes { path: rel.into() }.into()),
-        Err(e) => return Err(io_error("create the parent directories of", rel, e)),
-    }
-    let permissions = match fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_symlink() => {
-            return Err(PathError::Symlink {
-                path: rel.into(),
-                link: PathBuf::from(rel),
-            }
-            .into());
-        }
-        Ok(meta) if meta.is_dir() => {
-            return Err(PathError::IsADirectory { path: rel.into() }.into())
-        }
-        Ok(meta) => Some(meta.permissions()),
-        Err(_) => None,
-    };
-
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let temp = parent.join(format!(
-        ".{}.cairn-tmp.{}.{}",
-        name.to_string_lossy(),
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let mut guard = TempGuard(Some(temp.clone()));
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&temp)
-        .map_err(|e| io_error("create a temporary file beside", rel, e))?;
-    let written = (|| -> io::Result<()> {
-        if let Some(permissions) = permissions {
-            file.set_permissions(permissions)?;
-        }
-        file.write_all(bytes)?;
-        file.sync_all()
-    })();
-    written.map_err(|e| io_error("write", rel, e))?;
-    drop(file);
-    fs::rename(&temp, path).map_err(|e| io_error("replace", rel, e))?;
-    guard.0 = None;
-    Ok(())
-}
-
-/// Removes a temporary file unless disarmed.
-struct TempGuard(Option<PathBuf>);
-
-impl Drop for TempGuard {
-    fn drop(&mut self) {
-        if let Some(path) = self.0.take() {
-            let _ = fs::remove_file(path);
         }
     }
 }

@@ -5,6 +5,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ToolError;
+use crate::shell_env::ShellEnv;
 use crate::workspace::Workspace;
 
 /// What a tool tells the model about itself.
@@ -92,6 +93,10 @@ pub struct ToolConfig {
     pub max_shell_timeout: Duration,
     /// The most bytes read_file returns. Default 1 MiB.
     pub max_read_bytes: usize,
+    /// Which of cairn's environment variables the shell command gets. Default: the
+    /// scrub of [`ShellEnv`] (no variable that looks like a secret, none of the model
+    /// providers' or cairn's own), with nothing passed through.
+    pub shell_env: ShellEnv,
 }
 
 impl Default for ToolConfig {
@@ -101,6 +106,7 @@ impl Default for ToolConfig {
             default_shell_timeout: Duration::from_secs(120),
             max_shell_timeout: Duration::from_secs(30 * 60),
             max_read_bytes: 1024 * 1024,
+            shell_env: ShellEnv::default(),
         }
     }
 }
@@ -109,7 +115,8 @@ impl Default for ToolConfig {
 ///
 /// Implementations never panic and never fail with a Rust error: bad arguments, missing
 /// files and refused paths all come back as [`Outcome::Error`] with a message for the
-/// model. Every path they touch goes through [`Workspace::resolve`].
+/// model. Every path they touch goes through the workspace's path-safety check
+/// ([`Workspace::resolve`] lists its rules) and its directory descriptor.
 #[async_trait::async_trait]
 pub trait Tool: Send + Sync {
     /// The tool's name, description, parameter schema and idempotency.

@@ -178,6 +178,23 @@ async fn write_file_keeps_the_permissions_of_the_file_it_replaces() {
 }
 
 #[tokio::test]
+async fn write_file_gives_a_new_file_the_usual_permissions() {
+    let e = env();
+    // A file made the ordinary way: 0666 less the umask.
+    e.put("reference", "");
+    e.ok("write_file", json!({"path": "new.txt", "content": "x"}))
+        .await;
+    let mode = |rel| {
+        fs::metadata(e.root().join(rel))
+            .expect("meta")
+            .permissions()
+            .mode()
+            & 0o7777
+    };
+    assert_eq!(mode("new.txt"), mode("reference"));
+}
+
+#[tokio::test]
 async fn write_file_refuses_a_symlink_and_leaves_its_target_alone() {
     let e = env();
     let outside = tempfile::tempdir().expect("tempdir");

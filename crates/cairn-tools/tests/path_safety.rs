@@ -19,6 +19,8 @@ fn kind(result: &Result<std::path::PathBuf, PathError>) -> &'static str {
         Err(PathError::NotADirectory { .. }) => "not-a-dir",
         Err(PathError::IsADirectory { .. }) => "is-a-dir",
         Err(PathError::Io { .. }) => "io",
+        Err(PathError::Git { .. }) => "git",
+        Err(PathError::Protected { .. }) => "protected",
         Err(_) => "other",
     }
 }
@@ -41,7 +43,11 @@ fn fixture() -> Fixture {
     symlink(root.join("dir"), root.join("link_dir")).expect("symlink");
     symlink("file.txt", root.join("link_in")).expect("symlink");
     symlink("nowhere", root.join("dangling")).expect("symlink");
-    let ws = Workspace::new(root).expect("workspace");
+    fs::create_dir_all(root.join("store/runs")).expect("mkdir");
+    let ws = Workspace::new(root)
+        .expect("workspace")
+        .protect(root.join("store"))
+        .expect("protect");
     Fixture {
         ws,
         _dirs: (inside, outside),
@@ -102,6 +108,20 @@ fn resolve_applies_the_rules() {
         ("file.txt/x",            W, "not-a-dir"),
         ("dir",                   W, "is-a-dir"),
         ("dir",                   R, "ok"),
+        // Never into .git, in any case, at any depth.
+        (".git/hooks/pre-commit", W, "git"),
+        (".GIT/config",           R, "git"),
+        ("dir/.Git/x",            W, "git"),
+        ("new/.git",              W, "git"),
+        (".gitignore",            W, "ok"),
+        (".github/workflows/x",   W, "ok"),
+        // Never into a protected directory, nor naming it.
+        ("store",                 R, "protected"),
+        ("store/x",               W, "protected"),
+        ("store/runs/journal",    W, "protected"),
+        ("store/new/x",           W, "protected"),
+        ("store",                 W, "is-a-dir"),
+        ("storage/x",             W, "ok"),
     ];
     for (rel, access, want) in rows {
         let got = f.ws.resolve(rel, *access);
@@ -131,6 +151,7 @@ fn resolve_dir_takes_empty_and_dot_as_the_root() {
     assert_eq!(kind(&f.ws.resolve_dir("..")), "parent");
     assert_eq!(kind(&f.ws.resolve_dir("link_dir")), "symlink");
     assert_eq!(kind(&f.ws.resolve_dir("/tmp")), "absolute");
+    assert_eq!(kind(&f.ws.resolve_dir("store/runs")), "protected");
 }
 
 #[test]

@@ -7,9 +7,9 @@ use serde_json::json;
 
 use super::{object_schema, parse_args, run_blocking};
 use crate::error::ToolError;
-use crate::fsio::{atomic_write, io_error, open_file};
+use crate::fsio::{io_error, Target};
 use crate::tool::{Tool, ToolInfo, ToolOutput};
-use crate::workspace::{Access, Workspace};
+use crate::workspace::Workspace;
 
 const NAME: &str = "edit_file";
 const EXPECTED: &str = r#"{"path": string, "old": string, "new": string}"#;
@@ -66,8 +66,8 @@ impl Tool for EditFile {
 
 fn edit(ws: &Workspace, args: &Args) -> Result<String, ToolError> {
     let rel = args.path.as_str();
-    let path = ws.resolve(rel, Access::Read)?;
-    let (mut file, _) = open_file(rel, &path)?;
+    let target = Target::reach(ws, rel, false)?;
+    let (mut file, _) = target.open(ws)?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)
         .map_err(|e| io_error("read", rel, e))?;
@@ -87,8 +87,8 @@ fn edit(ws: &Workspace, args: &Args) -> Result<String, ToolError> {
     edited.push_str(&text[..at]);
     edited.push_str(&args.new);
     edited.push_str(&text[at + args.old.len()..]);
-    let path = ws.resolve(rel, Access::Write)?;
-    atomic_write(ws, rel, &path, edited.as_bytes())?;
+    // Written into the directory it was read from, not resolved a second time.
+    target.replace(ws, edited.as_bytes())?;
     let line = text[..at].matches('\n').count() + 1;
     Ok(format!(
         "edited `{rel}` at line {line}: replaced {} bytes with {} bytes ({} -> {} bytes)",

@@ -1,12 +1,13 @@
 //! `list_dir {path}`: the entries of one directory.
 
-use std::fs;
+use std::path::Path;
 
+use cairn_store::nofollow::{self, FileKind};
 use serde::Deserialize;
 use serde_json::json;
 
 use super::{object_schema, parse_args, push_line_capped, run_blocking};
-use crate::error::ToolError;
+use crate::error::{PathError, ToolError};
 use crate::fsio::io_error;
 use crate::tool::{Tool, ToolConfig, ToolInfo, ToolOutput};
 use crate::workspace::Workspace;
@@ -64,24 +65,31 @@ impl Tool for ListDir {
 }
 
 fn list(ws: &Workspace, rel: &str, cap: usize) -> Result<String, ToolError> {
-    let dir = ws.resolve_dir(rel)?;
-    let meta = fs::symlink_metadata(&dir).map_err(|e| io_error("inspect", rel, e))?;
-    if !meta.is_dir() {
-        return Err(ToolError::NotADirectory { path: rel.into() });
-    }
-    let mut names = Vec::new();
-    for entry in fs::read_dir(&dir).map_err(|e| io_error("list", rel, e))? {
-        let entry = entry.map_err(|e| io_error("list", rel, e))?;
-        let mut name = entry.file_name().to_string_lossy().into_owned();
-        match entry.file_type() {
-            Ok(kind) if kind.is_symlink() => name.push('@'),
-            Ok(kind) if kind.is_dir() => name.push('/'),
-            _ => {}
-        }
-        names.push(name);
-    }
+    let path = ws.rel_or_root(rel)?;
+    let shown = path.as_ref().map_or(".", |p| p.as_str());
+    let dir = ws
+        .open_dir(rel, path.as_ref().map_or("", |p| p.as_str()), false)
+        .map_err(|e| match e {
+            PathError::NotADirectory { component, .. } if component == Path::new(shown) => {
+                ToolError::NotADirectory { path: rel.into() }
+            }
+            other => other.into(),
+        })?;
+    let entries = nofollow::read_dir_at(&dir).map_err(|e| io_error("list", rel, e))?;
+    let mut names: Vec<String> = entries
+        .into_iter()
+        .map(|entry| {
+            let mut name = entry.name.to_string_lossy().into_owned();
+            match entry.kind {
+                FileKind::Symlink => name.push('@'),
+                FileKind::Dir => name.push('/'),
+                _ => {}
+            }
+            name
+        })
+        .collect();
     if names.is_empty() {
-        return Ok(format!("`{}` is an empty directory", ws.display(&dir)));
+        return Ok(format!("`{shown}` is an empty directory"));
     }
     names.sort();
     let mut out = String::new();

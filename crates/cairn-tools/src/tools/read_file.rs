@@ -5,9 +5,9 @@ use serde_json::json;
 
 use super::{object_schema, parse_args, run_blocking};
 use crate::error::ToolError;
-use crate::fsio::{char_boundary, open_file, read_prefix};
+use crate::fsio::{char_boundary, read_prefix, Target};
 use crate::tool::{Tool, ToolConfig, ToolInfo, ToolOutput};
-use crate::workspace::{Access, Workspace};
+use crate::workspace::Workspace;
 
 const NAME: &str = "read_file";
 const EXPECTED: &str = r#"{"path": string}"#;
@@ -59,8 +59,7 @@ impl Tool for ReadFile {
 }
 
 fn read(ws: &Workspace, rel: &str, limit: usize) -> Result<String, ToolError> {
-    let path = ws.resolve(rel, Access::Read)?;
-    let (file, size) = open_file(rel, &path)?;
+    let (file, size) = Target::reach(ws, rel, false)?.open(ws)?;
     let (mut bytes, more) = read_prefix(rel, file, limit)?;
     if !more {
         return Ok(String::from_utf8_lossy(&bytes).into_owned());

@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use super::{object_schema, parse_args};
 use crate::capture::OutputCap;
 use crate::error::ToolError;
+use crate::shell_env::ShellEnv;
 use crate::sys;
 use crate::tool::{Tool, ToolConfig, ToolInfo, ToolOutput};
 use crate::workspace::Workspace;
@@ -27,6 +28,9 @@ const DRAIN_GRACE: Duration = Duration::from_millis(500);
 /// Runs `sh -c COMMAND` with the workspace root as working directory and standard
 /// input closed, in a process group of its own. Not idempotent.
 ///
+/// The command runs with the user's rights and is not sandboxed: it can read and write
+/// anything the user can, inside the workspace or not.
+///
 /// 1. Standard output and standard error go to one pipe, so their order is kept.
 /// 2. The output is capped at [`ToolConfig::max_output_bytes`], keeping the head and the
 ///    tail, with a line `[… N bytes omitted …]` between them.
@@ -39,6 +43,9 @@ const DRAIN_GRACE: Duration = Duration::from_millis(500);
 ///    unless it left the group on purpose (`setsid`).
 /// 5. The output ends with `exit status: N` or `killed by signal N`; anything but exit
 ///    status 0 is an [`Outcome::Error`](crate::Outcome::Error).
+/// 6. The command starts from an empty environment plus the variables of cairn's own
+///    that [`ToolConfig::shell_env`] keeps (by default no secret-looking ones, see
+///    [`ShellEnv`]), read when the call starts.
 ///
 /// Needs a tokio runtime with IO and time enabled.
 #[derive(Debug, Clone)]
@@ -46,6 +53,7 @@ pub struct Shell {
     max_output_bytes: usize,
     default_timeout: Duration,
     max_timeout: Duration,
+    env: ShellEnv,
 }
 
 #[derive(Deserialize)]
@@ -62,6 +70,7 @@ impl Shell {
             max_output_bytes: config.max_output_bytes,
             default_timeout: config.default_shell_timeout,
             max_timeout: config.max_shell_timeout,
+            env: config.shell_env.clone(),
         }
     }
 
@@ -119,7 +128,8 @@ impl Tool for Shell {
             Ok(timeout) => timeout,
             Err(e) => return e.into(),
         };
-        match run(ws, &args.command, timeout, self.max_output_bytes).await {
+        let env = self.env.filter(std::env::vars_os());
+        match run(ws, &args.command, &env, timeout, self.max_output_bytes).await {
             Ok(output) => output,
             Err(e) => e.into(),
         }
@@ -138,6 +148,7 @@ impl Drop for GroupGuard {
 async fn run(
     ws: &Workspace,
     command: &str,
+    env: &[(std::ffi::OsString, std::ffi::OsString)],
     timeout: Duration,
     cap: usize,
 ) -> Result<ToolOutput, ToolError> {
@@ -148,6 +159,8 @@ async fn run(
     cmd.arg("-c")
         .arg(command)
         .current_dir(ws.root())
+        .env_clear()
+        .envs(env.iter().map(|(name, value)| (name, value)))
         .stdin(Stdio::null())
         .stdout(Stdio::from(write_end))
         .stderr(Stdio::from(write_err))

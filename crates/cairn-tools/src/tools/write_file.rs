@@ -5,9 +5,9 @@ use serde_json::json;
 
 use super::{object_schema, parse_args, run_blocking};
 use crate::error::ToolError;
-use crate::fsio::atomic_write;
+use crate::fsio::Target;
 use crate::tool::{Tool, ToolInfo, ToolOutput};
-use crate::workspace::{Access, Workspace};
+use crate::workspace::Workspace;
 
 const NAME: &str = "write_file";
 const EXPECTED: &str = r#"{"path": string, "content": string}"#;
@@ -53,7 +53,6 @@ impl Tool for WriteFile {
 }
 
 fn write(ws: &Workspace, rel: &str, content: &str) -> Result<String, ToolError> {
-    let path = ws.resolve(rel, Access::Write)?;
-    atomic_write(ws, rel, &path, content.as_bytes())?;
+    Target::reach(ws, rel, true)?.replace(ws, content.as_bytes())?;
     Ok(format!("wrote {} bytes to `{rel}`", content.len()))
 }
