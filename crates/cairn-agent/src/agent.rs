@@ -62,17 +62,23 @@ pub struct Config {
 pub struct Faults {
     /// After a response is stored, before its `assistant` record is written.
     pub crash_after_response_stored: bool,
+    /// After a call's `tool_start` is journaled, wait for ever instead of
+    /// dispatching it: the call is in flight until the process is killed.
+    pub stall_after_tool_start: bool,
 }
 
 impl Faults {
-    /// The crash points named by `CAIRN_FAULT` (`crash-after-response-stored`)
-    /// with the `fault-injection` feature; none without it.
+    /// The crash points named by `CAIRN_FAULT` (comma-separated:
+    /// `crash-after-response-stored`, `stall-after-tool-start`) with the
+    /// `fault-injection` feature; none without it.
     pub fn from_env() -> Faults {
         #[cfg(feature = "fault-injection")]
         {
+            let named = std::env::var("CAIRN_FAULT").unwrap_or_default();
+            let armed = |fault: &str| named.split(',').any(|f| f.trim() == fault);
             Faults {
-                crash_after_response_stored: std::env::var("CAIRN_FAULT").as_deref()
-                    == Ok("crash-after-response-stored"),
+                crash_after_response_stored: armed("crash-after-response-stored"),
+                stall_after_tool_start: armed("stall-after-tool-start"),
             }
         }
         #[cfg(not(feature = "fault-injection"))]
@@ -504,6 +510,10 @@ impl Agent {
             name: call.name.clone(),
         }))?;
         ev.tool_started(call);
+        #[cfg(feature = "fault-injection")]
+        if self.faults.stall_after_tool_start {
+            std::future::pending::<()>().await;
+        }
         let (tools, ws, stop) = (&self.tools, &self.workspace, &mut self.stop);
         let out = tokio::select! {
             out = tools.call(ws, &call.name, &call.arguments) => Some(out),

@@ -330,3 +330,39 @@ fn check_ignore_reports_a_failure_as_bad_input_not_as_nothing_excluded() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn the_shell_tool_gets_no_secrets_from_cairns_environment_unless_passed_through() {
+    let s = Scratch::new();
+    let model = script_path(
+        &s,
+        json!([
+            {"text": "look", "tool_calls": [shell("s1", "env")]},
+            {"text": "done"}
+        ]),
+    );
+    let out = s
+        .cmd()
+        .env("OPENAI_API_KEY", "sk-should-not-leak")
+        .env("MY_SERVICE_TOKEN", "tok-passed-on-purpose")
+        .env("DEPLOY_PASSWORD", "hunter2-never")
+        .env("CAIRN_SHELL_PASS_ENV", "MY_SERVICE_TOKEN")
+        .env("HARMLESS_SETTING", "visible-value")
+        .args(["run", "--model", &model, "task"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = s.only_session();
+    let result = results_for(&s.records(&id), "s1")[0]["output"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(result.contains("visible-value"), "{result}");
+    assert!(result.contains("tok-passed-on-purpose"), "{result}");
+    assert!(!result.contains("sk-should-not-leak"), "{result}");
+    assert!(!result.contains("hunter2-never"), "{result}");
+}

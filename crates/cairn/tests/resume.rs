@@ -63,18 +63,24 @@ fn sigkill_during_an_effectful_tool_records_unknown_and_never_repeats_it() {
 #[test]
 fn sigkill_during_a_read_only_tool_reruns_it() {
     let s = Scratch::new();
-    // A FIFO blocks read_file until someone writes: a read-only call in flight.
-    let fifo = s.ws.join("pipe");
-    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    std::fs::write(s.ws.join("notes.txt"), "contents before the crash\n").unwrap();
     let model = script_path(
         &s,
         json!([
-            {"text": "reading", "tool_calls": [call("r1", "read_file", json!({"path": "pipe"}))]},
+            {"text": "reading", "tool_calls": [call("r1", "read_file", json!({"path": "notes.txt"}))]},
             {"text": "done"}
         ]),
     );
-    let mut child = s.spawn(&["run", "--model", &model, "task"]);
+    // The test build's crash point holds the call in flight after its
+    // `tool_start` until the process is killed.
+    let mut child = s
+        .cmd()
+        .env("CAIRN_FAULT", "stall-after-tool-start")
+        .args(["run", "--model", &model, "task"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     let id_dir = s.store.join("runs");
     wait_until(20, "the tool_start", || {
         std::fs::read_dir(&id_dir)
@@ -87,8 +93,7 @@ fn sigkill_during_a_read_only_tool_reruns_it() {
     std::thread::sleep(std::time::Duration::from_millis(100));
     kill(&mut child, libc::SIGKILL);
     child.wait().unwrap();
-    std::fs::remove_file(&fifo).unwrap();
-    std::fs::write(&fifo, "contents after the crash\n").unwrap();
+    std::fs::write(s.ws.join("notes.txt"), "contents after the crash\n").unwrap();
     let id = s.only_session();
     let out = s.run(&["resume", &id, "--json"]);
     assert!(

@@ -17,7 +17,7 @@ use cairn_agent::{
 use cairn_journal::{Outcome, TerminalReason, ToolCall};
 use cairn_model::{provider_from_spec, ProviderConfig, ProviderKind};
 use cairn_store::{RunId, Store};
-use cairn_tools::{ToolConfig, Toolbox, Workspace};
+use cairn_tools::{ShellEnv, ToolConfig, Toolbox, Workspace};
 use serde::Serialize;
 
 use crate::cli::{ContinueArgs, ModelArgs, ResumeArgs, RunArgs};
@@ -56,8 +56,22 @@ fn provider_config() -> ProviderConfig {
     c
 }
 
-fn workspace(dir: &Path) -> anyhow::Result<Workspace> {
-    Workspace::new(dir).map_err(|e| coded(Code::Usage, e.to_string()))
+/// The tools' view of `dir`, with the store protected: no tool may reach
+/// it, whatever path or mount leads there.
+fn workspace(dir: &Path, store: &Store) -> anyhow::Result<Workspace> {
+    Workspace::new(dir)
+        .and_then(|ws| ws.protect(store.root()))
+        .map_err(|e| coded(Code::Usage, e.to_string()))
+}
+
+/// The built-in tools, the shell's environment scrubbed but for the names
+/// in `CAIRN_SHELL_PASS_ENV`.
+fn toolbox() -> Toolbox {
+    let pass = std::env::var(ShellEnv::PASS_THROUGH_VAR).unwrap_or_default();
+    Toolbox::builtin(ToolConfig {
+        shell_env: ShellEnv::default().pass_through_list(&pass),
+        ..ToolConfig::default()
+    })
 }
 
 /// `cairn run`.
@@ -69,14 +83,14 @@ pub fn run(ctx: &Context, args: RunArgs) -> anyhow::Result<Code> {
         args.system.as_deref(),
     )?;
     ctx.refuse_store_inside(&ctx.cwd)?;
-    let ws = workspace(&ctx.cwd)?;
     let store = Store::open(ctx.store.root())?;
+    let ws = workspace(&ctx.cwd, &store)?;
     let (handle, stop) = stop_pair();
     let rt = runtime()?;
     rt.block_on(async {
         let provider =
             provider_from_spec(&plan.spec, plan.base_url.as_deref(), &provider_config())?;
-        let tools = Toolbox::builtin(ToolConfig::default());
+        let tools = toolbox();
         let name = args
             .name
             .clone()
@@ -170,7 +184,7 @@ fn resume_id(
         output::note(format!("cairn: {notice}"));
     }
     ctx.refuse_store_inside(Path::new(&session.state().workspace))?;
-    let ws = workspace(Path::new(&session.state().workspace))?;
+    let ws = workspace(Path::new(&session.state().workspace), &store)?;
     let text = if text.is_empty() {
         None
     } else {
@@ -181,7 +195,7 @@ fn resume_id(
     rt.block_on(async {
         let provider =
             provider_from_spec(&plan.spec, plan.base_url.as_deref(), &provider_config())?;
-        let tools = Toolbox::builtin(ToolConfig::default());
+        let tools = toolbox();
         let versions = crate::cmd::workspace::tracker(&store, &id, ws.root())?;
         let mut agent =
             assemble(&store, session, provider, tools, ws, &plan, stop)?.with_tracker(versions);
