@@ -120,6 +120,7 @@ fn cmd_save(a: &Args) -> Res<()> {
     let report = save(&store, &req, &NoProgress)?;
     writer.append(&RecordBody::Checkpoint(CheckpointRef {
         checkpoint: report.id.to_string(),
+        manifest: Some(report.manifest.clone()),
     }))?;
     println!("{}", serde_json::to_string(&report)?);
     Ok(())

@@ -5,9 +5,19 @@
 //! exit codes: [`CheckpointError::is_integrity`] (a manifest, chunk, object
 //! or journal position does not verify: exit 3),
 //! [`CheckpointError::is_refusal`] (refused on purpose, e.g. a busy store:
-//! exit 4) and [`CheckpointError::is_usage`] (bad input: exit 2). A restore
-//! that fails after it started changing files says so and names the banks
-//! that undo it; one that fails before changed nothing.
+//! exit 4) and [`CheckpointError::is_usage`] (bad input: exit 2).
+//!
+//! A restore's error says exactly what state it left: the refusals made
+//! before anything changed say "nothing was changed"
+//! ([`CheckpointError::Damaged`], [`CheckpointError::UnsafePath`], the
+//! anchor errors, [`CheckpointError::WrongWorkspace`],
+//! [`CheckpointError::NotRestored`]); one that failed after it began
+//! changing files is [`CheckpointError::RestoreIncomplete`], which says what
+//! was changed and how to undo it, and never says "nothing was changed".
+//! Errors that can happen part-way ([`CheckpointError::Unreachable`], IO,
+//! pool errors) make no claim about the state themselves; they are the
+//! source of one of the two. Messages do not repeat their source: the CLI
+//! prints the chain.
 
 use std::path::PathBuf;
 
@@ -103,7 +113,7 @@ pub enum CheckpointError {
         /// The checkpoint.
         id: String,
     },
-    /// The directory to materialise into is not empty (or not a directory).
+    /// The directory to materialise into is a directory that is not empty.
     #[error(
         "{dir} is not an empty directory: give a new or empty directory for the forked workspace"
     )]
@@ -111,8 +121,18 @@ pub enum CheckpointError {
         /// The directory given.
         dir: PathBuf,
     },
-    /// A manifest path that would leave its root, or a path reached through
-    /// a symbolic link: refused before anything changed.
+    /// The directory to materialise into exists and is not a directory (a
+    /// file, a symbolic link, a device).
+    #[error("{dir} exists and is not a directory ({what}): give a new or empty directory for the forked workspace")]
+    NotADirectory {
+        /// The path given.
+        dir: PathBuf,
+        /// What is there.
+        what: &'static str,
+    },
+    /// A manifest path that would leave its root or break the path rule
+    /// (`cairn_store::safe`), or a path reached through a symbolic link:
+    /// refused before anything changed.
     #[error(
         "refusing to restore checkpoint {id}: `{path}` is unsafe ({reason}); nothing was changed"
     )]
@@ -124,20 +144,121 @@ pub enum CheckpointError {
         /// Why.
         reason: String,
     },
+    /// A path to write could not be reached without following a symbolic
+    /// link, found while writing (the source of a
+    /// [`CheckpointError::RestoreIncomplete`] or of a failed materialisation).
+    #[error("cannot reach `{path}` without following a symbolic link or leaving a directory ({reason}); something changed it meanwhile")]
+    Unreachable {
+        /// The path.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The manifest's bytes are not the ones the journal's `checkpoint`
+    /// record vouches for: it was changed after it was saved.
+    #[error("checkpoint {id} does not verify: its manifest (`checkpoints/{id}.json` in the store) was changed after it was saved (its SHA-256 is {actual}, session {run}'s journal recorded {recorded} at seq {seq}); nothing was changed, and cairn will not use it. Restore or fork another checkpoint (`cairn checkpoint ls {run}`), and find out who changed the file")]
+    ManifestChanged {
+        /// The checkpoint.
+        id: String,
+        /// Its run.
+        run: String,
+        /// The journal record naming it.
+        seq: u64,
+        /// The hash that record holds.
+        recorded: String,
+        /// The hash of the manifest's bytes now.
+        actual: String,
+    },
+    /// No `checkpoint` record of the run's journal names the checkpoint, so
+    /// nothing vouches for its manifest.
+    #[error("checkpoint {id} does not verify: no `checkpoint` record in session {run}'s journal after seq {seq} names it, so nothing vouches for its manifest {path} (a save interrupted before it was journaled, or a file put in the store by hand); nothing was changed, and cairn will not use it. Use another checkpoint (`cairn checkpoint ls {run}`), or remove the file if it is not needed")]
+    Unjournaled {
+        /// The checkpoint.
+        id: String,
+        /// The run its manifest names.
+        run: String,
+        /// The journal position its manifest names.
+        seq: u64,
+        /// The manifest.
+        path: PathBuf,
+    },
+    /// The checkpoint was journaled by a cairn that did not record the
+    /// manifest's hash, so whether the manifest changed since cannot be told.
+    #[error("checkpoint {id} is unanchored: it was saved by an older cairn, whose journal record (session {run}, seq {seq}) does not hold the manifest's hash, so cairn cannot tell whether the manifest was changed since; nothing was changed, and cairn will not use it. {}", unanchored_advice(id, run, snapshot.as_deref()))]
+    Unanchored {
+        /// The checkpoint.
+        id: String,
+        /// Its run.
+        run: String,
+        /// The journal record naming it.
+        seq: u64,
+        /// Its workspace snapshot, which `cairn rewind` can restore alone.
+        snapshot: Option<String>,
+    },
+    /// A restore into a workspace that is not the session's, or of a
+    /// manifest whose workspace is not the session's.
+    #[error("refusing to restore checkpoint {id}: {what}; nothing was changed. A checkpoint is restored only into its session's own workspace, {workspace} (as the session's journal records it); to have its files somewhere else, fork it: `cairn fork {run} --at {id} --workspace DIR`")]
+    WrongWorkspace {
+        /// The checkpoint.
+        id: String,
+        /// Its run.
+        run: String,
+        /// The workspace the run's journal names.
+        workspace: String,
+        /// What disagrees with it.
+        what: String,
+    },
+    /// Appending to the run's journal failed (a restore journals its bank).
+    #[error("appending to session {run}'s journal failed")]
+    Journal {
+        /// The run.
+        run: String,
+        /// What failed.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// A manifest could not be encoded.
     #[error("encoding a checkpoint manifest: {0}")]
     Encode(#[source] serde_json::Error),
-    /// A restore failed after it had begun changing files.
-    #[error("restoring checkpoint {id} stopped part-way ({source}); the state before is banked{}: restore that to put it back", bank.as_ref().map(|b| format!(" as checkpoint {b}")).unwrap_or_default())]
-    RestoreIncomplete {
+    /// A restore failed after it verified everything but before it changed
+    /// any file: the workspace and the named paths are as they were.
+    #[error("checkpoint {id} was not restored, and nothing was changed: {step} failed")]
+    NotRestored {
         /// The checkpoint being restored.
         id: String,
-        /// The bank checkpoint holding the named paths as they were.
-        bank: Option<String>,
+        /// What was being done.
+        step: &'static str,
         /// What failed.
         #[source]
         source: Box<CheckpointError>,
     },
+    /// A restore failed after it had begun changing files.
+    #[error("restoring checkpoint {id} stopped part-way: {done}. {undo}")]
+    RestoreIncomplete {
+        /// The checkpoint being restored.
+        id: String,
+        /// The bank checkpoint holding the named paths as they were (and the
+        /// workspace bank), when it was written.
+        bank: Option<String>,
+        /// What had been changed when it stopped, in words.
+        done: String,
+        /// How to put things back, in words.
+        undo: String,
+        /// What failed.
+        #[source]
+        source: Box<CheckpointError>,
+    },
+}
+
+/// What to do with an unanchored checkpoint: take its parts back one by one,
+/// through commands that do not need to trust its manifest.
+fn unanchored_advice(id: &str, run: &str, snapshot: Option<&str>) -> String {
+    let mut s = String::new();
+    if let Some(snap) = snapshot {
+        s.push_str(&format!("Its workspace snapshot can be restored on its own, into the session's workspace only, with `cairn rewind {run} --restore-snapshot {snap}`; "));
+    }
+    s.push_str(&format!("check its named paths with `cairn checkpoint show {id}` before copying anything back; `cairn checkpoint save {run}` then makes a checkpoint whose manifest the journal vouches for"));
+    s
 }
 
 impl CheckpointError {
@@ -159,27 +280,35 @@ impl CheckpointError {
         match self {
             CheckpointError::ManifestDamaged { .. }
             | CheckpointError::Damaged { .. }
-            | CheckpointError::UnsafePath { .. } => true,
+            | CheckpointError::UnsafePath { .. }
+            | CheckpointError::Unreachable { .. }
+            | CheckpointError::ManifestChanged { .. }
+            | CheckpointError::Unjournaled { .. }
+            | CheckpointError::Unanchored { .. } => true,
             CheckpointError::Objects(e) => e.is_integrity(),
             CheckpointError::Workspace(e) => e.is_integrity(),
-            CheckpointError::RestoreIncomplete { source, .. } => source.is_integrity(),
+            CheckpointError::RestoreIncomplete { source, .. }
+            | CheckpointError::NotRestored { source, .. } => source.is_integrity(),
             _ => false,
         }
     }
 
     /// True when cairn refused on purpose: a busy store, a tree over the
-    /// file limit (exit 4).
+    /// file limit, a workspace that is not the session's (exit 4).
     pub fn is_refusal(&self) -> bool {
         match self {
+            CheckpointError::WrongWorkspace { .. } => true,
             CheckpointError::Objects(e) => e.is_refusal(),
             CheckpointError::Workspace(e) => e.is_refusal(),
+            CheckpointError::RestoreIncomplete { source, .. }
+            | CheckpointError::NotRestored { source, .. } => source.is_refusal(),
             _ => false,
         }
     }
 
     /// True for bad input: an unknown or malformed checkpoint id, a path that
-    /// does not exist, a checkpoint of another run, a non-empty directory
-    /// (exit 2).
+    /// does not exist, a checkpoint of another run, a non-empty directory or
+    /// one that is not a directory (exit 2).
     pub fn is_usage(&self) -> bool {
         match self {
             CheckpointError::Id(_)
@@ -188,7 +317,8 @@ impl CheckpointError {
             | CheckpointError::PathMissing { .. }
             | CheckpointError::NotUtf8 { .. }
             | CheckpointError::NoWorkspace { .. }
-            | CheckpointError::DirNotEmpty { .. } => true,
+            | CheckpointError::DirNotEmpty { .. }
+            | CheckpointError::NotADirectory { .. } => true,
             CheckpointError::Workspace(e) => e.is_usage(),
             _ => false,
         }

@@ -1,11 +1,20 @@
 //! Checkpoint manifests: `<store>/checkpoints/<id>.json` (format in DESIGN.md).
+//!
+//! Invariants kept here:
+//! - a manifest is read once, as bytes, and its SHA-256 is taken of exactly
+//!   those bytes ([`Loaded::digest`]), so what is checked against the
+//!   journal is what is used;
+//! - every path in a manifest that cairn will write to passes the one path
+//!   rule of `cairn_store::safe` ([`RelPath`]): a named path is `/` followed
+//!   by a `RelPath`, an entry below a named directory is a `RelPath`.
 
 use std::io;
 use std::path::{Path, PathBuf};
 
 use cairn_objects::ObjectHash;
+use cairn_store::safe::{PathRule, RelPath};
 use cairn_store::{RunId, Store};
-use cairn_workspace::{Manifest as SnapshotManifest, SnapshotId};
+use cairn_workspace::SnapshotId;
 use serde::{Deserialize, Serialize};
 
 use crate::{CheckpointError, CheckpointId, JournalPosition};
@@ -54,7 +63,8 @@ pub struct FileEntry {
     /// `/`-separated, relative to the named path; empty when the named path
     /// is this file.
     pub path: String,
-    /// Permission bits (`0o7777` at most).
+    /// Permission bits (`0o777` at most when cairn wrote it; a restore
+    /// applies only `cairn_store::safe::permission_bits` of whatever is here).
     pub mode: u32,
     /// Length in bytes.
     pub size: u64,
@@ -67,8 +77,10 @@ pub struct FileEntry {
 pub struct SkippedEntry {
     /// Relative to the named path.
     pub path: String,
-    /// `symlink`, `special`, `not_utf8`, or `store` (the cairn store, when
-    /// the named directory holds it).
+    /// `symlink`, `special`, `not_utf8`, `store` (the cairn store, when
+    /// the named directory holds it), `git` (a `.git` directory, which cairn
+    /// never saves or restores) or `unsafe_name` (a name the path rule of
+    /// `cairn_store::safe` refuses, such as one starting with `~`).
     pub reason: String,
 }
 
@@ -147,41 +159,47 @@ pub(crate) fn manifest_path(store: &Store, id: &CheckpointId) -> PathBuf {
     store.checkpoints_dir().join(format!("{id}.json"))
 }
 
-/// Checks a relative path inside a named directory or a workspace: no empty,
-/// `.` or `..` component, not absolute, no NUL. The empty path (the named
-/// file itself) is allowed only when `empty_ok`.
-pub(crate) fn check_relative(p: &str, empty_ok: bool) -> Result<(), &'static str> {
-    if p.is_empty() {
-        return if empty_ok {
-            Ok(())
-        } else {
-            Err("the path is empty")
-        };
-    }
-    if p.starts_with('/') {
-        return Err("the path is absolute");
-    }
-    if p.contains('\0') {
-        return Err("the path contains a NUL byte");
-    }
-    if p.split('/').any(|c| matches!(c, "" | "." | "..")) {
-        return Err("the path has an empty, `.` or `..` component");
-    }
-    Ok(())
+/// A manifest as read: the checkpoint, the SHA-256 of the file's exact
+/// bytes, and the file.
+pub(crate) struct Loaded {
+    pub(crate) cp: Checkpoint,
+    pub(crate) digest: String,
+    pub(crate) path: PathBuf,
 }
 
-/// Checks a named path: absolute, and every component a plain name.
-fn check_absolute(p: &str) -> Result<(), &'static str> {
-    match p.strip_prefix('/') {
-        Some("") => Err("the path is the root directory"),
-        Some(rest) => check_relative(rest, false),
-        None => Err("the path is not absolute"),
-    }
+/// The SHA-256, in lowercase hex, of a manifest's bytes (what the journal's
+/// `checkpoint` record holds).
+pub(crate) fn digest(bytes: &[u8]) -> String {
+    ObjectHash::of(bytes).to_hex()
+}
+
+/// Why a named (absolute) path breaks the rule: it must be `/` followed by a
+/// [`RelPath`].
+pub(crate) fn check_absolute(p: &str) -> Result<(), String> {
+    let Some(rest) = p.strip_prefix('/') else {
+        return Err("the path is not absolute".into());
+    };
+    RelPath::parse(rest).map(drop).map_err(|rule| match rule {
+        PathRule::Empty => "the path is the root directory".into(),
+        PathRule::Absolute => "a component starts at a root (a second `/`, `~` or a drive)".into(),
+        other => other.to_string(),
+    })
 }
 
 impl Checkpoint {
-    /// Reads and checks the manifest of `id`.
-    pub(crate) fn load(store: &Store, id: &CheckpointId) -> Result<Checkpoint, CheckpointError> {
+    /// Reads and checks the manifest of `id`, path rules included.
+    pub(crate) fn load(store: &Store, id: &CheckpointId) -> Result<Loaded, CheckpointError> {
+        let loaded = Self::read(store, id)?;
+        loaded.cp.check_paths()?;
+        Ok(loaded)
+    }
+
+    /// Reads the manifest of `id` and checks what it says of itself (format
+    /// version, id, run id, one entry per named file), but not its paths:
+    /// for the readers that only need its hashes or its run (prune, the
+    /// question which checkpoints name a run), so one path that breaks
+    /// today's rule cannot make them lose sight of the checkpoint.
+    pub(crate) fn read(store: &Store, id: &CheckpointId) -> Result<Loaded, CheckpointError> {
         let path = manifest_path(store, id);
         let bytes = std::fs::read(&path).map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => CheckpointError::NotFound { id: id.to_string() },
@@ -203,16 +221,6 @@ impl Checkpoint {
         }
         RunId::parse(&cp.run).map_err(|e| damaged(e.to_string()))?;
         for p in &cp.paths {
-            let unsafe_path = |path: String, reason: &str| CheckpointError::UnsafePath {
-                id: id.to_string(),
-                path,
-                reason: reason.to_owned(),
-            };
-            check_absolute(&p.path).map_err(|r| unsafe_path(p.path.clone(), r))?;
-            for e in &p.entries {
-                check_relative(&e.path, p.kind == PathKind::File)
-                    .map_err(|r| unsafe_path(format!("{}/{}", p.path, e.path), r))?;
-            }
             if p.kind == PathKind::File && (p.entries.len() != 1 || !p.entries[0].path.is_empty()) {
                 return Err(damaged(format!(
                     "the file {} does not have exactly one entry",
@@ -220,7 +228,32 @@ impl Checkpoint {
                 )));
             }
         }
-        Ok(cp)
+        Ok(Loaded {
+            cp,
+            digest: digest(&bytes),
+            path,
+        })
+    }
+
+    /// Every named path and every entry below a named directory passes the
+    /// one path rule ([`CheckpointError::UnsafePath`] otherwise).
+    fn check_paths(&self) -> Result<(), CheckpointError> {
+        let unsafe_path = |path: String, reason: String| CheckpointError::UnsafePath {
+            id: self.id.to_string(),
+            path,
+            reason,
+        };
+        for p in &self.paths {
+            check_absolute(&p.path).map_err(|r| unsafe_path(p.path.clone(), r))?;
+            if p.kind == PathKind::Dir {
+                for e in &p.entries {
+                    RelPath::parse(&e.path).map_err(|r| {
+                        unsafe_path(format!("{}/{}", p.path, e.path), r.to_string())
+                    })?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The run, parsed.
@@ -289,46 +322,43 @@ pub(crate) fn manifest_files(
     Ok(out)
 }
 
-/// Reads a run's workspace snapshot manifest, checking its paths.
-pub(crate) fn load_snapshot(
-    store: &Store,
-    run: &RunId,
-    snapshot: &SnapshotId,
-) -> Result<SnapshotManifest, CheckpointError> {
-    let path = store.snapshots_dir(run).join(format!("{snapshot}.json"));
-    let bytes = std::fs::read(&path)
-        .map_err(|e| CheckpointError::io("reading workspace snapshot", &path, e))?;
-    let m: SnapshotManifest =
-        serde_json::from_slice(&bytes).map_err(|e| CheckpointError::ManifestDamaged {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
-    if m.id != *snapshot {
-        return Err(CheckpointError::ManifestDamaged {
-            path,
-            reason: format!("it names itself {}", m.id),
+/// Where a workspace is to be materialised: `Ok(false)` when nothing is
+/// there, `Ok(true)` for an empty directory.
+///
+/// # Errors
+/// [`CheckpointError::DirNotEmpty`] for a directory with something in it,
+/// [`CheckpointError::NotADirectory`] for anything else that exists (a
+/// symbolic link is not followed).
+pub(crate) fn check_target(path: &Path) -> Result<bool, CheckpointError> {
+    let m = match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(CheckpointError::io("reading metadata of", path, e)),
+        Ok(m) => m,
+    };
+    let ft = m.file_type();
+    if !ft.is_dir() {
+        let what = if ft.is_file() {
+            "a file"
+        } else if ft.is_symlink() {
+            "a symbolic link"
+        } else {
+            "a special file"
+        };
+        return Err(CheckpointError::NotADirectory {
+            dir: path.to_owned(),
+            what,
         });
     }
-    for p in m.entries.keys() {
-        check_relative(p, false).map_err(|reason| CheckpointError::UnsafePath {
-            id: format!("(snapshot {snapshot})"),
-            path: p.clone(),
-            reason: reason.to_owned(),
-        })?;
-    }
-    Ok(m)
-}
-
-/// True when `path` is a directory with nothing in it, or does not exist.
-pub(crate) fn is_empty_or_missing(path: &Path) -> Result<bool, CheckpointError> {
-    match std::fs::symlink_metadata(path) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(true),
-        Err(e) => Err(CheckpointError::io("reading metadata of", path, e)),
-        Ok(m) if !m.is_dir() => Ok(false),
-        Ok(_) => Ok(std::fs::read_dir(path)
-            .map_err(|e| CheckpointError::io("listing", path, e))?
-            .next()
-            .is_none()),
+    let empty = std::fs::read_dir(path)
+        .map_err(|e| CheckpointError::io("listing", path, e))?
+        .next()
+        .is_none();
+    if empty {
+        Ok(true)
+    } else {
+        Err(CheckpointError::DirNotEmpty {
+            dir: path.to_owned(),
+        })
     }
 }
 
@@ -336,29 +366,28 @@ pub(crate) fn is_empty_or_missing(path: &Path) -> Result<bool, CheckpointError> 
 mod tests {
     use super::*;
 
+    /// Named paths: `/` and then the one relative-path rule of
+    /// `cairn_store::safe` (so `.git` is refused here as everywhere).
     #[test]
-    fn path_rules() {
-        for (p, ok) in [
-            ("a", true),
-            ("a/b.txt", true),
-            (".hidden/x", true),
-            ("", false),
-            ("/etc/passwd", false),
-            ("a//b", false),
-            ("a/./b", false),
-            ("../x", false),
-            ("a/..", false),
-            ("a\0b", false),
-        ] {
-            assert_eq!(check_relative(p, false).is_ok(), ok, "{p:?}");
-        }
-        assert!(check_relative("", true).is_ok());
+    fn named_path_rule() {
         for (p, ok) in [
             ("/var/lib/disk.img", true),
+            ("/home/u/.hidden/x", true),
+            ("/home/u/.gitignore", true),
+            ("/srv/a~b", true),
             ("/", false),
             ("relative", false),
+            ("", false),
             ("/a/../b", false),
+            ("/a/./b", false),
             ("/a//b", false),
+            ("//a", false),
+            ("/a/", false),
+            ("/a\\..\\b", false),
+            ("/a\0b", false),
+            ("/repo/.git", false),
+            ("/repo/.git/hooks/pre-commit", false),
+            ("/repo/.GIT/config", false),
         ] {
             assert_eq!(check_absolute(p).is_ok(), ok, "{p:?}");
         }

@@ -2,8 +2,9 @@
 
 use cairn_objects::{ManifestSource, ObjectHash, SourceError};
 use cairn_store::Store;
+use cairn_workspace::Manifest as SnapshotManifest;
 
-use crate::manifest::{load_snapshot, manifest_files, Checkpoint};
+use crate::manifest::{manifest_files, Checkpoint};
 
 /// Every checkpoint manifest in a store, for [`cairn_objects::prune`]: the
 /// objects of every named path, and of every checkpoint's workspace snapshot
@@ -11,7 +12,9 @@ use crate::manifest::{load_snapshot, manifest_files, Checkpoint};
 /// disappears later, while its snapshot manifest is still there). Chunks of
 /// chunk lists are marked by prune itself. A checkpoint manifest, or the
 /// snapshot manifest it names, that exists but cannot be read is an error,
-/// so prune deletes nothing.
+/// so prune deletes nothing. (A checkpoint manifest is read for its hashes
+/// only: a path in it that the path rule refuses makes it unrestorable, not
+/// unmarked.)
 #[derive(Clone, Debug)]
 pub struct CheckpointManifests {
     store: Store,
@@ -33,7 +36,7 @@ impl ManifestSource for CheckpointManifests {
 
     fn referenced(&self, mark: &mut dyn FnMut(ObjectHash)) -> Result<(), SourceError> {
         for (id, _) in manifest_files(&self.store)? {
-            let cp = Checkpoint::load(&self.store, &id)?;
+            let cp = Checkpoint::read(&self.store, &id)?.cp;
             for p in &cp.paths {
                 p.entries.iter().for_each(|e| mark(e.hash));
             }
@@ -47,7 +50,7 @@ impl ManifestSource for CheckpointManifests {
                     // The run was removed with its snapshots: nothing to keep.
                     continue;
                 }
-                let m = load_snapshot(&self.store, &run, &w.snapshot)?;
+                let m = SnapshotManifest::read(&self.store, &run, &w.snapshot)?;
                 m.entries.values().for_each(|e| mark(e.hash));
             }
         }

@@ -4,17 +4,23 @@ use std::collections::HashSet;
 
 use cairn_objects::{ObjectError, ObjectHash, ObjectPool};
 use cairn_store::{RunId, Store};
+use cairn_workspace::Manifest as SnapshotManifest;
 use serde::Serialize;
 
-use crate::manifest::{heads, load_snapshot, Checkpoint, CheckpointSummary};
+use crate::manifest::{heads, manifest_files, Checkpoint, CheckpointSummary};
 use crate::{CheckpointError, CheckpointId};
 
 /// A run's checkpoints, newest first (`cairn checkpoint ls ID`). Only
 /// complete checkpoints exist to be listed: a save publishes its manifest by
-/// rename, and files that are not `<id>.json` are ignored.
+/// rename, and files that are not `<id>.json` are ignored. A listing does
+/// not verify: a checkpoint the journal does not vouch for is listed, and
+/// [`verify`](crate::verify) says so.
 ///
 /// # Errors
-/// A manifest that exists but cannot be read or parsed (of any run).
+/// Any manifest in the store that exists but cannot be read or parsed, of
+/// this run or another ([`CheckpointError::ManifestDamaged`] or
+/// [`CheckpointError::Io`], naming the file): the listing never leaves one
+/// out, since whether it belongs to this run cannot be told.
 pub fn list(store: &Store, run: &RunId) -> Result<Vec<CheckpointSummary>, CheckpointError> {
     let mut out: Vec<CheckpointSummary> = heads(store)?
         .into_iter()
@@ -34,13 +40,49 @@ pub fn list_all(store: &Store) -> Result<Vec<CheckpointSummary>, CheckpointError
     Ok(out)
 }
 
-/// One checkpoint's manifest, checked (`cairn checkpoint show CP`).
+/// One checkpoint's manifest, checked (`cairn checkpoint show CP`). This
+/// reads the manifest; it does not check it against the journal
+/// ([`verify`](crate::verify) does).
 ///
 /// # Errors
 /// [`CheckpointError::NotFound`], [`CheckpointError::ManifestDamaged`],
 /// [`CheckpointError::UnsafePath`].
 pub fn show(store: &Store, id: &CheckpointId) -> Result<Checkpoint, CheckpointError> {
-    Checkpoint::load(store, id)
+    Ok(Checkpoint::load(store, id)?.cp)
+}
+
+/// The checkpoints that belong to `run` (their manifest names it), oldest
+/// id first: what a policy that deletes a run must ask first, since a
+/// checkpoint needs its run's journal and snapshots.
+///
+/// Every checkpoint manifest in the store is read, whichever run it
+/// belongs to, because which run an unreadable one names cannot be told.
+///
+/// # Errors
+/// The first manifest that cannot be read, or does not parse or describe
+/// itself ([`CheckpointError::ManifestDamaged`], [`CheckpointError::Io`],
+/// naming the file) — never an empty answer in its place. A manifest that
+/// reads but holds a path the path rule refuses still answers which run it
+/// names.
+pub fn naming_run(store: &Store, run: &RunId) -> Result<Vec<CheckpointId>, CheckpointError> {
+    let mut out = Vec::new();
+    for (id, path) in manifest_files(store)? {
+        let loaded = Checkpoint::read(store, &id).map_err(|e| match e {
+            // It was listed a moment ago: gone now means another process
+            // removed it, which is still not an answer about it.
+            CheckpointError::NotFound { .. } => CheckpointError::io(
+                "reading checkpoint manifest",
+                &path,
+                std::io::Error::from(std::io::ErrorKind::NotFound),
+            ),
+            e => e,
+        })?;
+        if loaded.cp.run == run.as_str() {
+            out.push(id);
+        }
+    }
+    out.sort();
+    Ok(out)
 }
 
 /// Storage of a run's checkpoints (`cairn checkpoint stats ID`).
@@ -74,11 +116,11 @@ pub fn stats(store: &Store, run: &RunId) -> Result<Stats, CheckpointError> {
     let mut logical_bytes = 0;
     let summaries = list(store, run)?;
     for s in &summaries {
-        let cp = Checkpoint::load(store, &s.id)?;
+        let cp = Checkpoint::load(store, &s.id)?.cp;
         logical_bytes += cp.logical_bytes;
         if let Some(w) = &cp.workspace {
             if snapshots.insert(w.snapshot.clone()) {
-                let m = load_snapshot(store, run, &w.snapshot)?;
+                let m = SnapshotManifest::read(store, run, &w.snapshot)?;
                 roots.extend(m.entries.values().map(|e| e.hash));
             }
         }

@@ -1,22 +1,37 @@
-//! Restoring a checkpoint in place, and materialising its workspace into a
-//! new directory (for a fork).
+//! Restoring a checkpoint in place.
+//!
+//! Invariants:
+//! - nothing is changed (and nothing banked) before the manifest is anchored
+//!   in the run's journal (`anchor`), everything it needs verified, the
+//!   workspace given found to be the one the run's journal names (and the one
+//!   the manifest recorded), and every named path — and every directory
+//!   below it that will be written — found reachable without a symbolic link
+//!   and of the right type;
+//! - files are written only into that workspace (by cairn-workspace) and
+//!   below the named paths of the anchored manifest, by temporary file
+//!   (`cairn_store::safe::temp_name`) and rename, with permission bits only;
+//! - what a restore will replace is banked, and the banks journaled through
+//!   [`RestoreJournal`], before any named path changes; every error after
+//!   the first change is [`CheckpointError::RestoreIncomplete`], saying what
+//!   was changed and naming the banks.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
-use cairn_objects::{ObjectHash, ObjectPool, Phase, Progress};
+use cairn_journal::{CheckpointRef, JournalWriter, Record, RecordBody, Snapshot};
+use cairn_objects::{ObjectPool, Phase, Progress};
+use cairn_store::safe::permission_bits;
 use cairn_store::Store;
-use cairn_workspace::{RestoreReport as WorkspaceRestore, SnapshotId, Workspace};
+use cairn_workspace::{RestoreReport as WorkspaceRestore, Workspace};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::manifest::{
-    is_empty_or_missing, load_snapshot, Checkpoint, CheckpointKind, FileEntry, PathKind, SavedPath,
-};
+use crate::manifest::{Checkpoint, CheckpointKind, FileEntry, PathKind, SavedPath};
 use crate::safe_fs::{self, Reach, ReachExt};
 use crate::save::{save, SaveRequest};
-use crate::{verify, CheckpointError, CheckpointId, JournalPosition};
+use crate::verify::{check_journal, verify_loaded};
+use crate::{CheckpointError, CheckpointId, JournalPosition};
 
 /// What [`restore`] did.
 #[derive(Clone, Debug, Serialize)]
@@ -39,21 +54,6 @@ pub struct RestoreReport {
     pub unchanged: u64,
 }
 
-/// What [`materialize`] wrote.
-#[derive(Clone, Debug, Serialize)]
-pub struct MaterializeReport {
-    /// The checkpoint.
-    pub id: CheckpointId,
-    /// The directory written.
-    pub dir: PathBuf,
-    /// The workspace snapshot materialised.
-    pub snapshot: SnapshotId,
-    /// Files written.
-    pub files: u64,
-    /// Their total size.
-    pub bytes: u64,
-}
-
 /// One file to write below a named path.
 struct Job<'a> {
     /// The named path's directory (for a file: its parent), absolute.
@@ -64,40 +64,90 @@ struct Job<'a> {
     shown: String,
 }
 
+/// The run's journal, as a restore needs it: where it stands (the bank
+/// checkpoint records that position) and a way to append the records of the
+/// banks. The caller holds the run's journal writer, so nothing of the run
+/// executes meanwhile; [`JournalWriter`] implements it.
+pub trait RestoreJournal {
+    /// Where the journal stands now.
+    fn position(&self) -> JournalPosition;
+    /// Appends one record, durably, before returning.
+    ///
+    /// # Errors
+    /// Whatever kept the record from being written; the restore then stops
+    /// before it changes any named path.
+    fn append(
+        &mut self,
+        record: RecordBody,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>;
+}
+
+impl RestoreJournal for JournalWriter {
+    fn position(&self) -> JournalPosition {
+        JournalPosition::of(self)
+    }
+
+    fn append(
+        &mut self,
+        record: RecordBody,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        JournalWriter::append(self, &record)
+            .map(drop)
+            .map_err(Into::into)
+    }
+}
+
 /// Restores checkpoint `id` of `ws`'s run: the workspace snapshot (full
 /// tree) and the named paths.
 ///
 /// The order:
-/// 1. refuse a checkpoint of another run;
-/// 2. verify EVERYTHING it needs ([`verify`]: every object and chunk
-///    re-hashed, the snapshot manifest, the journal position) and check that
-///    every named path can be reached without a symlink and has the right
-///    type; any problem refuses the restore with nothing changed;
-/// 3. restore the workspace through cairn-workspace, which banks it first
+/// 1. read the manifest once and find its `checkpoint` record in the run's
+///    journal (chain verified): unless the record holds the SHA-256 of these
+///    bytes, refuse ([`CheckpointError::ManifestChanged`],
+///    [`CheckpointError::Unjournaled`], [`CheckpointError::Unanchored`]);
+/// 2. refuse a checkpoint of another run, and a workspace that is not the
+///    one the run's journal names or the manifest recorded
+///    ([`CheckpointError::WrongWorkspace`]);
+/// 3. verify everything else it needs (every object and chunk re-hashed,
+///    the snapshot manifest, the journal position), and check that every
+///    named path, and every directory below one that will be written, can
+///    be reached without a symlink and has the right type;
+/// 4. restore the workspace through cairn-workspace, which banks it first
 ///    (`bank:<n>`) and restores the full tree;
-/// 4. bank the named paths as they are now: a checkpoint of kind `bank`
-///    (with the workspace bank as its snapshot, at `position`), so restoring
-///    it undoes this restore;
-/// 5. stage every named-path file whose content differs (temporary file in
-///    its directory, verified, mode set, fsynced); a failure removes them;
-/// 6. rename them into place, set changed modes, delete files below named
-///    directories that the checkpoint does not hold, fsync the directories.
-///
-/// The caller holds the run's journal writer (so nothing of the run
-/// executes) and passes its position for the bank.
+/// 5. bank the named paths as they are now: a checkpoint of kind `bank`
+///    (with the workspace bank as its snapshot, at the journal's position),
+///    so restoring it undoes this restore;
+/// 6. journal the banks through `journal`: the `snapshot` records of the
+///    workspace capture(s), then the bank's `checkpoint` record with its
+///    manifest's hash — so the bank can be restored, whatever happens next;
+/// 7. stage every named-path file whose content differs (temporary file in
+///    its directory, verified, permission bits set, fsynced); a failure
+///    removes them;
+/// 8. rename them into place, set changed permission bits, delete files
+///    below named directories that the checkpoint does not hold, fsync the
+///    directories.
 ///
 /// # Errors
-/// [`CheckpointError::WrongRun`], [`CheckpointError::Damaged`] and
-/// [`CheckpointError::UnsafePath`] before anything changed;
-/// [`CheckpointError::RestoreIncomplete`] after changes began.
+/// Before anything changed: [`CheckpointError::WrongRun`], the anchor
+/// errors, [`CheckpointError::WrongWorkspace`],
+/// [`CheckpointError::Damaged`], [`CheckpointError::UnsafePath`], and
+/// [`CheckpointError::NotRestored`] (steps 5–7 failed and the checkpoint
+/// has no workspace part). After changes began:
+/// [`CheckpointError::RestoreIncomplete`], or the workspace crate's own
+/// error when its restore (step 4) fails.
 pub fn restore(
     store: &Store,
     id: &CheckpointId,
     ws: &Workspace,
-    position: JournalPosition,
+    journal: &mut dyn RestoreJournal,
     progress: &dyn Progress,
 ) -> Result<RestoreReport, CheckpointError> {
-    let cp = Checkpoint::load(store, id)?;
+    let loaded = Checkpoint::load(store, id)?;
+    let checked = check_journal(store, &loaded);
+    if let Some(e) = checked.refusal(&loaded) {
+        return Err(e);
+    }
+    let cp = &loaded.cp;
     if ws.run().as_str() != cp.run {
         return Err(CheckpointError::WrongRun {
             id: id.to_string(),
@@ -105,7 +155,9 @@ pub fn restore(
             given: ws.run().to_string(),
         });
     }
-    let report = verify(store, id, progress)?;
+    let records = checked.scan.as_ref().map_or(&[][..], |s| &s.records[..]);
+    check_workspace(cp, records, ws)?;
+    let report = verify_loaded(store, &loaded, &checked, progress)?;
     if let Some(first) = report.bad.first() {
         return Err(CheckpointError::Damaged {
             id: id.to_string(),
@@ -121,12 +173,13 @@ pub fn restore(
         Some(w) => Some(ws.restore_snapshot(&w.snapshot, progress)?),
         None => None,
     };
-    let incomplete =
-        |bank: Option<&CheckpointId>, e: CheckpointError| CheckpointError::RestoreIncomplete {
-            id: id.to_string(),
-            bank: bank.map(|b| b.to_string()),
-            source: Box::new(e),
-        };
+    let stopped = Stopped {
+        id,
+        run: &cp.run,
+        workspace_bank: workspace
+            .as_ref()
+            .map(|w| (w.bank.snapshot.to_string(), w.bank.label.to_string())),
+    };
 
     let present: Vec<PathBuf> = cp
         .paths
@@ -134,6 +187,7 @@ pub fn restore(
         .map(|p| PathBuf::from(&p.path))
         .filter(|p| std::fs::symlink_metadata(p).is_ok())
         .collect();
+    let position = journal.position();
     let mut bank = None;
     let mut before: BTreeMap<String, SavedPath> = BTreeMap::new();
     if !present.is_empty() {
@@ -141,16 +195,25 @@ pub fn restore(
         req.kind = CheckpointKind::Bank;
         if let Some(w) = &workspace {
             req = req.snapshot(w.bank.snapshot.clone());
+            req.root = ws.root().to_str().map(str::to_owned);
         }
-        let saved = save(store, &req, progress).map_err(|e| incomplete(None, e))?;
-        let banked = Checkpoint::load(store, &saved.id).map_err(|e| incomplete(None, e))?;
+        let saved = save(store, &req, progress).map_err(|e| {
+            stopped.before_paths(None, "banking the named paths as they are now", e)
+        })?;
+        let banked = Checkpoint::load(store, &saved.id).map_err(|e| {
+            stopped.before_paths(None, "reading back the bank of the named paths", e)
+        })?;
         before = banked
+            .cp
             .paths
             .into_iter()
             .map(|p| (p.path.clone(), p))
             .collect();
-        bank = Some(saved.id);
+        bank = Some(saved);
     }
+    journal_banks(&cp.run, journal, workspace.as_ref(), bank.as_ref())
+        .map_err(|e| stopped.before_paths(None, "journaling the banks", e))?;
+    let bank = bank.map(|b| b.id);
 
     let mut out = RestoreReport {
         id: id.clone(),
@@ -161,17 +224,183 @@ pub fn restore(
         modes: Vec::new(),
         unchanged: 0,
     };
-    apply_paths(store, id, &cp.paths, &before, &mut out, progress)
-        .map_err(|e| incomplete(bank.as_ref(), e))?;
+    if let Err((e, replaced)) = apply_paths(store, &cp.paths, &before, &mut out, progress) {
+        return Err(match replaced {
+            0 => stopped.before_paths(bank.as_ref(), "staging the named paths", e),
+            n => stopped.during_paths(bank.as_ref(), n, e),
+        });
+    }
     Ok(out)
 }
 
+/// Appends the records of a restore's banks: the workspace captures (a
+/// closing `fail:` one, then the `bank:`), then the bank checkpoint with its
+/// manifest's hash.
+fn journal_banks(
+    run: &str,
+    journal: &mut dyn RestoreJournal,
+    workspace: Option<&WorkspaceRestore>,
+    bank: Option<&crate::SaveReport>,
+) -> Result<(), CheckpointError> {
+    let mut records = Vec::new();
+    if let Some(w) = workspace {
+        for c in w.closed.iter().chain(std::iter::once(&w.bank)) {
+            records.push(RecordBody::Snapshot(Snapshot {
+                snapshot: c.snapshot.to_string(),
+                label: c.label.to_string(),
+            }));
+        }
+    }
+    if let Some(b) = bank {
+        records.push(RecordBody::Checkpoint(CheckpointRef {
+            checkpoint: b.id.to_string(),
+            manifest: Some(b.manifest.clone()),
+        }));
+    }
+    for r in records {
+        journal
+            .append(r)
+            .map_err(|source| CheckpointError::Journal {
+                run: run.to_owned(),
+                source,
+            })?;
+    }
+    Ok(())
+}
+
+/// What a restore had done when it stopped, to word its error exactly.
+struct Stopped<'a> {
+    id: &'a CheckpointId,
+    run: &'a str,
+    /// The workspace bank's snapshot and label, once the workspace was
+    /// restored.
+    workspace_bank: Option<(String, String)>,
+}
+
+impl Stopped<'_> {
+    /// Failed before any named path changed (the staged files removed).
+    fn before_paths(
+        &self,
+        bank: Option<&CheckpointId>,
+        step: &'static str,
+        e: CheckpointError,
+    ) -> CheckpointError {
+        let Some((snapshot, label)) = &self.workspace_bank else {
+            return CheckpointError::NotRestored {
+                id: self.id.to_string(),
+                step,
+                source: Box::new(e),
+            };
+        };
+        CheckpointError::RestoreIncomplete {
+            id: self.id.to_string(),
+            bank: bank.map(ToString::to_string),
+            done: format!(
+                "the workspace was restored (its state before is snapshot {snapshot}, labelled {label}), and no named path was changed: {step} failed"
+            ),
+            undo: self.undo(bank),
+            source: Box::new(e),
+        }
+    }
+
+    /// Failed after `replaced` named-path files were renamed into place.
+    fn during_paths(
+        &self,
+        bank: Option<&CheckpointId>,
+        replaced: usize,
+        e: CheckpointError,
+    ) -> CheckpointError {
+        let ws = if self.workspace_bank.is_some() {
+            "the workspace was restored and "
+        } else {
+            ""
+        };
+        CheckpointError::RestoreIncomplete {
+            id: self.id.to_string(),
+            bank: bank.map(ToString::to_string),
+            done: format!(
+                "{ws}{replaced} named-path file(s) were replaced or removed, the rest not"
+            ),
+            undo: self.undo(bank),
+            source: Box::new(e),
+        }
+    }
+
+    fn undo(&self, bank: Option<&CheckpointId>) -> String {
+        match (bank, &self.workspace_bank) {
+            (Some(b), _) => format!(
+                "The state before is checkpoint {b}: `cairn checkpoint restore {b}` puts it all back"
+            ),
+            (None, Some((snapshot, _))) => format!(
+                "`cairn rewind {} --restore-snapshot {snapshot}` puts the workspace back",
+                self.run
+            ),
+            (None, None) => "No named path existed before, so there is nothing to put back".into(),
+        }
+    }
+}
+
+/// Refuses a workspace that is not the one the run's journal names (its
+/// `meta` record, resolved now), or that the anchored manifest recorded.
+fn check_workspace(
+    cp: &Checkpoint,
+    records: &[Record],
+    ws: &Workspace,
+) -> Result<(), CheckpointError> {
+    let named = match records.first().map(|r| &r.body) {
+        Some(RecordBody::Meta(m)) => m.workspace.clone(),
+        _ => {
+            return Err(CheckpointError::Damaged {
+                id: cp.id.to_string(),
+                count: 1,
+                first: format!(
+                    "journal: session {}'s journal does not begin with its `meta` record",
+                    cp.run
+                ),
+            })
+        }
+    };
+    let refuse = |what: String| CheckpointError::WrongWorkspace {
+        id: cp.id.to_string(),
+        run: cp.run.clone(),
+        workspace: named.clone(),
+        what,
+    };
+    match Path::new(&named).canonicalize() {
+        Ok(p) if p == ws.root() => {}
+        Ok(p) if Path::new(&named) != p => {
+            return Err(refuse(format!(
+                "the workspace given is {}, while {named} now resolves to {}",
+                ws.root().display(),
+                p.display()
+            )))
+        }
+        Ok(_) => {
+            return Err(refuse(format!(
+                "the workspace given is {}",
+                ws.root().display()
+            )))
+        }
+        Err(e) => return Err(refuse(format!("{named} cannot be resolved now ({e})"))),
+    }
+    if let Some(root) = cp.workspace.as_ref().and_then(|w| w.root.as_deref()) {
+        if Path::new(root) != ws.root() {
+            return Err(refuse(format!(
+                "the checkpoint's manifest records its workspace as {root}"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Refuses a named path that cannot be reached without a symlink, or whose
-/// type changed (a directory where the file was, or the reverse).
+/// type changed (a directory where the file was, or the reverse), and, below
+/// a named directory, a directory to write into that is a symlink or not a
+/// directory, or a directory where the checkpoint has a file.
 fn probe(id: &CheckpointId, p: &SavedPath) -> Result<(), CheckpointError> {
-    let refuse = |reason: &str| CheckpointError::UnsafePath {
+    let refuse = |path: &str, reason: &str| CheckpointError::UnsafePath {
         id: id.to_string(),
-        path: p.path.clone(),
+        path: path.to_owned(),
         reason: reason.to_owned(),
     };
     let (parent, name) = safe_fs::split(&p.path);
@@ -183,28 +412,68 @@ fn probe(id: &CheckpointId, p: &SavedPath) -> Result<(), CheckpointError> {
     let st =
         safe_fs::lstat_at(&dir, name).map_err(|e| CheckpointError::io("reading", &p.path, e))?;
     match (p.kind, st) {
-        (_, None) => Ok(()),
-        (_, Some(st)) if st.st_mode & libc::S_IFMT == libc::S_IFLNK => Err(refuse(
-            "it is a symbolic link now, and cairn never writes through one",
-        )),
-        (PathKind::File, Some(st)) if safe_fs::is_dir(&st) => Err(refuse(
-            "a directory is there now, where the checkpoint has a file; move it away first",
-        )),
-        (PathKind::Dir, Some(st)) if !safe_fs::is_dir(&st) => Err(refuse(
-            "something other than a directory is there now; move it away first",
-        )),
-        _ => Ok(()),
+        (_, None) => return Ok(()),
+        (_, Some(st)) if st.st_mode & libc::S_IFMT == libc::S_IFLNK => {
+            return Err(refuse(
+                &p.path,
+                "it is a symbolic link now, and cairn never writes through one",
+            ))
+        }
+        (PathKind::File, Some(st)) if safe_fs::is_dir(&st) => {
+            return Err(refuse(
+                &p.path,
+                "a directory is there now, where the checkpoint has a file; move it away first",
+            ))
+        }
+        (PathKind::Dir, Some(st)) if !safe_fs::is_dir(&st) => {
+            return Err(refuse(
+                &p.path,
+                "something other than a directory is there now; move it away first",
+            ))
+        }
+        (PathKind::File, _) => return Ok(()),
+        (PathKind::Dir, _) => {}
     }
+    // Below a named directory: every directory an entry is written into.
+    let root =
+        safe_fs::open_abs_dir(&p.path, false).map_err(|r| r.into_error(id.as_str(), &p.path))?;
+    let mut dirs: HashMap<&str, Option<OwnedFd>> = HashMap::new();
+    for e in &p.entries {
+        let (sub, name) = safe_fs::split(&e.path);
+        if !dirs.contains_key(sub) {
+            let fd = match safe_fs::open_dir_in(&root, sub, false) {
+                Ok(fd) => Some(fd),
+                // Missing: created when written.
+                Err(Reach::Io(err)) if err.kind() == std::io::ErrorKind::NotFound => None,
+                Err(r) => return Err(r.into_error(id.as_str(), &format!("{}/{sub}", p.path))),
+            };
+            dirs.insert(sub, fd);
+        }
+        let Some(Some(d)) = dirs.get(sub) else {
+            continue;
+        };
+        let shown = format!("{}/{}", p.path, e.path);
+        let st = safe_fs::lstat_at(d, name)
+            .map_err(|err| CheckpointError::io("reading", &shown, err))?;
+        if st.is_some_and(|st| safe_fs::is_dir(&st)) {
+            return Err(refuse(
+                &shown,
+                "a directory is there now, where the checkpoint has a file; move it away first",
+            ));
+        }
+    }
+    Ok(())
 }
 
+/// Steps 7 and 8 of [`restore`]. On error, also how many named-path files
+/// had been replaced or removed (0: none was changed).
 fn apply_paths(
     store: &Store,
-    id: &CheckpointId,
     paths: &[SavedPath],
     before: &BTreeMap<String, SavedPath>,
     out: &mut RestoreReport,
     progress: &dyn Progress,
-) -> Result<(), CheckpointError> {
+) -> Result<(), (CheckpointError, usize)> {
     let pool = ObjectPool::at(store);
     let mut jobs = Vec::new();
     let mut chmods = Vec::new();
@@ -231,7 +500,7 @@ fn apply_paths(
             let shown = format!("{base}/{rel}");
             match now.get(e.path.as_str()) {
                 Some(n) if n.hash == e.hash && n.size == e.size => {
-                    if n.mode != e.mode {
+                    if permission_bits(n.mode) != permission_bits(e.mode) {
                         chmods.push((base.clone(), rel, e.mode, shown));
                     } else {
                         out.unchanged += 1;
@@ -261,7 +530,7 @@ fn apply_paths(
     let staged: Vec<Result<String, CheckpointError>> = jobs
         .par_iter()
         .map(|j| {
-            let dir = open_parent(id, &j.base, &j.rel, true)?;
+            let dir = open_parent(&j.base, &j.rel, true)?;
             let t = safe_fs::stage(&pool, &dir, &j.entry.hash, j.entry.mode, &j.shown)?;
             progress.advance(Phase::Stage, 1, j.entry.size);
             Ok(t)
@@ -281,168 +550,85 @@ fn apply_paths(
     }
     if let Some(e) = failed {
         for (j, t) in jobs.iter().zip(&temps) {
-            if let (Some(t), Ok(dir)) = (t, open_parent(id, &j.base, &j.rel, false)) {
+            if let (Some(t), Ok(dir)) = (t, open_parent(&j.base, &j.rel, false)) {
                 let _ = safe_fs::unlink_at(&dir, t);
             }
         }
-        return Err(e);
+        return Err((e, 0));
     }
 
     progress.begin(Phase::Apply, None);
+    let mut changed = 0usize;
     let mut touched: BTreeSet<(String, String)> = BTreeSet::new();
-    for (j, t) in jobs.iter().zip(temps.into_iter().flatten()) {
-        let dir = open_parent(id, &j.base, &j.rel, false)?;
-        let name = safe_fs::split(&j.rel).1;
-        safe_fs::rename_at(&dir, &t, name).map_err(|e| {
-            let _ = safe_fs::unlink_at(&dir, &t);
-            CheckpointError::io("renaming into place", &j.shown, e)
-        })?;
-        out.written.push(j.shown.clone());
-        touched.insert((j.base.clone(), safe_fs::split(&j.rel).0.to_owned()));
-        progress.advance(Phase::Apply, 1, 0);
-    }
-    for (base, rel, mode, shown) in chmods {
-        let dir = open_parent(id, &base, &rel, false)?;
-        let f = open_nofollow_at(&dir, safe_fs::split(&rel).1, &shown)?;
-        use std::os::unix::fs::PermissionsExt;
-        f.set_permissions(std::fs::Permissions::from_mode(mode & 0o7777))
-            .map_err(|e| CheckpointError::io("setting the mode of", &shown, e))?;
-        out.modes.push(shown);
-    }
-    for (base, rel) in deletes {
-        let dir = open_parent(id, &base, &rel, false)?;
-        let shown = format!("{base}/{rel}");
-        match safe_fs::unlink_at(&dir, safe_fs::split(&rel).1) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(CheckpointError::io("deleting", &shown, e)),
+    let mut temps = temps.into_iter().flatten();
+    let mut jobs_left = jobs.iter();
+    let result = (|| -> Result<(), CheckpointError> {
+        for (j, t) in jobs_left.by_ref().zip(temps.by_ref()) {
+            let dir = open_parent(&j.base, &j.rel, false)?;
+            let name = safe_fs::split(&j.rel).1;
+            safe_fs::rename_at(&dir, &t, name).map_err(|e| {
+                let _ = safe_fs::unlink_at(&dir, &t);
+                CheckpointError::io("renaming into place", &j.shown, e)
+            })?;
+            changed += 1;
+            out.written.push(j.shown.clone());
+            touched.insert((j.base.clone(), safe_fs::split(&j.rel).0.to_owned()));
+            progress.advance(Phase::Apply, 1, 0);
         }
-        out.deleted.push(shown);
-        touched.insert((base, safe_fs::split(&rel).0.to_owned()));
-    }
-    for (base, rel) in touched {
-        let dir = open_dir(id, &base, &rel, false)?;
-        safe_fs::sync_dir(&dir).map_err(|e| CheckpointError::io("syncing", &base, e))?;
-    }
+        for (base, rel, mode, shown) in &chmods {
+            let dir = open_parent(base, rel, false)?;
+            let f = safe_fs::open_file_at(&dir, safe_fs::split(rel).1)
+                .map_err(|e| CheckpointError::io("opening", shown, e))?;
+            safe_fs::set_mode(&f, *mode, shown)?;
+            changed += 1;
+            out.modes.push(shown.clone());
+        }
+        for (base, rel) in &deletes {
+            let dir = open_parent(base, rel, false)?;
+            let shown = format!("{base}/{rel}");
+            match safe_fs::unlink_at(&dir, safe_fs::split(rel).1) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(CheckpointError::io("deleting", &shown, e)),
+            }
+            changed += 1;
+            out.deleted.push(shown);
+            touched.insert((base.clone(), safe_fs::split(rel).0.to_owned()));
+        }
+        for (base, rel) in &touched {
+            let dir = open_dir(base, rel, false)?;
+            safe_fs::sync_dir(&dir).map_err(|e| CheckpointError::io("syncing", base, e))?;
+        }
+        Ok(())
+    })();
     progress.end(Phase::Apply);
+    if let Err(e) = result {
+        // Staged files not yet renamed are taken back.
+        for (j, t) in jobs_left.zip(temps) {
+            if let Ok(dir) = open_parent(&j.base, &j.rel, false) {
+                let _ = safe_fs::unlink_at(&dir, &t);
+            }
+        }
+        return Err((e, changed));
+    }
     out.written.sort();
     out.deleted.sort();
     Ok(())
 }
 
-fn open_dir(
-    id: &CheckpointId,
-    base: &str,
-    rel: &str,
-    create: bool,
-) -> Result<OwnedFd, CheckpointError> {
+/// Opens `base/rel` without following a symlink (`base` absolute), creating
+/// missing directories when `create`. Used while writing, so a refusal is
+/// [`CheckpointError::Unreachable`].
+fn open_dir(base: &str, rel: &str, create: bool) -> Result<OwnedFd, CheckpointError> {
     let shown = if rel.is_empty() {
         base.to_owned()
     } else {
         format!("{base}/{rel}")
     };
-    let root = safe_fs::open_abs_dir(base, create).map_err(|r| r.into_error(id.as_str(), base))?;
-    safe_fs::open_dir_in(&root, rel, create).map_err(|r| r.into_error(id.as_str(), &shown))
+    let root = safe_fs::open_abs_dir(base, create).map_err(|r| r.into_unreachable(base))?;
+    safe_fs::open_dir_in(&root, rel, create).map_err(|r| r.into_unreachable(&shown))
 }
 
-fn open_parent(
-    id: &CheckpointId,
-    base: &str,
-    rel: &str,
-    create: bool,
-) -> Result<OwnedFd, CheckpointError> {
-    open_dir(id, base, safe_fs::split(rel).0, create)
-}
-
-fn open_nofollow_at(
-    dir: &OwnedFd,
-    name: &str,
-    shown: &str,
-) -> Result<std::fs::File, CheckpointError> {
-    safe_fs::open_file_at(dir, name).map_err(|e| CheckpointError::io("opening", shown, e))
-}
-
-/// Writes the workspace snapshot of checkpoint `id` into `dir`, a new or
-/// empty directory (created when missing), as plain writable files separate
-/// from the store: what `cairn fork ID --at CHECKPOINT --workspace DIR`
-/// starts the new lineage in. Every object (and chunk) is checked present
-/// first; each file is verified as it is written, by temporary file and
-/// rename, never through a symlink. On failure what was written is removed.
-///
-/// # Errors
-/// [`CheckpointError::DirNotEmpty`], [`CheckpointError::NoWorkspace`],
-/// integrity errors (missing or damaged objects), IO errors.
-pub fn materialize(
-    store: &Store,
-    id: &CheckpointId,
-    dir: &Path,
-    progress: &dyn Progress,
-) -> Result<MaterializeReport, CheckpointError> {
-    let cp = Checkpoint::load(store, id)?;
-    let w = cp
-        .workspace
-        .as_ref()
-        .ok_or_else(|| CheckpointError::NoWorkspace { id: id.to_string() })?;
-    if !is_empty_or_missing(dir)? {
-        return Err(CheckpointError::DirNotEmpty {
-            dir: dir.to_owned(),
-        });
-    }
-    let m = load_snapshot(store, &cp.run_id()?, &w.snapshot)?;
-    let pool = ObjectPool::at(store);
-    let needed: HashSet<ObjectHash> = m.entries.values().map(|e| e.hash).collect();
-    for h in &needed {
-        pool.require(h)?;
-    }
-    std::fs::create_dir_all(dir).map_err(|e| CheckpointError::io("creating", dir, e))?;
-    let root = safe_fs::open_dir_path(dir).map_err(|e| CheckpointError::io("opening", dir, e))?;
-    progress.begin(Phase::Stage, Some(m.entries.len() as u64));
-    let result = m
-        .entries
-        .par_iter()
-        .map(|(p, e)| -> Result<(), CheckpointError> {
-            let (parent, name) = safe_fs::split(p);
-            let d = safe_fs::open_dir_in(&root, parent, true)
-                .map_err(|r| r.into_error(id.as_str(), p))?;
-            let t = safe_fs::stage(&pool, &d, &e.hash, e.mode, p)?;
-            safe_fs::rename_at(&d, &t, name)
-                .map_err(|err| CheckpointError::io("renaming into place", p, err))?;
-            progress.advance(Phase::Stage, 1, e.size);
-            Ok(())
-        })
-        .collect::<Result<Vec<()>, _>>();
-    progress.end(Phase::Stage);
-    let synced = result.and_then(|_| {
-        let dirs: BTreeSet<&str> = m.entries.keys().map(|p| safe_fs::split(p).0).collect();
-        for d in dirs {
-            let fd =
-                safe_fs::open_dir_in(&root, d, false).map_err(|r| r.into_error(id.as_str(), d))?;
-            safe_fs::sync_dir(&fd).map_err(|e| CheckpointError::io("syncing", dir, e))?;
-        }
-        Ok(())
-    });
-    if let Err(e) = synced {
-        // The directory was empty: take back everything written into it.
-        if let Ok(entries) = std::fs::read_dir(dir) {
-            for entry in entries.flatten() {
-                let p = entry.path();
-                let _ = if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                    std::fs::remove_dir_all(&p)
-                } else {
-                    std::fs::remove_file(&p)
-                };
-            }
-        }
-        return Err(e);
-    }
-    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-        let _ = cairn_store::durable::fsync_dir(parent);
-    }
-    Ok(MaterializeReport {
-        id: id.clone(),
-        dir: dir.to_owned(),
-        snapshot: w.snapshot.clone(),
-        files: m.files,
-        bytes: m.bytes,
-    })
+fn open_parent(base: &str, rel: &str, create: bool) -> Result<OwnedFd, CheckpointError> {
+    open_dir(base, safe_fs::split(rel).0, create)
 }

@@ -1,7 +1,10 @@
 //! Writing files without following symlinks: the shared rule of
 //! `cairn_store::nofollow`, plus staging objects into temporary files. New
-//! files are written under a temporary name, fsynced, renamed over the
-//! target and the directory fsynced.
+//! files are written under a temporary name (`cairn_store::safe::temp_name`,
+//! the one scheme captures know to skip), fsynced, renamed over the target
+//! and the directory fsynced. The mode a file gets is only ever
+//! `cairn_store::safe::permission_bits` of the recorded one: no setuid,
+//! setgid or sticky bit from a manifest is applied.
 
 use std::io::{self, BufWriter, Write};
 use std::os::fd::OwnedFd;
@@ -9,11 +12,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use cairn_objects::{ObjectHash, ObjectPool};
+use cairn_store::safe::{permission_bits, temp_name};
 
 use crate::CheckpointError;
-
-/// Prefix of the temporary files a restore stages next to their targets.
-pub(crate) const TEMP_PREFIX: &str = ".cairn-tmp-";
 
 pub(crate) use cairn_store::nofollow::{
     create_at, is_dir, open_abs_dir, open_file_at, rename_at, split, sync_dir, unlink_at, Reach,
@@ -22,25 +23,55 @@ pub(crate) use cairn_store::nofollow::{
 /// Turns a [`Reach`] refusal into this crate's error for `path` of
 /// checkpoint `id`.
 pub(crate) trait ReachExt {
-    /// The refusal or error.
+    /// The refusal before anything changed ([`CheckpointError::UnsafePath`]).
     fn into_error(self, id: &str, path: &str) -> CheckpointError;
+    /// The same found while writing ([`CheckpointError::Unreachable`]),
+    /// which claims nothing about what was changed.
+    fn into_unreachable(self, path: &str) -> CheckpointError;
+}
+
+/// Why a path could not be reached, in words.
+fn reason(r: &Reach) -> String {
+    match r {
+        Reach::Symlink(at) => {
+            format!("`{at}` is a symbolic link, and cairn never writes through one")
+        }
+        Reach::NotDir(at) => format!("`{at}` is not a directory"),
+        Reach::Io(e) => e.to_string(),
+    }
 }
 
 impl ReachExt for Reach {
     fn into_error(self, id: &str, path: &str) -> CheckpointError {
-        let unsafe_path = |reason: String| CheckpointError::UnsafePath {
-            id: id.to_owned(),
-            path: path.to_owned(),
-            reason,
-        };
         match self {
-            Reach::Symlink(at) => unsafe_path(format!(
-                "`{at}` is a symbolic link, and cairn never writes through one"
-            )),
-            Reach::NotDir(at) => unsafe_path(format!("`{at}` is not a directory")),
             Reach::Io(e) => CheckpointError::io("reaching", path, e),
+            r => CheckpointError::UnsafePath {
+                id: id.to_owned(),
+                path: path.to_owned(),
+                reason: reason(&r),
+            },
         }
     }
+
+    fn into_unreachable(self, path: &str) -> CheckpointError {
+        match self {
+            Reach::Io(e) => CheckpointError::io("reaching", path, e),
+            r => CheckpointError::Unreachable {
+                path: path.to_owned(),
+                reason: reason(&r),
+            },
+        }
+    }
+}
+
+/// Sets the permission bits of `mode` (and nothing else) on `file`.
+pub(crate) fn set_mode(
+    file: &std::fs::File,
+    mode: u32,
+    shown: &str,
+) -> Result<(), CheckpointError> {
+    file.set_permissions(std::fs::Permissions::from_mode(permission_bits(mode)))
+        .map_err(|e| CheckpointError::io("setting the mode of", shown, e))
 }
 
 /// Opens an existing directory by path, following symlinks (for roots the
@@ -60,9 +91,9 @@ pub(crate) fn lstat_at(dir: &OwnedFd, name: &str) -> io::Result<Option<libc::sta
     cairn_store::nofollow::lstat_if_exists(dir, name)
 }
 
-/// Writes the content of object `hash` (verified on the way) with `mode`
-/// into a new temporary file in `dir`, fsynced; returns its name. On error
-/// the temporary file is removed.
+/// Writes the content of object `hash` (verified on the way) with the
+/// permission bits of `mode` into a new temporary file in `dir`, fsynced;
+/// returns its name. On error the temporary file is removed.
 pub(crate) fn stage(
     pool: &ObjectPool,
     dir: &OwnedFd,
@@ -70,10 +101,7 @@ pub(crate) fn stage(
     mode: u32,
     shown: &str,
 ) -> Result<String, CheckpointError> {
-    let temp = format!(
-        "{TEMP_PREFIX}{}",
-        ulid::Ulid::new().to_string().to_lowercase()
-    );
+    let temp = temp_name();
     let file = create_at(dir, &temp)
         .map_err(|e| CheckpointError::io("creating a temporary file for", shown, e))?;
     let result = (|| -> Result<(), CheckpointError> {
@@ -82,8 +110,7 @@ pub(crate) fn stage(
         out.flush()
             .map_err(|e| CheckpointError::io("writing", shown, e))?;
         drop(out);
-        file.set_permissions(std::fs::Permissions::from_mode(mode & 0o7777))
-            .map_err(|e| CheckpointError::io("setting the mode of", shown, e))?;
+        set_mode(&file, mode, shown)?;
         file.sync_all()
             .map_err(|e| CheckpointError::io("syncing", shown, e))
     })();

@@ -8,16 +8,16 @@ use cairn_objects::{
     open_nofollow, ObjectBatch, ObjectError, ObjectPool, Phase, Progress, StoreLock,
 };
 use cairn_store::durable::{create_dir_private, write_atomic};
+use cairn_store::safe::{is_temp_name, permission_bits, RelPath};
 use cairn_store::{RunId, Store};
-use cairn_workspace::{CaptureReport, Label, SnapshotId, Workspace};
+use cairn_workspace::{CaptureReport, Label, Manifest as SnapshotManifest, SnapshotId, Workspace};
 use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::manifest::{
-    load_snapshot, manifest_path, Checkpoint, CheckpointKind, FileEntry, PathKind, SavedPath,
-    SkippedEntry, WorkspacePart, CHECKPOINT_VERSION,
+    check_absolute, digest, manifest_path, Checkpoint, CheckpointKind, FileEntry, PathKind,
+    SavedPath, SkippedEntry, WorkspacePart, CHECKPOINT_VERSION,
 };
-use crate::safe_fs::TEMP_PREFIX;
 use crate::{CheckpointError, CheckpointId, JournalPosition};
 
 /// How often a file that changes while it is read is read again before the
@@ -58,6 +58,9 @@ pub struct SaveRequest<'a> {
     /// dump, a data directory). Default: none.
     pub paths: Vec<PathBuf>,
     pub(crate) kind: CheckpointKind,
+    /// The workspace root recorded with a [`WorkspaceSource::Snapshot`]
+    /// (a restore's bank knows it).
+    pub(crate) root: Option<String>,
 }
 
 impl<'a> SaveRequest<'a> {
@@ -69,6 +72,7 @@ impl<'a> SaveRequest<'a> {
             workspace: WorkspaceSource::None,
             paths: Vec::new(),
             kind: CheckpointKind::Save,
+            root: None,
         }
     }
 
@@ -96,6 +100,11 @@ impl<'a> SaveRequest<'a> {
 pub struct SaveReport {
     /// The new checkpoint.
     pub id: CheckpointId,
+    /// The SHA-256 (lowercase hex) of the manifest's exact bytes. The caller
+    /// journals it in the `checkpoint` record
+    /// (`cairn_journal::CheckpointRef::manifest`); a checkpoint whose record
+    /// does not hold it is never restored or materialised.
+    pub manifest: String,
     /// Its run.
     pub run: String,
     /// The journal seq it stands at.
@@ -137,12 +146,21 @@ struct Target {
 /// 4. write the manifest `checkpoints/<id>.json` by temporary file, fsync,
 ///    rename, directory fsync; only now does the checkpoint exist.
 ///
+/// The caller then appends the `checkpoint` record with
+/// [`SaveReport::manifest`]: until it does, the checkpoint is listed but
+/// does not verify, and is not restored (see the crate doc).
+///
 /// A crash before step 4 leaves unreferenced objects (prune removes them)
 /// and possibly a snapshot labelled with the id; never a partial checkpoint.
 ///
+/// Below a named directory, `.git` directories and names the path rule of
+/// `cairn_store::safe` refuses are not saved (reported in
+/// [`SaveReport::skipped`]), so every manifest written reads back.
+///
 /// # Errors
 /// [`CheckpointError::PathMissing`] / [`CheckpointError::NotUtf8`] for a bad
-/// path, [`CheckpointError::WrongRun`] when the workspace is another run's,
+/// path (also one inside `.git`, or one the path rule refuses),
+/// [`CheckpointError::WrongRun`] when the workspace is another run's,
 /// [`CheckpointError::Changing`] when a file kept changing while read;
 /// workspace, pool and IO errors.
 pub fn save(
@@ -185,10 +203,10 @@ pub fn save(
             (Some(part), Some(r))
         }
         WorkspaceSource::Snapshot(s) => {
-            let m = load_snapshot(store, &req.run, s)?;
+            let m = SnapshotManifest::read(store, &req.run, s)?;
             let part = WorkspacePart {
                 snapshot: s.clone(),
-                root: None,
+                root: req.root.clone(),
                 files: m.files,
                 bytes: m.bytes,
             };
@@ -225,6 +243,7 @@ pub fn save(
     let captured = capture.as_ref().map_or(0, |c| c.stored_bytes);
     Ok(SaveReport {
         id,
+        manifest: digest(&json),
         run: cp.run,
         seq: cp.journal.seq,
         snapshot: cp.workspace.map(|w| w.snapshot),
@@ -275,6 +294,9 @@ fn resolve(store: &Store, given: &Path) -> Result<Target, CheckpointError> {
             "it is inside the cairn store",
         )));
     }
+    // The manifest must read back, and a restore writes here: the one path
+    // rule (no `.git`, plain components).
+    check_absolute(&text).map_err(|reason| missing(std::io::Error::other(reason)))?;
     Ok(Target { abs, text, meta })
 }
 
@@ -284,7 +306,7 @@ fn save_path(
     t: &Target,
     progress: &dyn Progress,
 ) -> Result<SavedPath, CheckpointError> {
-    let mode = t.meta.mode() & 0o7777;
+    let mode = permission_bits(t.meta.mode());
     if t.meta.is_file() {
         let entry = put_checked(batch, &t.abs, String::new(), progress)?;
         return Ok(SavedPath {
@@ -345,17 +367,26 @@ fn walk(
             });
             continue;
         };
-        if name.starts_with(TEMP_PREFIX) {
+        if is_temp_name(name) {
             continue;
         }
         let path = format!("{rel}{name}");
         let ft = entry
             .file_type()
             .map_err(|e| CheckpointError::io("reading the type of", entry.path(), e))?;
-        if ft.is_dir() && entry.path() == store {
+        let skip = if ft.is_dir() && entry.path() == store {
+            Some("store")
+        } else if name.eq_ignore_ascii_case(".git") {
+            Some("git")
+        } else if RelPath::parse(&path).is_err() {
+            Some("unsafe_name")
+        } else {
+            None
+        };
+        if let Some(reason) = skip {
             skipped.push(SkippedEntry {
                 path,
-                reason: "store".into(),
+                reason: reason.into(),
             });
         } else if ft.is_dir() {
             walk(dir, &format!("{path}/"), store, files, skipped, progress)?;
@@ -412,7 +443,7 @@ fn put_checked(
             progress.advance(Phase::Hash, 1, put.size);
             return Ok(FileEntry {
                 path: rel,
-                mode: after.mode() & 0o7777,
+                mode: permission_bits(after.mode()),
                 size: put.size,
                 hash: put.hash,
             });

@@ -52,7 +52,7 @@ fn restore_round_trips_byte_for_byte_and_can_be_undone() {
     let state_messy = tree(&state);
     let disk_messy = fs::read(&disk).unwrap();
 
-    let r = restore(&f.store, &saved.id, &f.ws, f.position(), &NoProgress).unwrap();
+    let r = f.restore(&saved.id).unwrap();
     assert_eq!(tree(&f.root), ws_then, "workspace");
     assert_eq!(tree(&state), state_then, "named directory");
     assert_eq!(fs::read(&disk).unwrap(), disk_then.0, "named file");
@@ -75,15 +75,15 @@ fn restore_round_trips_byte_for_byte_and_can_be_undone() {
         show(&f.store, &bank).unwrap().workspace.unwrap().snapshot,
         ws_bank
     );
-    let undo = restore(&f.store, &bank, &f.ws, f.position(), &NoProgress).unwrap();
+    let undo = f.restore(&bank).unwrap();
     assert_eq!(tree(&f.root), ws_messy);
     assert_eq!(tree(&state), state_messy);
     assert_eq!(fs::read(&disk).unwrap(), disk_messy);
     assert!(undo.bank.is_some());
 
     // Restoring onto an identical state writes nothing.
-    restore(&f.store, &saved.id, &f.ws, f.position(), &NoProgress).unwrap();
-    let again = restore(&f.store, &saved.id, &f.ws, f.position(), &NoProgress).unwrap();
+    f.restore(&saved.id).unwrap();
+    let again = f.restore(&saved.id).unwrap();
     assert!(again.written.is_empty() && again.deleted.is_empty());
     assert_eq!(again.unchanged, 3);
 }
@@ -97,7 +97,7 @@ fn restore_recreates_a_named_path_that_was_removed() {
     let state_then = tree(&state);
     fs::remove_file(&disk).unwrap();
     fs::remove_dir_all(&state).unwrap();
-    let r = restore(&f.store, &saved.id, &f.ws, f.position(), &NoProgress).unwrap();
+    let r = f.restore(&saved.id).unwrap();
     assert!(r.bank.is_none(), "nothing was there to bank");
     assert_eq!(fs::read(&disk).unwrap(), noise(3 << 20, 2));
     assert_eq!(tree(&state), state_then);
@@ -134,7 +134,7 @@ fn a_flipped_byte_in_a_chunk_fails_verify_and_refuses_restore_before_any_change(
     let disk_before = fs::read(&disk).unwrap();
     let snapshots = f.ws.list_snapshots().unwrap().len();
     let checkpoints = list(&f.store, &f.run).unwrap().len();
-    let err = restore(&f.store, &saved.id, &f.ws, f.position(), &NoProgress).unwrap_err();
+    let err = f.restore(&saved.id).unwrap_err();
     assert!(err.is_integrity(), "{err}");
     let msg = err.to_string();
     assert!(
@@ -169,7 +169,7 @@ fn a_damaged_workspace_object_also_refuses_restore() {
     assert!(!v.ok && v.bad[0].missing && v.bad[0].file == "workspace:README.md");
     mess_up(&f);
     let before = tree(&f.root);
-    let err = restore(&f.store, &saved.id, &f.ws, f.position(), &NoProgress).unwrap_err();
+    let err = f.restore(&saved.id).unwrap_err();
     assert!(matches!(err, CheckpointError::Damaged { .. }), "{err}");
     assert_eq!(tree(&f.root), before);
 }
@@ -186,7 +186,7 @@ fn a_symlink_on_a_named_path_refuses_restore_before_any_change() {
     let elsewhere = f.dir.path().join("elsewhere");
     fs::rename(&state, &elsewhere).unwrap();
     std::os::unix::fs::symlink(&elsewhere, &state).unwrap();
-    let err = restore(&f.store, &saved.id, &f.ws, f.position(), &NoProgress).unwrap_err();
+    let err = f.restore(&saved.id).unwrap_err();
     assert!(matches!(err, CheckpointError::UnsafePath { .. }), "{err}");
     assert_eq!(tree(&f.root), ws_before);
     assert_eq!(fs::read(elsewhere.join("state/a.json")).ok(), None);
@@ -199,7 +199,7 @@ fn a_checkpoint_of_another_run_is_refused() {
     scene(&f);
     let saved = f.save(&[]);
     let g = Fixture::new();
-    let err = restore(&f.store, &saved.id, &g.ws, g.position(), &NoProgress).unwrap_err();
+    let err = restore_in(&mut f, Some(&g.ws), &saved.id, &NoProgress).unwrap_err();
     assert!(
         matches!(err, CheckpointError::WrongRun { .. }) && err.is_usage(),
         "{err}"
@@ -267,11 +267,12 @@ fn materialize_of_a_damaged_checkpoint_leaves_nothing_behind() {
 
 #[test]
 fn a_checkpoint_without_workspace_cannot_be_materialised() {
-    let f = Fixture::new();
+    let mut f = Fixture::new();
     let disk = f.out("disk.img");
     fs::write(&disk, b"small").unwrap();
     let req = SaveRequest::new(f.run.clone(), f.position()).paths([&disk]);
     let saved = save(&f.store, &req, &NoProgress).unwrap();
+    f.journal(&saved.id);
     assert!(saved.snapshot.is_none());
     let err = materialize(
         &f.store,

@@ -102,8 +102,11 @@ fn verify_checks_the_journal_position() {
     pos.hash = cairn_journal::ChainHash([7; 32]);
     let req = SaveRequest::new(f.run.clone(), pos).capture(&f.ws);
     let bad = save(&f.store, &req, &NoProgress).unwrap();
+    f.journal(&bad.id);
     let v = verify(&f.store, &bad.id, &NoProgress).unwrap();
     assert!(!v.ok);
+    assert!(v.anchored, "{:?}", v.bad);
+    assert_eq!(v.bad.len(), 1, "{:?}", v.bad);
     assert_eq!(v.bad[0].file, "journal");
     pos.seq = 999;
     let req = SaveRequest::new(f.run.clone(), pos);
@@ -182,4 +185,50 @@ fn prune_keeps_checkpoint_chunks_and_sweeps_them_once_unnamed() {
     let snap = saved.snapshot.unwrap();
     let a = f.ws.manifest(&snap).unwrap().entries["a.txt"].hash;
     assert!(pool.contains(&a));
+}
+
+#[test]
+fn naming_run_answers_which_checkpoints_belong_to_a_run_or_fails_naming_the_unreadable_one() {
+    let mut f = Fixture::new();
+    f.write("a.txt", b"a");
+    let one = f.save(&[]);
+    let two = f.save(&[]);
+    let mut g = Fixture::new();
+    g.store = f.store.clone();
+    let mut expect = vec![one.id.clone(), two.id.clone()];
+    expect.sort();
+    assert_eq!(naming_run(&f.store, &f.run).unwrap(), expect);
+    assert!(naming_run(&f.store, &g.run).unwrap().is_empty());
+
+    // A manifest of ANOTHER run that cannot be read: the answer for `g`'s
+    // run is an error naming it, never an empty list (it may be `g`'s).
+    let other = Fixture::new();
+    let req = SaveRequest::new(other.run.clone(), other.position());
+    let stray = save(&other.store, &req, &NoProgress).unwrap();
+    let path = f.store.checkpoints_dir().join(format!("{}.json", stray.id));
+    fs::copy(other.manifest_path(&stray.id), &path).unwrap();
+    assert_eq!(naming_run(&f.store, &g.run).unwrap(), vec![]);
+    fs::write(&path, b"{\"version\":1,\"id\":").unwrap();
+    for err in [
+        naming_run(&f.store, &g.run).unwrap_err(),
+        naming_run(&f.store, &f.run).unwrap_err(),
+    ] {
+        assert!(err.is_integrity(), "{err}");
+        assert!(
+            err.to_string().contains(&path.display().to_string()),
+            "{err}"
+        );
+    }
+    // `list` does not hide it either.
+    assert!(list(&f.store, &g.run).is_err());
+
+    // A manifest that reads but holds a path today's rule refuses still
+    // answers which run it names.
+    fs::remove_file(&path).unwrap();
+    g.tamper(&two.id, |m| {
+        m["paths"] = serde_json::json!([{"path": "/repo/.git", "kind": "dir", "mode": 493,
+            "files": 0, "bytes": 0, "entries": [], "skipped": []}]);
+    });
+    assert!(show(&f.store, &two.id).unwrap_err().is_integrity());
+    assert_eq!(naming_run(&f.store, &f.run).unwrap(), expect);
 }

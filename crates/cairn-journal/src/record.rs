@@ -326,6 +326,11 @@ pub struct Reconcile {
 pub struct CheckpointRef {
     /// Checkpoint id.
     pub checkpoint: String,
+    /// SHA-256 (lowercase hex) of the checkpoint manifest's exact bytes: the
+    /// chain then vouches for the manifest, so one changed afterwards is
+    /// detected. Absent in records written before cairn recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<String>,
 }
 
 /// One field that differed at a forced resume.

@@ -267,6 +267,144 @@ fn prune_keeps_checkpoint_chunks() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("checkpoint"));
 }
 
+#[test]
+fn save_journals_the_manifest_hash_it_reports() {
+    let s = Scratch::new();
+    let id = session(&s);
+    let out = s.run(&["checkpoint", "save", &id, "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let saved = json(&out.stdout);
+    let manifest = saved["manifest"].as_str().unwrap().to_owned();
+    assert_eq!(manifest.len(), 64, "{saved}");
+    let recs = s.records(&id);
+    let rec = recs
+        .iter()
+        .find(|r| r["kind"] == "checkpoint" && r["checkpoint"] == saved["id"])
+        .unwrap();
+    assert_eq!(rec["manifest"], manifest.as_str());
+    let out = s.run(&[
+        "checkpoint",
+        "verify",
+        saved["id"].as_str().unwrap(),
+        "--json",
+    ]);
+    let v = json(&out.stdout);
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(v["anchored"], true);
+    assert_eq!(v["manifest"], manifest.as_str());
+}
+
+#[test]
+fn a_manifest_pointed_at_another_directory_fails_verify_and_restore_leaves_it_alone() {
+    let s = Scratch::new();
+    let id = session(&s);
+    let state = s.dir.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    std::fs::write(state.join("a.json"), "{\"a\":1}").unwrap();
+    let out = s.run(&[
+        "checkpoint",
+        "save",
+        &id,
+        "--path",
+        state.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cp = json(&out.stdout)["id"].as_str().unwrap().to_string();
+
+    // Someone with write access to the store points the saved path at a
+    // directory of theirs choosing; nothing else in the manifest needs to
+    // change for it to pass as before.
+    let victim = s.dir.path().join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    std::fs::write(victim.join("precious.txt"), "keep me").unwrap();
+    std::fs::write(victim.join("a.json"), "mine").unwrap();
+    let path = s.store.join("checkpoints").join(format!("{cp}.json"));
+    let mut m: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    m["paths"][0]["path"] = json!(std::fs::canonicalize(&victim).unwrap().to_str().unwrap());
+    std::fs::write(&path, serde_json::to_vec(&m).unwrap()).unwrap();
+
+    let out = s.run(&["checkpoint", "verify", &cp]);
+    assert_eq!(out.status.code(), Some(3));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("manifest") && text.contains("changed after it was saved"),
+        "{text}"
+    );
+    assert!(!text.contains("bad of"), "{text}");
+    let v = json(&s.run(&["checkpoint", "verify", &cp, "--json"]).stdout);
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["anchored"], false);
+
+    std::fs::write(s.ws.join("src.txt"), "edited after\n").unwrap();
+    let out = s.run(&["checkpoint", "restore", &cp]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&cp) && err.contains("nothing was changed"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(victim.join("precious.txt")).unwrap(),
+        "keep me"
+    );
+    assert_eq!(
+        std::fs::read_to_string(victim.join("a.json")).unwrap(),
+        "mine"
+    );
+    assert_eq!(s.read("src.txt"), "edited after\n");
+    // A fork at it is refused too, before anything is written.
+    let dir = s.dir.path().join("forked");
+    let out = s.run(&[
+        "fork",
+        &id,
+        "--at",
+        &cp,
+        "--workspace",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(!dir.exists());
+}
+
+#[test]
+fn fork_at_a_checkpoint_into_an_existing_file_is_refused() {
+    let s = Scratch::new();
+    let id = session(&s);
+    let out = s.run(&["checkpoint", "save", &id, "--json"]);
+    let cp = json(&out.stdout)["id"].as_str().unwrap().to_string();
+    let file = s.dir.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let out = s.run(&[
+        "fork",
+        &id,
+        "--at",
+        &cp,
+        "--workspace",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is not a directory"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "x");
+}
+
 fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).unwrap() {

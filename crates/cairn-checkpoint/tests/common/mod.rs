@@ -68,14 +68,74 @@ impl Fixture {
             .capture(&self.ws)
             .paths(paths.iter().copied());
         let r = save(&self.store, &req, &NoProgress).unwrap();
-        let w = self.writer.as_mut().unwrap();
-        w.append(&cairn_journal::RecordBody::Checkpoint(
-            cairn_journal::CheckpointRef {
-                checkpoint: r.id.to_string(),
-            },
-        ))
-        .unwrap();
+        self.journal(&r.id);
         r
+    }
+
+    /// The manifest file of checkpoint `id`.
+    pub fn manifest_path(&self, id: &CheckpointId) -> PathBuf {
+        self.store.checkpoints_dir().join(format!("{id}.json"))
+    }
+
+    /// Journals a `checkpoint` record naming `id`, carrying the SHA-256 of
+    /// its manifest file as it is now (as the CLI does after a save).
+    pub fn journal(&mut self, id: &CheckpointId) {
+        use sha2::Digest;
+        let bytes = fs::read(self.manifest_path(id)).unwrap();
+        let hash: String = sha2::Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        self.append_checkpoint_record(
+            serde_json::json!({"checkpoint": id.to_string(), "manifest": hash}),
+        );
+    }
+
+    /// Journals a `checkpoint` record naming `id` as cairn wrote them before
+    /// it recorded the manifest's hash.
+    pub fn journal_legacy(&mut self, id: &CheckpointId) {
+        self.append_checkpoint_record(serde_json::json!({"checkpoint": id.to_string()}));
+    }
+
+    fn append_checkpoint_record(&mut self, body: serde_json::Value) {
+        let body: cairn_journal::CheckpointRef = serde_json::from_value(body).unwrap();
+        let w = self.writer.as_mut().unwrap();
+        w.append(&cairn_journal::RecordBody::Checkpoint(body))
+            .unwrap();
+    }
+
+    /// Reads checkpoint `id`'s manifest, lets `change` edit it, writes it
+    /// back (as someone with write access to the store could).
+    pub fn tamper(&self, id: &CheckpointId, change: impl FnOnce(&mut serde_json::Value)) {
+        let path = self.manifest_path(id);
+        let mut v: serde_json::Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+        change(&mut v);
+        fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
+    }
+
+    /// The same for the workspace snapshot manifest `snapshot` of this run.
+    pub fn tamper_snapshot(&self, snapshot: &str, change: impl FnOnce(&mut serde_json::Value)) {
+        let path = self
+            .store
+            .snapshots_dir(&self.run)
+            .join(format!("{snapshot}.json"));
+        let mut v: serde_json::Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+        change(&mut v);
+        fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
+    }
+
+    /// Restores checkpoint `id` into this run's workspace.
+    pub fn restore(&mut self, id: &CheckpointId) -> Result<RestoreReport, CheckpointError> {
+        self.restore_with(id, &NoProgress)
+    }
+
+    /// The same, reporting to `progress`.
+    pub fn restore_with(
+        &mut self,
+        id: &CheckpointId,
+        progress: &dyn Progress,
+    ) -> Result<RestoreReport, CheckpointError> {
+        restore_in(self, None, id, progress)
     }
 
     pub fn write(&self, rel: &str, content: &[u8]) {
@@ -87,6 +147,17 @@ impl Fixture {
     pub fn out(&self, rel: &str) -> PathBuf {
         self.outside.join(rel)
     }
+}
+
+/// Restores checkpoint `id` of `f`'s run into `ws` (default: `f.ws`).
+pub fn restore_in(
+    f: &mut Fixture,
+    ws: Option<&Workspace>,
+    id: &CheckpointId,
+    progress: &dyn Progress,
+) -> Result<RestoreReport, CheckpointError> {
+    let ws = ws.unwrap_or(&f.ws);
+    restore(&f.store, id, ws, f.writer.as_mut().unwrap(), progress)
 }
 
 /// Incompressible, deterministic bytes.

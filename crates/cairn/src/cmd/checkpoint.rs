@@ -1,15 +1,17 @@
 //! `cairn checkpoint save|ls|show|restore|verify|stats` (DESIGN §6).
 //!
 //! A save and a restore hold the session's journal lock, so nothing of the
-//! session moves meanwhile; a save appends a `checkpoint` record after the
-//! checkpoint is complete (it exists only once its manifest is renamed into
-//! place). A restore puts back the workspace and the named paths — the
+//! session moves meanwhile; a save appends a `checkpoint` record, holding
+//! the SHA-256 of the manifest, after the checkpoint is complete (it exists
+//! only once its manifest is renamed into place; it is used only while that
+//! record vouches for it). A restore puts back the workspace and the named
+//! paths, journaling its banks before it changes a named path — the
 //! journal is append-only; `cairn fork ID --at CP` continues the
 //! conversation from a checkpoint.
 
 use std::path::Path;
 
-use cairn_checkpoint::{CheckpointId, JournalPosition, SaveRequest};
+use cairn_checkpoint::{CheckpointId, JournalPosition, RestoreJournal, SaveRequest};
 use cairn_journal::{CheckpointRef, RecordBody, Snapshot};
 use cairn_store::Store;
 use serde::Serialize;
@@ -39,6 +41,8 @@ pub fn parse_id(s: &str) -> anyhow::Result<CheckpointId> {
 #[derive(Serialize)]
 struct SaveOut {
     id: String,
+    /// SHA-256 of the manifest's bytes, as journaled.
+    manifest: String,
     run: String,
     seq: u64,
     snapshot: Option<String>,
@@ -66,10 +70,12 @@ fn save(ctx: &Context, a: &CheckpointSaveArgs) -> anyhow::Result<Code> {
     }
     session.append(RecordBody::Checkpoint(CheckpointRef {
         checkpoint: report.id.to_string(),
+        manifest: Some(report.manifest.clone()),
     }))?;
     session.refresh_projections();
     let out = SaveOut {
         id: report.id.to_string(),
+        manifest: report.manifest.clone(),
         run: report.run.clone(),
         seq: report.seq,
         snapshot: report.snapshot.as_ref().map(|s| s.to_string()),
@@ -174,20 +180,16 @@ fn restore(ctx: &Context, a: &CheckpointIdArgs) -> anyhow::Result<Code> {
     let mut session = cairn_agent::Session::open(&store, &run)?;
     let root = session.state().workspace.clone();
     let ws = tracker(&store, &run, Path::new(&root))?;
-    let position = JournalPosition::of(session.writer());
-    let report = cairn_checkpoint::restore(&store, &cpid, &ws, position, &Bars::new(a.json))?;
-    if let Some(w) = &report.workspace {
-        session.append(RecordBody::Snapshot(Snapshot {
-            snapshot: w.bank.snapshot.to_string(),
-            label: w.bank.label.to_string(),
-        }))?;
-    }
-    if let Some(bank) = &report.bank {
-        session.append(RecordBody::Checkpoint(CheckpointRef {
-            checkpoint: bank.to_string(),
-        }))?;
-    }
+    // The restore journals its banks itself, before it changes a named path.
+    let restored = cairn_checkpoint::restore(
+        &store,
+        &cpid,
+        &ws,
+        &mut SessionJournal(&mut session),
+        &Bars::new(a.json),
+    );
     session.refresh_projections();
+    let report = restored?;
     if a.json {
         output::json(&report)?;
     } else {
@@ -228,17 +230,40 @@ fn verify(ctx: &Context, a: &CheckpointIdArgs) -> anyhow::Result<Code> {
             report.chunks
         ))?;
     } else {
+        // Say what is wrong: a problem may be a chunk, or the manifest or
+        // the journal, which are not chunks.
         let mut s = format!(
-            "DAMAGED  {id}  {} bad of {} chunks:\n",
+            "DAMAGED  {id}  {} problem(s), {} chunks re-hashed:\n",
             report.bad.len(),
             report.chunks
         );
         for b in &report.bad {
-            s.push_str(&format!("  {}\n", serde_json::to_string(b)?));
+            let what = match (&b.object, b.missing) {
+                (Some(_), true) => "missing",
+                (Some(_), false) => "damaged",
+                (None, _) => "does not verify",
+            };
+            s.push_str(&format!("  {what}: {b}\n"));
         }
         output::text(&s)?;
     }
     Ok(if report.ok { Code::Ok } else { Code::Integrity })
+}
+
+/// The session's journal, as a restore appends its banks to it.
+struct SessionJournal<'a>(&'a mut cairn_agent::Session);
+
+impl RestoreJournal for SessionJournal<'_> {
+    fn position(&self) -> JournalPosition {
+        JournalPosition::of(self.0.writer())
+    }
+
+    fn append(
+        &mut self,
+        record: RecordBody,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        self.0.append(record).map(drop).map_err(Into::into)
+    }
 }
 
 #[derive(Serialize)]

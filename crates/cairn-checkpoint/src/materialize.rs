@@ -1,0 +1,133 @@
+//! Materialising a checkpoint's workspace into a new directory, for a fork
+//! (`cairn fork ID --at CHECKPOINT --workspace DIR`).
+//!
+//! Invariants: nothing is written before the manifest is anchored in its
+//! run's journal, the journal position matches, the target is found to be
+//! missing or an empty directory, the snapshot manifest read with
+//! cairn-workspace's one reader and path rule, and every object found
+//! present; files are written only below the target, by temporary file and
+//! rename, never through a symlink, with permission bits only; on failure
+//! what was written is removed.
+
+use std::collections::{BTreeSet, HashSet};
+use std::path::{Path, PathBuf};
+
+use cairn_objects::{ObjectHash, ObjectPool, Phase, Progress};
+use cairn_store::Store;
+use cairn_workspace::{Manifest as SnapshotManifest, SnapshotId};
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::manifest::{check_target, Checkpoint};
+use crate::safe_fs::{self, ReachExt};
+use crate::verify::check_journal;
+use crate::{CheckpointError, CheckpointId};
+
+/// What [`materialize`] wrote.
+#[derive(Clone, Debug, Serialize)]
+pub struct MaterializeReport {
+    /// The checkpoint.
+    pub id: CheckpointId,
+    /// The directory written.
+    pub dir: PathBuf,
+    /// The workspace snapshot materialised.
+    pub snapshot: SnapshotId,
+    /// Files written.
+    pub files: u64,
+    /// Their total size.
+    pub bytes: u64,
+}
+
+/// Writes the workspace snapshot of checkpoint `id` into `dir`, a new or
+/// empty directory (created when missing), as plain writable files separate
+/// from the store: what `cairn fork ID --at CHECKPOINT --workspace DIR`
+/// starts the new lineage in.
+///
+/// The checkpoint's manifest must be anchored in its run's journal and its
+/// position must match the chain (as for [`restore`]); the snapshot manifest
+/// is read with cairn-workspace's reader and its one path rule (so nothing is
+/// ever written inside `.git`); every object (and chunk) is checked present;
+/// each file is verified as it is written, with permission bits only, by
+/// temporary file and rename, never through a symlink. On failure what was
+/// written is removed.
+///
+/// # Errors
+/// Before anything is written: the anchor errors,
+/// [`CheckpointError::Damaged`] (the journal position),
+/// [`CheckpointError::NoWorkspace`], [`CheckpointError::DirNotEmpty`],
+/// [`CheckpointError::NotADirectory`] (`dir` exists and is a file, a
+/// symlink, …), the workspace crate's errors for a snapshot manifest that
+/// does not read or breaks the path rule, missing objects. While writing:
+/// damaged objects, [`CheckpointError::Unreachable`], IO errors.
+pub fn materialize(
+    store: &Store,
+    id: &CheckpointId,
+    dir: &Path,
+    progress: &dyn Progress,
+) -> Result<MaterializeReport, CheckpointError> {
+    let loaded = Checkpoint::load(store, id)?;
+    if let Some(e) = check_journal(store, &loaded).refusal(&loaded) {
+        return Err(e);
+    }
+    let cp = &loaded.cp;
+    let w = cp
+        .workspace
+        .as_ref()
+        .ok_or_else(|| CheckpointError::NoWorkspace { id: id.to_string() })?;
+    check_target(dir)?;
+    let m = SnapshotManifest::read(store, &cp.run_id()?, &w.snapshot)?;
+    let pool = ObjectPool::at(store);
+    let needed: HashSet<ObjectHash> = m.entries.values().map(|e| e.hash).collect();
+    for h in &needed {
+        pool.require(h)?;
+    }
+    std::fs::create_dir_all(dir).map_err(|e| CheckpointError::io("creating", dir, e))?;
+    let root = safe_fs::open_dir_path(dir).map_err(|e| CheckpointError::io("opening", dir, e))?;
+    progress.begin(Phase::Stage, Some(m.entries.len() as u64));
+    let result = m
+        .entries
+        .par_iter()
+        .map(|(p, e)| -> Result<(), CheckpointError> {
+            let (parent, name) = safe_fs::split(p);
+            let d = safe_fs::open_dir_in(&root, parent, true).map_err(|r| r.into_unreachable(p))?;
+            let t = safe_fs::stage(&pool, &d, &e.hash, e.mode, p)?;
+            safe_fs::rename_at(&d, &t, name)
+                .map_err(|err| CheckpointError::io("renaming into place", p, err))?;
+            progress.advance(Phase::Stage, 1, e.size);
+            Ok(())
+        })
+        .collect::<Result<Vec<()>, _>>();
+    progress.end(Phase::Stage);
+    let synced = result.and_then(|_| {
+        let dirs: BTreeSet<&str> = m.entries.keys().map(|p| safe_fs::split(p).0).collect();
+        for d in dirs {
+            let fd = safe_fs::open_dir_in(&root, d, false).map_err(|r| r.into_unreachable(d))?;
+            safe_fs::sync_dir(&fd).map_err(|e| CheckpointError::io("syncing", dir, e))?;
+        }
+        Ok(())
+    });
+    if let Err(e) = synced {
+        // The directory was empty: take back everything written into it.
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for entry in entries.flatten() {
+                let p = entry.path();
+                let _ = if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    std::fs::remove_dir_all(&p)
+                } else {
+                    std::fs::remove_file(&p)
+                };
+            }
+        }
+        return Err(e);
+    }
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        let _ = cairn_store::durable::fsync_dir(parent);
+    }
+    Ok(MaterializeReport {
+        id: id.clone(),
+        dir: dir.to_owned(),
+        snapshot: w.snapshot.clone(),
+        files: m.files,
+        bytes: m.bytes,
+    })
+}
