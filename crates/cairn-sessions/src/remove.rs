@@ -84,12 +84,10 @@ pub fn remove(store: &Store, id: &RunId, options: RemoveOptions) -> Result<Remov
         }
         i += 1;
     }
-    let checkpoints = cairn_checkpoint::list_all(store)?;
     for run in &doomed {
-        let named: Vec<String> = checkpoints
+        let named: Vec<String> = cairn_checkpoint::naming_run(store, run)?
             .iter()
-            .filter(|c| c.run == run.as_str())
-            .map(|c| c.id.to_string())
+            .map(ToString::to_string)
             .collect();
         if !named.is_empty() {
             return Err(SessionError::NamedByCheckpoints {
