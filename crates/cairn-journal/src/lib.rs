@@ -54,7 +54,7 @@ mod writer;
 
 pub use chain::{ChainHash, ChainHashParseError};
 pub use error::{JournalError, LockHolder};
-pub use fold::{fold, Entry, FoldError, PendingCall, RunState, Status};
+pub use fold::{fold, Entry, FoldError, PendingCall, RunState, Status, TotalsMismatch};
 pub use lock::RunLock;
 pub use reader::{
     mtime_ns, read_head_record, read_journal, read_tail_record, scan_journal_bytes, verify_bytes,

@@ -13,6 +13,10 @@
 //! 5. A record of a newer schema version, or whose body does not match its
 //!    kind, is reported only once the chain is known good up to the end, so
 //!    tampering is always reported as damage first.
+//! 6. With the chain good, every `terminal`'s totals must be the fold's at
+//!    that point (for a fork read alone, from its first terminal on: see
+//!    `TotalsCheck`); the first that is not is damage at its seq, even
+//!    before a deferred problem further on.
 //!
 //! Nothing here writes: a reader reports a torn tail and ignores it; only the
 //! writer, holding the lock, cuts it.
@@ -21,6 +25,7 @@ use std::io::Read;
 use std::path::Path;
 
 use crate::chain::ChainHash;
+use crate::fold::TotalsCheck;
 use crate::record::{Header, MetaHead, Record, RecordBody, SCHEMA_VERSION};
 use crate::JournalError;
 
@@ -208,6 +213,7 @@ fn walk(bytes: &[u8], run: &str) -> Walk {
     let mut kept = usize::MAX;
     let mut problem: Option<Problem> = None;
     let mut torn = None;
+    let mut fork = false;
 
     while pos < bytes.len() {
         let seq = records.len() as u64 + 1;
@@ -257,6 +263,7 @@ fn walk(bytes: &[u8], run: &str) -> Walk {
                     }
                     if let Some(f) = &m.fork {
                         prev = ChainHash::fork_genesis(&f.parent, f.seq, &f.hash);
+                        fork = true;
                     }
                 }
                 _ => {
@@ -302,7 +309,11 @@ fn walk(bytes: &[u8], run: &str) -> Walk {
         pos = end + 1;
     }
     if problem.is_none() {
-        problem = deferred;
+        // The chain holds; a terminal whose totals are not the fold's is
+        // damage too, and comes before any deferred problem (it is checked
+        // only over the records kept before one).
+        let upto = kept.min(records.len());
+        problem = check_totals(bytes, &records[..upto], fork).or(deferred);
     }
     // Records from the first problem on (placeholders included) are dropped.
     if let Some(Problem::Damaged { seq, .. } | Problem::Newer { seq, .. }) = &problem {
@@ -329,6 +340,18 @@ fn walk(bytes: &[u8], run: &str) -> Walk {
         },
         problem,
     }
+}
+
+/// The first terminal whose totals disagree with the fold, as damage at its
+/// seq (rule 6).
+fn check_totals(bytes: &[u8], records: &[Record], fork: bool) -> Option<Problem> {
+    let mut check = TotalsCheck::new(fork);
+    let bad = records.iter().find_map(|r| check.check(r).err())?;
+    Some(Problem::Damaged {
+        seq: bad.seq,
+        offset: records_len(bytes, (bad.seq as usize).saturating_sub(1)),
+        reason: format!("the `terminal` record does not match the fold: {bad}"),
+    })
 }
 
 /// A stand-in kept only to count positions while walking past a deferred
