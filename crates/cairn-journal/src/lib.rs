@@ -45,6 +45,7 @@
 #![deny(missing_docs)]
 
 mod chain;
+mod ends;
 mod error;
 mod fold;
 mod lock;
@@ -53,12 +54,15 @@ mod record;
 mod writer;
 
 pub use chain::{ChainHash, ChainHashParseError};
+pub use ends::{
+    mtime_ns, read_ends, read_head, read_head_record, read_tail_record, Ends, Head, Tail,
+    TailRecord, MAX_END_BYTES,
+};
 pub use error::{JournalError, LockHolder};
 pub use fold::{fold, Entry, FoldError, PendingCall, RunState, Status, TotalsMismatch};
 pub use lock::RunLock;
 pub use reader::{
-    mtime_ns, read_head_record, read_journal, read_tail_record, scan_journal_bytes, verify_bytes,
-    verify_journal, Scan, TailRecord, TornTail, VerifyReport,
+    read_journal, scan_journal_bytes, verify_bytes, verify_journal, Scan, TornTail, VerifyReport,
 };
 pub use record::{
     now_rfc3339, Assistant, Budgets, CheckpointRef, Cost, CostState, Fingerprint, ForcedField,
