@@ -48,6 +48,13 @@ pub struct Binding {
     pub records: u64,
     /// Chain hash of the last record, hex.
     pub tail: String,
+    /// `h(1)`, the chain hash of the first record (`meta`), hex. The
+    /// session's name, creation time, workspace and fork origin are read
+    /// from that record, checked against this hash, never from the
+    /// projection's own bytes. Empty in projections written before it
+    /// existed: those are rebuilt.
+    #[serde(default)]
+    pub head: String,
 }
 
 /// One projected session.
@@ -273,6 +280,7 @@ mod tests {
                 mtime_ns: 1_700_000_000_123_456_789,
                 records: 3,
                 tail: "ab".repeat(32),
+                head: "cd".repeat(32),
             },
             summary: Summary {
                 id: id.into(),
