@@ -296,10 +296,9 @@ pub fn fork(
     let parent_scan = cairn_journal::read_journal(&store.journal_path(parent), parent.as_str())?;
     let upto = &parent_scan.records[..fork_pin.seq as usize];
     let (records, parent_receipt) = lineage(store, parent.as_str(), upto)?;
-    let state = cairn_journal::fold(&records).map_err(|e| JournalError::Fold {
-        path: store.journal_path(parent),
-        reason: e.to_string(),
-    })?;
+    // The totals the fork inherits are the fold's, checked: a parent whose
+    // terminals disagree with it is refused rather than copied forward.
+    let state = crate::load::fold_lineage(store, parent, &records, &parent_receipt, upto.len())?;
     let id = RunId::new();
     let meta = Meta {
         run: id.to_string(),

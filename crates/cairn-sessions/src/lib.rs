@@ -33,7 +33,7 @@ mod summary;
 
 pub use error::SessionError;
 pub use fork::{check_receipt, fork, lineage, pin_at, Pin, MAX_DEPTH};
-pub use load::{load, state_for_resume, Loaded};
+pub use load::{load, state_for_resume, verify, Loaded};
 pub use projection::{read_index, read_meta, Binding, Projection, MAX_INDEX_BYTES, MAX_META_BYTES};
 pub use repo::{in_repository, repository_root};
 pub use summary::{list, refresh, reindex, summarize, ParentRef, Summary};
