@@ -60,7 +60,7 @@ pub use ends::{
 };
 pub use error::{JournalError, LockHolder};
 pub use fold::{fold, Entry, FoldError, PendingCall, RunState, Status, TotalsMismatch};
-pub use lock::RunLock;
+pub use lock::{RunLock, HOLDER_WAIT};
 pub use reader::{
     read_journal, scan_journal_bytes, verify_bytes, verify_journal, Scan, TornTail, VerifyReport,
 };
