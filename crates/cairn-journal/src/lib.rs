@@ -10,7 +10,11 @@
 //! - After a crash only the end can be incomplete. Readers tolerate exactly one
 //!   such torn tail and report it; the next [`JournalWriter`], holding the lock,
 //!   cuts it. An invalid record followed by valid ones is damage, never skipped.
-//! - One writer per run: a second is refused at once with the holder named.
+//! - Every `terminal` carries the fold's totals ([`TotalsMismatch`] otherwise,
+//!   reported as damage at its seq); counters saturate; a cost obeys its
+//!   state's rules ([`Cost`]) or its record is a schema error.
+//! - One writer per run: a second is refused without waiting for the holder,
+//!   with the holder named (see [`RunLock`]).
 //! - A failed write or fsync poisons the writer; it never retries.
 //! - [`fold`] is pure: counters come from records only and never drift.
 //!

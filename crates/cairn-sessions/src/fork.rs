@@ -119,7 +119,7 @@ fn fork_of(records: &[Record]) -> Option<ForkPin> {
 
 /// The longest pinned line a receipt may name; a longer one is not believed
 /// (a receipt is projection bytes: its lengths size reads).
-pub const MAX_PIN_LINE: u64 = 64 * 1024 * 1024;
+pub(crate) const MAX_PIN_LINE: u64 = 64 * 1024 * 1024;
 
 /// Checks a receipt in O(depth) small reads: each pinned line is still there
 /// and still hashes to its pin.

@@ -3,9 +3,20 @@
 //!
 //! Invariants:
 //! - a projection is a cache, never the truth: each entry is bound to the
-//!   journal's byte length, sub-second mtime, record count and chain tail
-//!   hash, and a reader uses it only when all four still match (the tail hash
-//!   is checked against the journal's last line, which attests it alone);
+//!   journal's byte length, sub-second mtime, record count, chain tail hash
+//!   and `h(1)`, and a reader uses it only when all five still match (the
+//!   tail hash is checked against the journal's last line, which attests it
+//!   alone; `h(1)` against the first line);
+//! - what decides behaviour is taken from what the record attests, never
+//!   from the projection's bytes: workspace (repository scoping, `cairn
+//!   continue`), name, creation time and fork origin from the `meta` line;
+//!   status, turns and cost from the last terminal behind any bookkeeping;
+//!   validity from the binding and the receipt, which must follow the forks'
+//!   `meta` pins. A projection only says "valid": invalid sessions are never
+//!   projected;
+//! - every length or offset read from a projection is bounded before it
+//!   sizes a read (a receipt's pinned line at most `MAX_PIN_LINE` and inside
+//!   the parent's file); one out of bounds makes the projection ignored;
 //! - a missing, stale, malformed or oversized projection is ignored and
 //!   rebuilt from the verified record; nothing in one can make a listing fail
 //!   or lie;

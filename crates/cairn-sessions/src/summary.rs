@@ -134,7 +134,7 @@ struct Listed {
 /// Uses a projection when the journal still vouches for it: same length and
 /// mtime, its last line carries the recorded seq and tail hash, and its
 /// first line hashes to the recorded `h(1)`. Only what the record attests
-/// decides anything (DESIGN.md of this crate's projection module):
+/// decides anything (see the projection module):
 /// 1. name, creation time, workspace and fork origin come from the `meta`
 ///    line, checked against `h(1)`;
 /// 2. status, turns and cost come from the last terminal, found by walking
