@@ -151,7 +151,7 @@ impl RunState {
 
     /// The 1-based number of the next model turn.
     pub fn next_turn(&self) -> u64 {
-        self.totals.turns + 1
+        self.totals.turns.saturating_add(1)
     }
 
     /// Folds one more record in.
@@ -160,7 +160,7 @@ impl RunState {
     /// prefix) takes over the run's identity and keeps the conversation and
     /// totals it inherits.
     pub fn apply(&mut self, record: &Record) {
-        self.records += 1;
+        self.records = self.records.saturating_add(1);
         self.updated.clone_from(&record.ts);
         // Work after a terminal starts a new stretch (a resume); bookkeeping
         // (snapshots, reconciliation, checkpoints, a rewind's bank) does not.
