@@ -222,7 +222,14 @@ proptest! {
         let scan = read_journal(&path, id.as_str()).unwrap();
         prop_assert!(scan.torn.is_none());
         let bodies: Vec<RecordBody> = scan.records.iter().map(|r| r.body.clone()).collect();
-        prop_assert_eq!(&bodies[1..], &model[1..]);
+        // As a reader parses them: serde_json may read an amount back one unit
+        // in the last place away from the one written (0.9380000000000001
+        // reads as 0.938), which is why totals compare with a tolerance.
+        let parsed: Vec<RecordBody> = model[1..]
+            .iter()
+            .map(|b| serde_json::from_str(&serde_json::to_string(b).unwrap()).unwrap())
+            .collect();
+        prop_assert_eq!(&bodies[1..], &parsed[..]);
         prop_assert!(matches!(&bodies[0], RecordBody::Meta(m) if m.run == id.as_str()));
         for (i, r) in scan.records.iter().enumerate() {
             prop_assert_eq!(r.seq, i as u64 + 1);

@@ -116,6 +116,27 @@ fn a_terminal_whose_totals_disagree_with_the_fold_is_damage_at_its_seq() {
 }
 
 #[test]
+fn an_amount_parsed_back_one_unit_in_the_last_place_away_still_matches() {
+    let run = "ulp-run";
+    let cost = |usd: &str| format!(r#"{{"state":"known","usd":{usd}}}"#);
+    // 0.019 + 0.254 + 0.665 is 0.9380000000000001 in f64, which serde_json
+    // may read back as 0.938.
+    let bytes = chained(
+        run,
+        &[
+            meta_body(run),
+            assistant_body(&cost("0.019")),
+            assistant_body(&cost("0.254")),
+            assistant_body(&cost("0.665")),
+            terminal_body(3, 9, 6, &cost("0.9380000000000001"), 0),
+            terminal_body(3, 9, 6, &cost("0.938"), 0),
+        ],
+    );
+    let report = verify_bytes(&bytes, run);
+    assert!(report.ok(), "{report:?}");
+}
+
+#[test]
 fn the_first_disagreeing_terminal_is_named_and_later_ones_are_checked_too() {
     let run = "two-terminals";
     let zero = r#"{"state":"zero","usd":0}"#;
