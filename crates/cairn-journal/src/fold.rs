@@ -7,14 +7,17 @@
 //! - the status is the last terminal's reason, or `running` when work
 //!   follows it (a resume: any record but `snapshot`, `reconcile` and
 //!   `checkpoint`, which are bookkeeping) or none exists;
+//! - a terminal's totals are the fold's at that point, cumulative over the
+//!   lineage: [`RunState::apply_checked`] and the reader's check hold every
+//!   terminal to that; token and call counters saturate, never wrap;
 //! - the in-flight batch is the last assistant turn's tool calls that have no
 //!   result yet, each marked by whether its `tool_start` was journaled.
 
 use serde::Serialize;
 
 use crate::record::{
-    Fingerprint, ForkPin, Meta, Outcome, Record, RecordBody, Routing, Snapshot, TerminalReason,
-    ToolCall, Totals,
+    Cost, CostState, Fingerprint, ForkPin, Meta, Outcome, Record, RecordBody, Routing, Snapshot,
+    TerminalReason, ToolCall, Totals,
 };
 
 /// A run's status.
@@ -148,7 +151,7 @@ impl RunState {
 
     /// The 1-based number of the next model turn.
     pub fn next_turn(&self) -> u64 {
-        self.totals.turns + 1
+        self.totals.turns.saturating_add(1)
     }
 
     /// Folds one more record in.
@@ -157,20 +160,15 @@ impl RunState {
     /// prefix) takes over the run's identity and keeps the conversation and
     /// totals it inherits.
     pub fn apply(&mut self, record: &Record) {
-        self.records += 1;
+        self.records = self.records.saturating_add(1);
         self.updated.clone_from(&record.ts);
         // Work after a terminal starts a new stretch (a resume); bookkeeping
         // (snapshots, reconciliation, checkpoints, a rewind's bank) does not.
-        if !matches!(
-            record.body,
-            RecordBody::Terminal(_)
-                | RecordBody::Snapshot(_)
-                | RecordBody::Reconcile(_)
-                | RecordBody::Checkpoint(_)
-        ) {
+        if !record.body.is_bookkeeping() && !matches!(record.body, RecordBody::Terminal(_)) {
             self.status = Status::Running;
             self.detail = None;
         }
+        count(&mut self.totals, &record.body);
         match &record.body {
             RecordBody::Meta(m) => {
                 let inherited = std::mem::take(&mut self.conversation);
@@ -187,10 +185,6 @@ impl RunState {
                 text: u.text.clone(),
             }),
             RecordBody::Assistant(a) => {
-                self.totals.turns += 1;
-                self.totals.input_tokens += a.usage.input_tokens;
-                self.totals.output_tokens += a.usage.output_tokens;
-                self.totals.cost = self.totals.cost + a.cost;
                 self.pending = a
                     .tool_calls
                     .iter()
@@ -205,7 +199,6 @@ impl RunState {
                 });
             }
             RecordBody::ToolStart(s) => {
-                self.totals.tool_calls += 1;
                 if let Some(p) = self.pending.iter_mut().find(|p| p.call.id == s.call) {
                     p.started = true;
                 }
@@ -230,6 +223,190 @@ impl RunState {
             }
             RecordBody::Reconcile(_) | RecordBody::Checkpoint(_) => {}
         }
+    }
+}
+
+/// Adds what one record contributes to the cumulative counters. The one
+/// place the counting rule lives: the fold and the totals check both use it.
+/// Sums saturate: a counter read from disk can be anything up to `u64::MAX`,
+/// and a total must never wrap or panic.
+fn count(totals: &mut Totals, body: &RecordBody) {
+    match body {
+        RecordBody::Assistant(a) => {
+            totals.turns = totals.turns.saturating_add(1);
+            totals.input_tokens = totals.input_tokens.saturating_add(a.usage.input_tokens);
+            totals.output_tokens = totals.output_tokens.saturating_add(a.usage.output_tokens);
+            totals.cost = totals.cost + a.cost;
+        }
+        RecordBody::ToolStart(_) => totals.tool_calls = totals.tool_calls.saturating_add(1),
+        _ => {}
+    }
+}
+
+/// A `terminal` record whose totals are not what the records before it add
+/// up to. The journal's own records are intact up to the seq before it; the
+/// terminal's figures are not to be believed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("its totals say {field} = {recorded}, but the records before it add up to {folded}")]
+pub struct TotalsMismatch {
+    /// The terminal's seq.
+    pub seq: u64,
+    /// The field that disagrees: `turns`, `input_tokens`, `output_tokens`,
+    /// `tool_calls` or `cost`.
+    pub field: &'static str,
+    /// What the terminal says.
+    pub recorded: String,
+    /// What the fold says.
+    pub folded: String,
+}
+
+impl RunState {
+    /// Folds one more record in, as [`RunState::apply`], after checking that a
+    /// `terminal`'s totals are the fold's so far. The state must hold the
+    /// whole lineage (for a fork, its ancestors' pinned prefixes), since a
+    /// terminal's totals are cumulative over it.
+    ///
+    /// # Errors
+    /// [`TotalsMismatch`] naming the first field that differs; the record is
+    /// not folded in.
+    pub fn apply_checked(&mut self, record: &Record) -> Result<(), TotalsMismatch> {
+        if let RecordBody::Terminal(t) = &record.body {
+            compare(record.seq, &t.totals, &self.totals)?;
+        }
+        self.apply(record);
+        Ok(())
+    }
+}
+
+/// Checks every terminal of one journal read on its own (DESIGN.md, "Totals").
+///
+/// A root run's totals start at zero, so each terminal must equal the fold.
+/// A fork inherits totals from its parent's prefix, which this journal does
+/// not hold: until its first terminal, the check only knows that the
+/// terminal must be reachable (every counter at least the fork's own
+/// records', an unknown cost still unknown); from that terminal on it is
+/// exact. Checking a fork against its real lineage is
+/// [`RunState::apply_checked`]'s job.
+pub(crate) struct TotalsCheck {
+    /// The fold's totals, once known.
+    expected: Option<Totals>,
+    /// A fork's own counts before its first terminal.
+    own: Totals,
+}
+
+impl TotalsCheck {
+    /// For a root run (`fork` false) or a fork read alone.
+    pub(crate) fn new(fork: bool) -> Self {
+        TotalsCheck {
+            expected: (!fork).then(Totals::default),
+            own: Totals::default(),
+        }
+    }
+
+    /// Counts one record, first checking it when it is a terminal.
+    pub(crate) fn check(&mut self, record: &Record) -> Result<(), TotalsMismatch> {
+        match (&mut self.expected, &record.body) {
+            (Some(folded), RecordBody::Terminal(t)) => compare(record.seq, &t.totals, folded),
+            (None, RecordBody::Terminal(t)) => {
+                reachable(record.seq, &t.totals, &self.own)?;
+                self.expected = Some(t.totals);
+                Ok(())
+            }
+            (Some(folded), body) => {
+                count(folded, body);
+                Ok(())
+            }
+            (None, body) => {
+                count(&mut self.own, body);
+                Ok(())
+            }
+        }
+    }
+}
+
+fn counters(t: &Totals) -> [(&'static str, u64); 4] {
+    [
+        ("turns", t.turns),
+        ("input_tokens", t.input_tokens),
+        ("output_tokens", t.output_tokens),
+        ("tool_calls", t.tool_calls),
+    ]
+}
+
+fn compare(seq: u64, recorded: &Totals, folded: &Totals) -> Result<(), TotalsMismatch> {
+    let mismatch = |field, recorded: String, folded: String| TotalsMismatch {
+        seq,
+        field,
+        recorded,
+        folded,
+    };
+    for ((field, r), (_, f)) in counters(recorded).into_iter().zip(counters(folded)) {
+        if r != f {
+            return Err(mismatch(field, r.to_string(), f.to_string()));
+        }
+    }
+    let same = recorded.cost.state == folded.cost.state
+        && match (recorded.cost.usd, folded.cost.usd) {
+            (Some(r), Some(f)) => close(r, f),
+            (None, None) => true,
+            _ => false,
+        };
+    if !same {
+        return Err(mismatch(
+            "cost",
+            show_cost(&recorded.cost),
+            show_cost(&folded.cost),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether a fork's first terminal can be some inherited base plus `own`.
+fn reachable(seq: u64, recorded: &Totals, own: &Totals) -> Result<(), TotalsMismatch> {
+    let mismatch = |field, recorded: String, folded: String| TotalsMismatch {
+        seq,
+        field,
+        recorded,
+        folded: format!("at least {folded} (this fork's own records, before what it inherits)"),
+    };
+    for ((field, r), (_, o)) in counters(recorded).into_iter().zip(counters(own)) {
+        if r < o {
+            return Err(mismatch(field, r.to_string(), o.to_string()));
+        }
+    }
+    let ok = match (recorded.cost.state, own.cost.state) {
+        (CostState::Unknown, _) | (_, CostState::Zero) => true,
+        (_, CostState::Unknown) => false,
+        (CostState::Zero, CostState::Known) => false,
+        (CostState::Known, CostState::Known) => {
+            let (r, o) = (
+                recorded.cost.usd.unwrap_or(0.0),
+                own.cost.usd.unwrap_or(0.0),
+            );
+            r >= o || close(r, o)
+        }
+    };
+    if !ok {
+        return Err(mismatch(
+            "cost",
+            show_cost(&recorded.cost),
+            show_cost(&own.cost),
+        ));
+    }
+    Ok(())
+}
+
+/// Equal up to the rounding of re-adding amounts parsed back from JSON (a
+/// parser may land one unit in the last place away from the written value).
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()) + 1e-12
+}
+
+fn show_cost(c: &Cost) -> String {
+    match (c.state, c.usd) {
+        (CostState::Known, Some(u)) => format!("{u} USD"),
+        (CostState::Zero, _) => "zero".into(),
+        _ => "unknown".into(),
     }
 }
 

@@ -10,7 +10,11 @@
 //! - After a crash only the end can be incomplete. Readers tolerate exactly one
 //!   such torn tail and report it; the next [`JournalWriter`], holding the lock,
 //!   cuts it. An invalid record followed by valid ones is damage, never skipped.
-//! - One writer per run: a second is refused at once with the holder named.
+//! - Every `terminal` carries the fold's totals ([`TotalsMismatch`] otherwise,
+//!   reported as damage at its seq); counters saturate; a cost obeys its
+//!   state's rules ([`Cost`]) or its record is a schema error.
+//! - One writer per run: a second is refused without waiting for the holder,
+//!   with the holder named (see [`RunLock`]).
 //! - A failed write or fsync poisons the writer; it never retries.
 //! - [`fold`] is pure: counters come from records only and never drift.
 //!
@@ -45,6 +49,7 @@
 #![deny(missing_docs)]
 
 mod chain;
+mod ends;
 mod error;
 mod fold;
 mod lock;
@@ -53,12 +58,15 @@ mod record;
 mod writer;
 
 pub use chain::{ChainHash, ChainHashParseError};
+pub use ends::{
+    mtime_ns, read_ends, read_head, read_head_record, read_tail_record, Ends, Head, Tail,
+    TailRecord, MAX_END_BYTES,
+};
 pub use error::{JournalError, LockHolder};
-pub use fold::{fold, Entry, FoldError, PendingCall, RunState, Status};
-pub use lock::RunLock;
+pub use fold::{fold, Entry, FoldError, PendingCall, RunState, Status, TotalsMismatch};
+pub use lock::{RunLock, HOLDER_WAIT};
 pub use reader::{
-    mtime_ns, read_head_record, read_journal, read_tail_record, scan_journal_bytes, verify_bytes,
-    verify_journal, Scan, TailRecord, TornTail, VerifyReport,
+    read_journal, scan_journal_bytes, verify_bytes, verify_journal, Scan, TornTail, VerifyReport,
 };
 pub use record::{
     now_rfc3339, Assistant, Budgets, CheckpointRef, Cost, CostState, Fingerprint, ForcedField,

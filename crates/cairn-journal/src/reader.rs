@@ -13,14 +13,18 @@
 //! 5. A record of a newer schema version, or whose body does not match its
 //!    kind, is reported only once the chain is known good up to the end, so
 //!    tampering is always reported as damage first.
+//! 6. With the chain good, every `terminal`'s totals must be the fold's at
+//!    that point (for a fork read alone, from its first terminal on: see
+//!    `TotalsCheck`); the first that is not is damage at its seq, even
+//!    before a deferred problem further on.
 //!
 //! Nothing here writes: a reader reports a torn tail and ignores it; only the
 //! writer, holding the lock, cuts it.
 
-use std::io::Read;
 use std::path::Path;
 
 use crate::chain::ChainHash;
+use crate::fold::TotalsCheck;
 use crate::record::{Header, MetaHead, Record, RecordBody, SCHEMA_VERSION};
 use crate::JournalError;
 
@@ -208,6 +212,7 @@ fn walk(bytes: &[u8], run: &str) -> Walk {
     let mut kept = usize::MAX;
     let mut problem: Option<Problem> = None;
     let mut torn = None;
+    let mut fork = false;
 
     while pos < bytes.len() {
         let seq = records.len() as u64 + 1;
@@ -257,6 +262,7 @@ fn walk(bytes: &[u8], run: &str) -> Walk {
                     }
                     if let Some(f) = &m.fork {
                         prev = ChainHash::fork_genesis(&f.parent, f.seq, &f.hash);
+                        fork = true;
                     }
                 }
                 _ => {
@@ -302,7 +308,11 @@ fn walk(bytes: &[u8], run: &str) -> Walk {
         pos = end + 1;
     }
     if problem.is_none() {
-        problem = deferred;
+        // The chain holds; a terminal whose totals are not the fold's is
+        // damage too, and comes before any deferred problem (it is checked
+        // only over the records kept before one).
+        let upto = kept.min(records.len());
+        problem = check_totals(bytes, &records[..upto], fork).or(deferred);
     }
     // Records from the first problem on (placeholders included) are dropped.
     if let Some(Problem::Damaged { seq, .. } | Problem::Newer { seq, .. }) = &problem {
@@ -329,6 +339,18 @@ fn walk(bytes: &[u8], run: &str) -> Walk {
         },
         problem,
     }
+}
+
+/// The first terminal whose totals disagree with the fold, as damage at its
+/// seq (rule 6).
+fn check_totals(bytes: &[u8], records: &[Record], fork: bool) -> Option<Problem> {
+    let mut check = TotalsCheck::new(fork);
+    let bad = records.iter().find_map(|r| check.check(r).err())?;
+    Some(Problem::Damaged {
+        seq: bad.seq,
+        offset: records_len(bytes, (bad.seq as usize).saturating_sub(1)),
+        reason: format!("the `terminal` record does not match the fold: {bad}"),
+    })
 }
 
 /// A stand-in kept only to count positions while walking past a deferred
@@ -453,116 +475,4 @@ fn holds_record(region: &[u8]) -> bool {
         i = start + 1;
     }
     false
-}
-
-/// The last complete line of a journal, read from its end in O(1).
-#[derive(Clone, Debug)]
-pub struct TailRecord {
-    /// The record.
-    pub record: Record,
-    /// `h(seq)`: SHA-256 of its `prev` and its bytes.
-    pub hash: ChainHash,
-    /// Length of the journal file.
-    pub len: u64,
-    /// Its mtime, nanoseconds since the epoch (see [`mtime_ns`]).
-    pub mtime_ns: i64,
-}
-
-/// A file's mtime in nanoseconds since the epoch, as projections bind it.
-pub fn mtime_ns(meta: &std::fs::Metadata) -> i64 {
-    use std::os::unix::fs::MetadataExt;
-    meta.mtime()
-        .saturating_mul(1_000_000_000)
-        .saturating_add(meta.mtime_nsec())
-}
-
-/// Reads the last record from the end of the file without reading the rest.
-///
-/// Returns `None` when the file does not end in one complete, parseable record
-/// line (a torn tail, damage, or an empty file): the caller then reads the
-/// whole journal. The chain is NOT verified here; the hash is what the last
-/// line itself attests.
-///
-/// # Errors
-/// Only IO errors.
-pub fn read_tail_record(path: &Path) -> Result<Option<TailRecord>, JournalError> {
-    use std::os::unix::fs::FileExt;
-    // One path lookup, then fstat and pread on the descriptor: listing does
-    // this for every session, so syscalls count.
-    let f = std::fs::File::open(path).map_err(|e| JournalError::io("opening", path, e))?;
-    let meta = f
-        .metadata()
-        .map_err(|e| JournalError::io("reading metadata of", path, e))?;
-    let (len, mtime_ns) = (meta.len(), mtime_ns(&meta));
-    // Records are usually a few hundred bytes; grow the window for long ones.
-    let mut window: u64 = 2 * 1024;
-    loop {
-        let take = window.min(len);
-        let mut buf = vec![0u8; take as usize];
-        f.read_exact_at(&mut buf, len - take)
-            .map_err(|e| JournalError::io("reading", path, e))?;
-        if buf.last() != Some(&b'\n') {
-            return Ok(None);
-        }
-        let body = &buf[..buf.len() - 1];
-        let start = match body.iter().rposition(|&b| b == b'\n') {
-            Some(i) => i + 1,
-            None if take == len => 0,
-            None => {
-                window = window.saturating_mul(4);
-                continue;
-            }
-        };
-        let line = &body[start..];
-        let Ok(record) = Record::from_line(line) else {
-            return Ok(None);
-        };
-        if record.v > SCHEMA_VERSION {
-            return Ok(None);
-        }
-        let hash = record.prev.next(line);
-        return Ok(Some(TailRecord {
-            record,
-            hash,
-            len,
-            mtime_ns,
-        }));
-    }
-}
-
-/// Reads the first record (the `meta`) without reading the rest.
-///
-/// # Errors
-/// IO errors, or [`JournalError::Damaged`] at seq 1 when the first line is not
-/// a complete meta record.
-pub fn read_head_record(path: &Path) -> Result<Record, JournalError> {
-    let mut f = std::fs::File::open(path).map_err(|e| JournalError::io("opening", path, e))?;
-    let mut buf = Vec::with_capacity(4096);
-    let mut chunk = [0u8; 4096];
-    let end = loop {
-        let n = f
-            .read(&mut chunk)
-            .map_err(|e| JournalError::io("reading", path, e))?;
-        let from = buf.len();
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(i) = buf[from..].iter().position(|&b| b == b'\n') {
-            break Some(from + i);
-        }
-        if n == 0 {
-            break None;
-        }
-    };
-    let bad = |reason: &str| JournalError::Damaged {
-        path: path.to_path_buf(),
-        seq: 1,
-        offset: 0,
-        reason: reason.into(),
-    };
-    let end = end.ok_or_else(|| bad("the journal holds no complete `meta` record"))?;
-    let record =
-        Record::from_line(&buf[..end]).map_err(|_| bad("the first record is not valid"))?;
-    if !matches!(record.body, RecordBody::Meta(_)) || record.seq != 1 {
-        return Err(bad("the first record is not a `meta`"));
-    }
-    Ok(record)
 }

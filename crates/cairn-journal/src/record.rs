@@ -55,6 +55,19 @@ pub enum RecordBody {
 }
 
 impl RecordBody {
+    /// True for bookkeeping: `snapshot`, `reconcile` and `checkpoint`. They
+    /// record something about a stretch of work (a workspace boundary, a gap
+    /// closed, a checkpoint saved) without being work, so one appended after
+    /// a `terminal` (by `cairn snapshot`, `cairn checkpoint save`, a resume's
+    /// reconciliation) leaves the session's status the terminal's reason.
+    /// Every other kind after a terminal starts a new stretch: `running`.
+    pub fn is_bookkeeping(&self) -> bool {
+        matches!(
+            self,
+            RecordBody::Snapshot(_) | RecordBody::Reconcile(_) | RecordBody::Checkpoint(_)
+        )
+    }
+
     /// The `kind` string of this body.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -199,12 +212,39 @@ pub enum CostState {
 }
 
 /// A cost: its state and, unless unknown, an amount.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+///
+/// Reading one enforces, per state (anything else is a schema error, so the
+/// record holding it is reported as damage at its seq):
+/// 1. `zero`: `usd` is `0`;
+/// 2. `known`: `usd` is a finite number, `0` or more (a number too large for
+///    an `f64` does not parse at all);
+/// 3. `unknown`: `usd` is `null` or absent.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Cost {
     /// zero | known | unknown.
     pub state: CostState,
     /// US dollars; `None` exactly when unknown.
     pub usd: Option<f64>,
+}
+
+impl<'de> Deserialize<'de> for Cost {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Fields {
+            state: CostState,
+            #[serde(default)]
+            usd: Option<f64>,
+        }
+        let f = Fields::deserialize(d)?;
+        let cost = Cost {
+            state: f.state,
+            usd: f.usd,
+        };
+        match cost.problem() {
+            None => Ok(cost),
+            Some(why) => Err(serde::de::Error::custom(why)),
+        }
+    }
 }
 
 impl Cost {
@@ -226,18 +266,48 @@ impl Cost {
             usd: Some(usd),
         }
     }
+
+    /// Whether this cost obeys the rules of its state (see [`Cost`]). The
+    /// writer refuses to append a record with a cost that is not valid, since
+    /// no reader would accept it.
+    pub fn is_valid(&self) -> bool {
+        self.problem().is_none()
+    }
+
+    /// What is wrong with this cost, if anything.
+    fn problem(&self) -> Option<String> {
+        match (self.state, self.usd) {
+            (CostState::Zero, Some(0.0)) => None,
+            (CostState::Zero, Some(u)) => Some(format!("a `zero` cost has usd {u}, not 0")),
+            (CostState::Zero, None) => Some("a `zero` cost has no usd; it must be 0".into()),
+            (CostState::Known, Some(u)) if u.is_finite() && u >= 0.0 => None,
+            (CostState::Known, Some(u)) => Some(format!(
+                "a `known` cost has usd {u}; it must be a finite amount of 0 or more"
+            )),
+            (CostState::Known, None) => Some("a `known` cost has no usd".into()),
+            (CostState::Unknown, None) => None,
+            (CostState::Unknown, Some(u)) => Some(format!(
+                "an `unknown` cost has usd {u}; an unknown cost carries no amount"
+            )),
+        }
+    }
 }
 
 impl std::ops::Add for Cost {
     type Output = Cost;
 
     /// The sum of two costs. Unknown absorbs everything: a total never turns an
-    /// unknown into a number. Zero plus zero stays zero; otherwise known.
+    /// unknown into a number. Zero plus zero stays zero; otherwise known. A
+    /// sum too large for an `f64` saturates at `f64::MAX` rather than becoming
+    /// infinite (which JSON cannot hold).
     fn add(self, other: Cost) -> Cost {
         match (self.state, other.state) {
             (CostState::Unknown, _) | (_, CostState::Unknown) => Cost::UNKNOWN,
             (CostState::Zero, CostState::Zero) => Cost::ZERO,
-            _ => Cost::known(self.usd.unwrap_or(0.0) + other.usd.unwrap_or(0.0)),
+            _ => {
+                let sum = self.usd.unwrap_or(0.0) + other.usd.unwrap_or(0.0);
+                Cost::known(if sum == f64::INFINITY { f64::MAX } else { sum })
+            }
         }
     }
 }

@@ -169,7 +169,8 @@ impl JournalWriter {
     /// # Errors
     /// [`JournalError::Poisoned`] after an earlier failure; [`JournalError::Write`]
     /// or [`JournalError::Sync`] (which poison the writer);
-    /// [`JournalError::InvalidAppend`] for a second `meta`.
+    /// [`JournalError::InvalidAppend`] for a second `meta` or a cost that breaks
+    /// its state's rules (nothing is written then).
     pub fn append(&mut self, body: &RecordBody) -> Result<Appended, JournalError> {
         self.append_many(std::slice::from_ref(body), false)
     }
@@ -217,6 +218,12 @@ impl JournalWriter {
         if !first && bodies.iter().any(|b| matches!(b, RecordBody::Meta(_))) {
             return Err(JournalError::InvalidAppend(
                 "`meta` is written only as the first record",
+            ));
+        }
+        if !bodies.iter().all(costs_valid) {
+            // serde_json would write a NaN as `null`: a record no reader accepts.
+            return Err(JournalError::InvalidAppend(
+                "a cost must be `zero` with usd 0, `known` with a finite amount of 0 or more, or `unknown` with no usd",
             ));
         }
         self.buf.clear();
@@ -298,6 +305,15 @@ impl JournalWriter {
     /// True after a failed write or fsync.
     pub fn is_poisoned(&self) -> bool {
         self.poisoned
+    }
+}
+
+/// Whether every cost in `body` obeys its state's rules (see `Cost`).
+fn costs_valid(body: &RecordBody) -> bool {
+    match body {
+        RecordBody::Assistant(a) => a.cost.is_valid(),
+        RecordBody::Terminal(t) => t.totals.cost.is_valid(),
+        _ => true,
     }
 }
 

@@ -12,8 +12,6 @@
 //! truncated pinned line fails the check. A resume verifies every ancestor
 //! prefix in full.
 
-use std::io::{Read, Seek, SeekFrom};
-
 use cairn_journal::{scan_journal_bytes, ChainHash, ForkPin, JournalError, Record, RecordBody};
 use cairn_store::{RunId, Store};
 use serde::{Deserialize, Serialize};
@@ -39,7 +37,7 @@ pub struct Pin {
 }
 
 /// Where line `seq` ends in `bytes` (index of its `\n`), and where it starts.
-fn line_bounds(bytes: &[u8], seq: u64) -> Option<(usize, usize)> {
+pub(crate) fn line_bounds(bytes: &[u8], seq: u64) -> Option<(usize, usize)> {
     let mut start = 0usize;
     for n in 1..=seq {
         let end = start + bytes[start..].iter().position(|&b| b == b'\n')?;
@@ -119,39 +117,124 @@ fn fork_of(records: &[Record]) -> Option<ForkPin> {
     }
 }
 
+/// The longest pinned line a receipt may name; a longer one is not believed
+/// (a receipt is projection bytes: its lengths size reads).
+pub(crate) const MAX_PIN_LINE: u64 = 64 * 1024 * 1024;
+
 /// Checks a receipt in O(depth) small reads: each pinned line is still there
 /// and still hashes to its pin.
 ///
 /// # Errors
-/// The first pin that fails, with the reason.
+/// The first pin that fails, with the reason (a pin whose length or offset
+/// is out of bounds among them).
 pub fn check_receipt(store: &Store, receipt: &[Pin]) -> Result<(), (Pin, String)> {
     for pin in receipt {
-        check_pin(store, pin).map_err(|why| (pin.clone(), why))?;
+        check_pin(store, pin).map_err(|f| match f {
+            PinFault::Unusable(why) | PinFault::Broken(why) => (pin.clone(), why),
+        })?;
     }
     Ok(())
 }
 
-fn check_pin(store: &Store, pin: &Pin) -> Result<(), String> {
-    let id = RunId::parse(&pin.run).map_err(|e| e.to_string())?;
-    let mut f = std::fs::File::open(store.journal_path(&id))
-        .map_err(|e| format!("the parent journal cannot be opened: {e}"))?;
-    let mut buf = vec![0u8; pin.len as usize + 1];
-    f.seek(SeekFrom::Start(pin.offset))
-        .and_then(|_| f.read_exact(&mut buf))
-        .map_err(|_| "the parent journal was truncated before the pinned record".to_string())?;
+/// Why a projection's receipt was not accepted.
+#[derive(Debug)]
+pub(crate) enum ReceiptFault {
+    /// The receipt is not one the record vouches for: it does not follow the
+    /// fork pins of the `meta` records, or it names a line no journal could
+    /// hold. The projection is ignored and rebuilt from the record.
+    Unusable,
+    /// An ancestor's pinned line changed or is gone: the fork is invalid.
+    Broken(Pin, String),
+}
+
+/// Checks a projection's receipt against the lineage the records attest:
+/// the first pin must be `fork` (the fork's own `meta` pin), each next pin
+/// the fork pin in the `meta` of the ancestor before it, and the last
+/// ancestor a root; and every pinned line must still hash to its pin.
+pub(crate) fn check_lineage(
+    store: &Store,
+    fork: Option<&ForkPin>,
+    receipt: &[Pin],
+) -> Result<(), ReceiptFault> {
+    let mut expected = fork.cloned();
+    for pin in receipt {
+        // More ancestors than the forks pin, or another one: not the record's.
+        let Some(e) = expected.take() else {
+            return Err(ReceiptFault::Unusable);
+        };
+        if e.parent != pin.run || e.seq != pin.seq || e.hash.to_hex() != pin.hash {
+            return Err(ReceiptFault::Unusable);
+        }
+        check_pin(store, pin).map_err(|f| match f {
+            PinFault::Unusable(_) => ReceiptFault::Unusable,
+            PinFault::Broken(why) => ReceiptFault::Broken(pin.clone(), why),
+        })?;
+        let id = RunId::parse(&pin.run).map_err(|_| ReceiptFault::Unusable)?;
+        let head = cairn_journal::read_head(&store.journal_path(&id))
+            .map_err(|e| ReceiptFault::Broken(pin.clone(), e.to_string()))?;
+        if let RecordBody::Meta(m) = head.record.body {
+            expected = m.fork;
+        }
+    }
+    // A receipt that stops before the root leaves ancestors unchecked.
+    match expected {
+        None => Ok(()),
+        Some(_) => Err(ReceiptFault::Unusable),
+    }
+}
+
+enum PinFault {
+    Unusable(String),
+    Broken(String),
+}
+
+fn check_pin(store: &Store, pin: &Pin) -> Result<(), PinFault> {
+    let id = RunId::parse(&pin.run).map_err(|e| PinFault::Unusable(e.to_string()))?;
+    if pin.len > MAX_PIN_LINE {
+        return Err(PinFault::Unusable(format!(
+            "the receipt names a pinned record of {} bytes, more than any cairn writes",
+            pin.len
+        )));
+    }
+    let end = pin
+        .offset
+        .checked_add(pin.len)
+        .and_then(|e| e.checked_add(1))
+        .ok_or_else(|| PinFault::Unusable("the receipt's offset is out of range".into()))?;
+    let f = std::fs::File::open(store.journal_path(&id))
+        .map_err(|e| PinFault::Broken(format!("the parent journal cannot be opened: {e}")))?;
+    let size = f
+        .metadata()
+        .map_err(|e| PinFault::Broken(format!("the parent journal cannot be read: {e}")))?
+        .len();
+    if end > size {
+        return Err(PinFault::Broken(
+            "the parent journal was truncated before the pinned record".into(),
+        ));
+    }
+    // Bounded by MAX_PIN_LINE and by the file's real size.
+    let mut buf = vec![0u8; usize::try_from(pin.len + 1).unwrap_or(0)];
+    {
+        use std::os::unix::fs::FileExt;
+        f.read_exact_at(&mut buf, pin.offset).map_err(|_| {
+            PinFault::Broken("the parent journal was truncated before the pinned record".into())
+        })?;
+    }
     if buf.last() != Some(&b'\n') {
-        return Err("the pinned record changed length".into());
+        return Err(PinFault::Broken("the pinned record changed length".into()));
     }
     let line = &buf[..buf.len() - 1];
     let header: Result<serde_json::Value, _> = serde_json::from_slice(line);
     let Ok(header) = header else {
-        return Err("the pinned record no longer parses".into());
+        return Err(PinFault::Broken(
+            "the pinned record no longer parses".into(),
+        ));
     };
     let prev = header["prev"].as_str().and_then(ChainHash::from_hex);
     let seq = header["seq"].as_u64();
     match (prev, seq) {
         (Some(prev), Some(s)) if s == pin.seq && prev.next(line).to_hex() == pin.hash => Ok(()),
-        _ => Err("the pinned record's bytes changed".into()),
+        _ => Err(PinFault::Broken("the pinned record's bytes changed".into())),
     }
 }
 
@@ -213,10 +296,9 @@ pub fn fork(
     let parent_scan = cairn_journal::read_journal(&store.journal_path(parent), parent.as_str())?;
     let upto = &parent_scan.records[..fork_pin.seq as usize];
     let (records, parent_receipt) = lineage(store, parent.as_str(), upto)?;
-    let state = cairn_journal::fold(&records).map_err(|e| JournalError::Fold {
-        path: store.journal_path(parent),
-        reason: e.to_string(),
-    })?;
+    // The totals the fork inherits are the fold's, checked: a parent whose
+    // terminals disagree with it is refused rather than copied forward.
+    let state = crate::load::fold_lineage(store, parent, &records, &parent_receipt, upto.len())?;
     let id = RunId::new();
     let meta = Meta {
         run: id.to_string(),

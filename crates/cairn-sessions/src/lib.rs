@@ -36,7 +36,7 @@ mod summary;
 
 pub use error::SessionError;
 pub use fork::{check_receipt, fork, lineage, pin_at, Pin, MAX_DEPTH};
-pub use load::{load, state_for_resume, Loaded};
+pub use load::{load, state_for_resume, verify, Loaded};
 pub use node::{Node, NodeExit, NodeOutcome, NodeReport};
 pub use projection::{read_index, read_meta, Binding, Projection, MAX_INDEX_BYTES, MAX_META_BYTES};
 pub use remove::{remove, RemoveOptions, Removed};

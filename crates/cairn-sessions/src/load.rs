@@ -1,10 +1,18 @@
 //! Loading a run: read its journal in full, check it (and, for a fork, every
 //! ancestor prefix it folds over), fold it.
+//!
+//! Invariant: every `terminal` folded here, the ancestors' included, carries
+//! the totals of the fold of the whole lineage at that point (a fork's
+//! totals are cumulative over what it inherits); the first that does not is
+//! damage at its seq, never a figure a listing or resume uses.
 
-use cairn_journal::{fold, read_journal, JournalError, RunState, Scan};
+use cairn_journal::{
+    fold, read_journal, scan_journal_bytes, verify_bytes, JournalError, Record, RecordBody,
+    RunState, Scan, TotalsMismatch, VerifyReport,
+};
 use cairn_store::{RunId, Store};
 
-use crate::fork::{lineage, Pin};
+use crate::fork::{line_bounds, lineage, Pin};
 use crate::SessionError;
 
 /// A run read in full.
@@ -23,7 +31,8 @@ pub struct Loaded {
 /// [`state_for_resume`].
 ///
 /// # Errors
-/// [`JournalError::NotFound`], damage and schema errors, and
+/// [`JournalError::NotFound`], damage and schema errors (a terminal whose
+/// totals are not the lineage's fold among them), and
 /// [`SessionError::ForkPrefix`] for a fork whose ancestry no longer verifies.
 pub fn load(store: &Store, id: &RunId) -> Result<Loaded, SessionError> {
     let path = store.journal_path(id);
@@ -46,19 +55,136 @@ pub fn load(store: &Store, id: &RunId) -> Result<Loaded, SessionError> {
 /// fork over the verified prefixes of its ancestors; and its receipt.
 ///
 /// # Errors
-/// [`SessionError::ForkPrefix`]; a fold error when the records do not start
-/// with `meta`.
+/// [`SessionError::ForkPrefix`] (an ancestor prefix changed, or one of its
+/// terminals disagrees with the fold); [`JournalError::Damaged`] at the seq of
+/// the run's own first terminal whose totals are not the lineage's fold; a
+/// fold error when the records do not start with `meta`.
 pub fn state_for_resume(
     store: &Store,
     id: &RunId,
     scan: &Scan,
 ) -> Result<(RunState, Vec<Pin>), SessionError> {
     let (records, receipt) = lineage(store, id.as_str(), &scan.records)?;
-    let mut state = fold(&records).map_err(|e| JournalError::Fold {
-        path: store.journal_path(id),
-        reason: e.to_string(),
-    })?;
+    let mut state = fold_lineage(store, id, &records, &receipt, scan.records.len())?;
     // Counted over the run's own journal, as listings and `verify` count.
     state.records = scan.records.len() as u64;
     Ok((state, receipt))
+}
+
+/// Folds a lineage — the ancestors' pinned prefixes, root first, then the
+/// last `own` records, which are run `id`'s — holding every terminal to the
+/// fold so far.
+///
+/// # Errors
+/// As [`state_for_resume`].
+pub(crate) fn fold_lineage(
+    store: &Store,
+    id: &RunId,
+    records: &[Record],
+    receipt: &[Pin],
+    own: usize,
+) -> Result<RunState, SessionError> {
+    let mut state = fold(records.get(..1).unwrap_or_default()).map_err(|e| JournalError::Fold {
+        path: store.journal_path(id),
+        reason: e.to_string(),
+    })?;
+    for (i, r) in records.iter().enumerate().skip(1) {
+        if let Err(m) = state.apply_checked(r) {
+            let first_own = records.len().saturating_sub(own);
+            return Err(if i >= first_own {
+                own_mismatch(store, id, m)
+            } else {
+                ancestor_mismatch(id, receipt, i, m)
+            });
+        }
+    }
+    Ok(state)
+}
+
+fn own_mismatch(store: &Store, id: &RunId, m: TotalsMismatch) -> SessionError {
+    let path = store.journal_path(id);
+    // Only on this error path: find where the record starts, for the message.
+    let offset = std::fs::read(&path)
+        .ok()
+        .and_then(|b| line_bounds(&b, m.seq))
+        .map_or(0, |(start, _)| start as u64);
+    JournalError::Damaged {
+        path,
+        seq: m.seq,
+        offset,
+        reason: format!("the `terminal` record does not match the fold of its lineage: {m}"),
+    }
+    .into()
+}
+
+/// The ancestor whose prefix holds position `i` of the lineage: prefixes are
+/// laid out root first, i.e. in the receipt's reverse order.
+fn ancestor_mismatch(id: &RunId, receipt: &[Pin], i: usize, m: TotalsMismatch) -> SessionError {
+    let mut end = 0usize;
+    let pin = receipt.iter().rev().find(|p| {
+        end = end.saturating_add(usize::try_from(p.seq).unwrap_or(usize::MAX));
+        i < end
+    });
+    let (ancestor, seq) = pin.map_or_else(|| (String::new(), 0), |p| (p.run.clone(), p.seq));
+    SessionError::ForkPrefix {
+        run: id.to_string(),
+        ancestor,
+        seq,
+        reason: format!(
+            "its `terminal` at seq {} does not match the fold: {m}",
+            m.seq
+        ),
+    }
+}
+
+/// Verifies session `id` as `cairn verify` reports it: its own chain and
+/// records (the journal's check, [`verify_bytes`]), and, for a fork, every
+/// terminal against the fold of its whole lineage, whose pinned prefixes must
+/// verify too. A fork whose ancestry does not verify is reported at seq 1:
+/// its `meta` pins a prefix that is no longer there.
+///
+/// # Errors
+/// Only when the journal cannot be read.
+pub fn verify(store: &Store, id: &RunId) -> Result<VerifyReport, SessionError> {
+    let path = store.journal_path(id);
+    let bytes = std::fs::read(&path).map_err(|source| JournalError::Io {
+        action: "reading",
+        path: path.clone(),
+        source,
+    })?;
+    let report = verify_bytes(&bytes, id.as_str());
+    if !report.ok() || !is_fork(&bytes) {
+        // A root run's terminals were checked against its own fold.
+        return Ok(report);
+    }
+    let scan = scan_journal_bytes(&path, &bytes, id.as_str())?;
+    let failed = |seq: u64, problem: String| {
+        let kept = usize::try_from(seq.saturating_sub(1)).unwrap_or(usize::MAX);
+        VerifyReport {
+            records: kept as u64,
+            tail: scan.records.get(kept).map_or(report.tail, |r| r.prev),
+            first_bad_seq: Some(seq),
+            torn_tail: report.torn_tail,
+            problem: Some(problem),
+        }
+    };
+    Ok(match state_for_resume(store, id, &scan) {
+        Ok(_) => report,
+        Err(SessionError::Journal(JournalError::Damaged {
+            seq,
+            offset,
+            reason,
+            ..
+        })) => failed(seq, format!("seq {seq} (byte {offset}): {reason}")),
+        Err(e @ SessionError::ForkPrefix { .. }) => failed(1, format!("seq 1: {e}")),
+        Err(e) => return Err(e),
+    })
+}
+
+fn is_fork(bytes: &[u8]) -> bool {
+    let first = bytes.split(|&b| b == b'\n').next().unwrap_or_default();
+    matches!(
+        Record::from_line(first).map(|r| r.body),
+        Ok(RecordBody::Meta(m)) if m.fork.is_some()
+    )
 }

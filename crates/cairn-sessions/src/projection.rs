@@ -3,9 +3,20 @@
 //!
 //! Invariants:
 //! - a projection is a cache, never the truth: each entry is bound to the
-//!   journal's byte length, sub-second mtime, record count and chain tail
-//!   hash, and a reader uses it only when all four still match (the tail hash
-//!   is checked against the journal's last line, which attests it alone);
+//!   journal's byte length, sub-second mtime, record count, chain tail hash
+//!   and `h(1)`, and a reader uses it only when all five still match (the
+//!   tail hash is checked against the journal's last line, which attests it
+//!   alone; `h(1)` against the first line);
+//! - what decides behaviour is taken from what the record attests, never
+//!   from the projection's bytes: workspace (repository scoping, `cairn
+//!   continue`), name, creation time and fork origin from the `meta` line;
+//!   status, turns and cost from the last terminal behind any bookkeeping;
+//!   validity from the binding and the receipt, which must follow the forks'
+//!   `meta` pins. A projection only says "valid": invalid sessions are never
+//!   projected;
+//! - every length or offset read from a projection is bounded before it
+//!   sizes a read (a receipt's pinned line at most `MAX_PIN_LINE` and inside
+//!   the parent's file); one out of bounds makes the projection ignored;
 //! - a missing, stale, malformed or oversized projection is ignored and
 //!   rebuilt from the verified record; nothing in one can make a listing fail
 //!   or lie;
@@ -14,7 +25,8 @@
 //!   appended under an exclusive lock (`sessions.index.lock`), so two
 //!   processes finishing runs at once never lose each other's entries; the
 //!   file is compacted (atomically, under the same lock) when it has grown to
-//!   twice its live entries;
+//!   twice its size after the last compaction, which the lock file records
+//!   (see `Compacted`): an update never reads the index it appends to;
 //! - cost figures are not served from here unless honestly `unknown`
 //!   (DESIGN §4.5): the lister takes them from the journal's last record.
 
@@ -48,6 +60,13 @@ pub struct Binding {
     pub records: u64,
     /// Chain hash of the last record, hex.
     pub tail: String,
+    /// `h(1)`, the chain hash of the first record (`meta`), hex. The
+    /// session's name, creation time, workspace and fork origin are read
+    /// from that record, checked against this hash, never from the
+    /// projection's own bytes. Empty in projections written before it
+    /// existed: those are rebuilt.
+    #[serde(default)]
+    pub head: String,
 }
 
 /// One projected session.
@@ -174,8 +193,8 @@ fn parse_lines(bytes: &[u8]) -> Vec<(String, Projection)> {
     out
 }
 
-/// A held `sessions.index.lock`.
-struct IndexLock(#[allow(dead_code)] File);
+/// A held `sessions.index.lock`. Its bytes hold the [`Compacted`] record.
+struct IndexLock(File);
 
 fn lock_index(store: &Store) -> std::io::Result<IndexLock> {
     let f = OpenOptions::new()
@@ -189,9 +208,58 @@ fn lock_index(store: &Store) -> std::io::Result<IndexLock> {
     Ok(IndexLock(f))
 }
 
-/// Appends entries to `sessions.index` under its lock, compacting it when it
-/// has grown to twice its live entries. Best effort: a projection that is
-/// not written is rebuilt later.
+/// What the last compaction left: which file (device and inode, since a
+/// compaction or `reindex` replaces it) and how long it was. Kept in the
+/// index lock file and read and written only under that lock, so deciding
+/// whether to compact costs a stat and one small read, not a parse of the
+/// whole index. Damaged or absent (a crash, an older cairn), it reads as
+/// unknown and the next update compacts, which rewrites it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct Compacted {
+    dev: u64,
+    ino: u64,
+    len: u64,
+}
+
+/// The smallest growth since the last compaction worth compacting for.
+const MIN_GROWTH: u64 = 32 * 1024;
+
+impl IndexLock {
+    fn compacted(&self) -> Option<Compacted> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = [0u8; 256];
+        let n = self.0.read_at(&mut buf, 0).ok()?;
+        serde_json::from_slice(&buf[..n]).ok()
+    }
+
+    /// Records the index as it is now, right after it was rewritten. Best
+    /// effort: a record that is not written only means one extra compaction.
+    fn record_compacted(&self, index: &Path) {
+        use std::os::unix::fs::{FileExt, MetadataExt};
+        let Ok(m) = std::fs::metadata(index) else {
+            return;
+        };
+        let c = Compacted {
+            dev: m.dev(),
+            ino: m.ino(),
+            len: m.len(),
+        };
+        if let Ok(bytes) = serde_json::to_vec(&c) {
+            let _ = self
+                .0
+                .set_len(0)
+                .and_then(|_| self.0.write_all_at(&bytes, 0));
+        }
+    }
+}
+
+/// Appends entries to `sessions.index` under its lock, and compacts it when
+/// it has grown to twice its size after the last compaction (and by at least
+/// [`MIN_GROWTH`]). The decision costs a stat and one small read, so an
+/// update is proportional to its entries, not to the index; a compaction
+/// reads the whole index, but only after as many bytes were appended as it
+/// reads, so its cost per append is constant. Best effort: a projection that
+/// is not written is rebuilt later.
 ///
 /// # Errors
 /// IO errors (the caller may ignore them: the index is a cache).
@@ -199,7 +267,7 @@ pub fn update_index(store: &Store, entries: &[(RunId, Projection)]) -> std::io::
     if entries.is_empty() {
         return Ok(());
     }
-    let _lock = lock_index(store)?;
+    let lock = lock_index(store)?;
     let path = store.sessions_index();
     let mut buf = Vec::new();
     for (id, p) in entries {
@@ -216,21 +284,26 @@ pub fn update_index(store: &Store, entries: &[(RunId, Projection)]) -> std::io::
         .mode(durable::FILE_MODE)
         .open(&path)?;
     f.write_all(&buf)?;
+    let now = f.metadata()?;
     drop(f);
-    maybe_compact(store, &path)
+    if should_compact(lock.compacted(), &now) {
+        write_index(store, read_index(store).into_iter().collect())?;
+        lock.record_compacted(&path);
+    }
+    Ok(())
 }
 
-fn maybe_compact(store: &Store, path: &Path) -> std::io::Result<()> {
-    let bytes = std::fs::read(path)?;
-    let lines = bytes
-        .split(|&b| b == b'\n')
-        .filter(|l| !l.is_empty())
-        .count();
-    let live = read_index(store);
-    if lines < 64 || lines < 2 * live.len() {
-        return Ok(());
+/// Whether the index, now `now`, has grown enough since `last` to compact.
+fn should_compact(last: Option<Compacted>, now: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match last {
+        Some(c) if c.dev == now.dev() && c.ino == now.ino() => {
+            now.len() >= c.len.saturating_add(c.len.max(MIN_GROWTH))
+        }
+        // Replaced or never compacted by this scheme: the size after the
+        // last compaction is unknown, so compact once to learn it.
+        _ => true,
     }
-    write_index(store, live.into_iter().collect())
 }
 
 /// Rewrites `sessions.index` with exactly these entries (atomically). The
@@ -256,8 +329,10 @@ fn write_index(store: &Store, mut entries: Vec<(String, Projection)>) -> std::io
 /// # Errors
 /// IO errors.
 pub fn replace_index(store: &Store, entries: Vec<(String, Projection)>) -> std::io::Result<()> {
-    let _lock = lock_index(store)?;
-    write_index(store, entries)
+    let lock = lock_index(store)?;
+    write_index(store, entries)?;
+    lock.record_compacted(&store.sessions_index());
+    Ok(())
 }
 
 #[cfg(test)]
@@ -273,6 +348,7 @@ mod tests {
                 mtime_ns: 1_700_000_000_123_456_789,
                 records: 3,
                 tail: "ab".repeat(32),
+                head: "cd".repeat(32),
             },
             summary: Summary {
                 id: id.into(),

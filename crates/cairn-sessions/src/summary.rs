@@ -3,11 +3,11 @@
 
 use std::collections::HashMap;
 
-use cairn_journal::{read_tail_record, Cost, CostState, RecordBody, RunState};
+use cairn_journal::{read_ends, read_head, Cost, CostState, RecordBody, RunState};
 use cairn_store::{RunId, Store};
 use serde::{Deserialize, Serialize};
 
-use crate::fork::{check_receipt, Pin};
+use crate::fork::{check_lineage, Pin, ReceiptFault};
 use crate::load::load;
 use crate::projection::{
     journal_stat, read_index, read_meta, update_index, write_meta, Binding, Projection,
@@ -132,42 +132,81 @@ struct Listed {
 }
 
 /// Uses a projection when the journal still vouches for it: same length and
-/// mtime, and its last line carries the recorded seq and tail hash. Status,
-/// turns and cost of a finished run come from that last record itself.
+/// mtime, its last line carries the recorded seq and tail hash, and its
+/// first line hashes to the recorded `h(1)`. Only what the record attests
+/// decides anything (see the projection module):
+/// 1. name, creation time, workspace and fork origin come from the `meta`
+///    line, checked against `h(1)`;
+/// 2. status, turns and cost come from the last terminal, found by walking
+///    back from the tail through linked lines over bookkeeping; a session
+///    whose last record of work follows its last terminal is `running`;
+/// 3. validity is never read from the projection: the receipt must follow
+///    the forks' `meta` pins and every pinned line must still match;
+/// 4. the projection's own figures serve only an honestly unknown cost of a
+///    running session, and must agree with the terminal's otherwise.
 fn trust(store: &Store, id: &RunId, p: Projection) -> Option<Listed> {
-    let tail = read_tail_record(&store.journal_path(id)).ok()??;
-    if tail.len != p.binding.len
-        || tail.mtime_ns != p.binding.mtime_ns
-        || tail.record.seq != p.binding.records
-        || tail.hash.to_hex() != p.binding.tail
+    let ends = read_ends(&store.journal_path(id), id.as_str()).ok()??;
+    let b = &p.binding;
+    let last = ends.tail.last()?;
+    if ends.len != b.len
+        || ends.mtime_ns != b.mtime_ns
+        || last.seq != b.records
+        || ends.tail.hash.to_hex() != b.tail
+        || ends.head.hash.to_hex() != b.head
     {
         return None;
     }
-    let mut s = p.summary;
-    s.updated.clone_from(&tail.record.ts);
-    s.records = p.binding.records;
-    s.tail.clone_from(&p.binding.tail);
-    match &tail.record.body {
-        RecordBody::Terminal(t) => {
-            s.status = t.reason.as_str().to_owned();
+    let RecordBody::Meta(meta) = &ends.head.record.body else {
+        return None;
+    };
+    let mut s = Summary {
+        id: id.to_string(),
+        name: meta.name.as_deref().map(|n| bounded(n, 200)),
+        status: ends.tail.status().as_str().to_owned(),
+        created: meta.created.clone(),
+        updated: last.ts.clone(),
+        workspace: meta.workspace.clone(),
+        turns: p.summary.turns,
+        records: b.records,
+        tail: b.tail.clone(),
+        cost: p.summary.cost,
+        parent: meta.fork.as_ref().map(|f| ParentRef {
+            id: f.parent.clone(),
+            seq: f.seq,
+        }),
+        valid: true,
+        problem: None,
+        first_bad_seq: None,
+    };
+    match ends.tail.terminal() {
+        Some(t) => {
+            // The projection was folded at this binding; figures that
+            // disagree with the record mean it is not to be believed.
+            if p.summary.turns != t.totals.turns || p.summary.cost.state != t.totals.cost.state {
+                return None;
+            }
             s.turns = t.totals.turns;
             s.cost = t.totals.cost;
         }
         // Only an honestly unknown cost may be served without a replay.
-        _ if s.cost.state == CostState::Unknown => s.status = "running".into(),
+        None if s.cost.state == CostState::Unknown => {}
         // The projection is current; only the cost needs the record.
-        _ => {
+        None => {
             let mut l = rebuild(store, id);
             l.rebuilt = None;
             return Some(l);
         }
     }
-    if let Err((pin, why)) = check_receipt(store, &p.receipt) {
-        s.valid = false;
-        s.problem = Some(format!(
-            "its pinned prefix of {} (seq {}) is no longer intact: {why}",
-            pin.run, pin.seq
-        ));
+    match check_lineage(store, meta.fork.as_ref(), &p.receipt) {
+        Ok(()) => {}
+        Err(ReceiptFault::Unusable) => return None,
+        Err(ReceiptFault::Broken(pin, why)) => {
+            s.valid = false;
+            s.problem = Some(format!(
+                "its pinned prefix of {} (seq {}) is no longer intact: {why}",
+                pin.run, pin.seq
+            ));
+        }
     }
     Some(Listed {
         summary: s,
@@ -184,6 +223,13 @@ fn rebuild(store: &Store, id: &RunId) -> Listed {
         Ok(l) => {
             let records = l.scan.records.len() as u64;
             let tail = l.scan.tail.to_hex();
+            // h(1): what record 2 states, or the tail when there is no record 2.
+            let head = l
+                .scan
+                .records
+                .get(1)
+                .map_or(l.scan.tail, |r| r.prev)
+                .to_hex();
             let summary = Summary::from_state(id, &l.state, records, &tail);
             // Bind to what was read; if the file moved meanwhile, the next
             // reader sees a mismatch and rebuilds again.
@@ -195,6 +241,7 @@ fn rebuild(store: &Store, id: &RunId) -> Listed {
                         mtime_ns: a.1,
                         records,
                         tail,
+                        head,
                     },
                     summary: summary.clone(),
                     receipt: l.receipt.clone(),
@@ -372,6 +419,8 @@ pub fn refresh(
             path: store.journal_path(id),
             source: e,
         })?;
+    // The writer's own first line; a reader checks it against this hash.
+    let head = read_head(&store.journal_path(id))?.hash.to_hex();
     let summary = Summary::from_state(id, state, state.records, tail);
     let p = Projection {
         binding: Binding {
@@ -379,6 +428,7 @@ pub fn refresh(
             mtime_ns,
             records: state.records,
             tail: tail.to_owned(),
+            head,
         },
         summary,
         receipt: receipt.to_vec(),

@@ -86,7 +86,7 @@ fn sigkill_during_a_read_only_tool_reruns_it() {
         std::fs::read_dir(&id_dir)
             .map(|mut d| d.next().is_some())
             .unwrap_or(false)
-            && s.records(&s.only_session())
+            && s.records_so_far(&s.only_session())
                 .iter()
                 .any(|r| r["kind"] == "tool_start")
     });

@@ -61,9 +61,16 @@ pub fn sample(dir: &std::path::Path) -> (Store, RunId, std::path::PathBuf) {
     }))
     .unwrap();
     w.append(&assistant("done", &[], Cost::ZERO)).unwrap();
+    // Two turns of 10 in / 5 out, free, and one tool call: what the fold says.
     w.append(&RecordBody::Terminal(Terminal {
         reason: TerminalReason::Completed,
-        totals: Totals::default(),
+        totals: Totals {
+            turns: 2,
+            input_tokens: 20,
+            output_tokens: 10,
+            cost: Cost::ZERO,
+            tool_calls: 1,
+        },
         detail: None,
     }))
     .unwrap();

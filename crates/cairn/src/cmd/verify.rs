@@ -31,7 +31,9 @@ pub fn run(ctx: &Context, args: &VerifyArgs) -> anyhow::Result<Code> {
     };
     let mut reports = Vec::with_capacity(ids.len());
     for id in &ids {
-        let r = cairn_journal::verify_journal(&ctx.store.journal_path(id), id.as_str())?;
+        // The chain, and every terminal against the records (a fork's over
+        // its whole lineage).
+        let r = cairn_sessions::verify(&ctx.store, id)?;
         reports.push(Report {
             id: id.to_string(),
             ok: r.ok(),

@@ -81,6 +81,16 @@ impl Scratch {
             .collect()
     }
 
+    /// The journal's records so far, for polling while a writer works: a
+    /// journal not created yet has none.
+    pub fn records_so_far(&self, id: &str) -> Vec<Value> {
+        std::fs::read_to_string(self.store.join("runs").join(id).join("journal.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
     pub fn read(&self, rel: &str) -> String {
         std::fs::read_to_string(self.ws.join(rel)).unwrap_or_default()
     }
