@@ -350,6 +350,7 @@ impl Agent {
         self.session.append(RecordBody::Reconcile(Reconcile {
             changed: taken.changed.clone(),
             snapshot: Some(taken.snapshot.to_string()),
+            unknown: None,
         }))?;
         if !taken.changed.is_empty() {
             let shown: Vec<_> = taken.changed.iter().take(50).map(String::as_str).collect();

@@ -221,7 +221,7 @@ impl RunState {
                 self.status = Status::Ended(t.reason);
                 self.detail.clone_from(&t.detail);
             }
-            RecordBody::Reconcile(_) | RecordBody::Checkpoint(_) => {}
+            RecordBody::Reconcile(_) | RecordBody::Checkpoint(_) | RecordBody::Versioning(_) => {}
         }
     }
 }

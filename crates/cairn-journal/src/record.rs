@@ -8,8 +8,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::chain::ChainHash;
 
-/// The schema version this crate writes and the newest it reads.
-pub const SCHEMA_VERSION: u32 = 1;
+/// The newest schema version this crate reads (and writes).
+///
+/// Each version only adds record kinds or optional fields, and each record
+/// is written with the oldest version that can say what it says
+/// ([`RecordBody::version`]): an older cairn reads every record it
+/// understands and refuses, with a message to upgrade, one it would misread.
+///
+/// Version log: 1 — the kinds of DESIGN §2; 2 — `versioning`, and a
+/// `reconcile` whose change list is unknown.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// One record as read back: header plus body.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -50,6 +58,8 @@ pub enum RecordBody {
     Checkpoint(CheckpointRef),
     /// A resume that was forced past the guard (DESIGN §4.3).
     Override(Override),
+    /// Workspace versioning stopped for this stretch of work, and why.
+    Versioning(Versioning),
     /// The end of a stretch of work.
     Terminal(Terminal),
 }
@@ -64,8 +74,21 @@ impl RecordBody {
     pub fn is_bookkeeping(&self) -> bool {
         matches!(
             self,
-            RecordBody::Snapshot(_) | RecordBody::Reconcile(_) | RecordBody::Checkpoint(_)
+            RecordBody::Snapshot(_)
+                | RecordBody::Reconcile(_)
+                | RecordBody::Checkpoint(_)
+                | RecordBody::Versioning(_)
         )
+    }
+
+    /// The schema version this record is written with: the oldest that can
+    /// say what it says (see [`SCHEMA_VERSION`]).
+    pub fn version(&self) -> u32 {
+        match self {
+            RecordBody::Versioning(_) => 2,
+            RecordBody::Reconcile(r) if r.unknown.is_some() => 2,
+            _ => 1,
+        }
     }
 
     /// The `kind` string of this body.
@@ -80,6 +103,7 @@ impl RecordBody {
             RecordBody::Reconcile(_) => "reconcile",
             RecordBody::Checkpoint(_) => "checkpoint",
             RecordBody::Override(_) => "override",
+            RecordBody::Versioning(_) => "versioning",
             RecordBody::Terminal(_) => "terminal",
         }
     }
@@ -384,11 +408,38 @@ pub struct Snapshot {
 /// Paths that changed while nothing of the run executed.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reconcile {
-    /// The changed paths (empty when none).
+    /// The changed paths (empty when none, or when `unknown` says why they
+    /// could not be listed).
     pub changed: Vec<String>,
     /// The `resume:` snapshot that captured them.
     #[serde(default)]
     pub snapshot: Option<String>,
+    /// Why the change list is unknown (a manifest that did not read): then
+    /// `changed` is empty and means nothing. Schema version 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unknown: Option<String>,
+}
+
+/// Workspace versioning of a stretch of work stopped: from here on its
+/// file changes are not captured, so a rewind cannot undo them. Schema
+/// version 2.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Versioning {
+    /// What the state is now; only `off` is written.
+    pub state: VersioningState,
+    /// The boundary whose capture failed, e.g. `pre:turn:1`.
+    #[serde(default)]
+    pub at: Option<String>,
+    /// Why, and what to do about it.
+    pub reason: String,
+}
+
+/// Whether workspace versioning is on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VersioningState {
+    /// Captures stopped.
+    Off,
 }
 
 /// A checkpoint of this run.
@@ -512,6 +563,7 @@ impl Record {
             "reconcile" => RecordBody::Reconcile(parse(line)?),
             "checkpoint" => RecordBody::Checkpoint(parse(line)?),
             "override" => RecordBody::Override(parse(line)?),
+            "versioning" => RecordBody::Versioning(parse(line)?),
             "terminal" => RecordBody::Terminal(parse(line)?),
             other => {
                 return Err(serde::de::Error::custom(format!(
@@ -569,7 +621,7 @@ pub(crate) fn write_line(
     serde_json::to_writer(
         &mut *out,
         &Line {
-            v: SCHEMA_VERSION,
+            v: body.version(),
             seq,
             prev,
             ts,

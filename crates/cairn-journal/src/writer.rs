@@ -19,7 +19,7 @@ use cairn_store::{durable, RunId, Store};
 use crate::chain::ChainHash;
 use crate::lock::RunLock;
 use crate::reader::{scan_journal_bytes, Scan};
-use crate::record::{now_rfc3339, write_line, Meta, Record, RecordBody, SCHEMA_VERSION};
+use crate::record::{now_rfc3339, write_line, Meta, Record, RecordBody};
 use crate::JournalError;
 
 /// The file operations the writer needs; a trait so tests can inject faults.
@@ -184,7 +184,7 @@ impl JournalWriter {
         let prev = self.tail;
         let a = self.append(&body)?;
         Ok(Record {
-            v: SCHEMA_VERSION,
+            v: body.version(),
             seq: a.seq,
             prev,
             ts: self.last_ts.clone(),

@@ -144,6 +144,7 @@ fn body_of(b: &Body, last_calls: &mut Vec<String>, totals: &Totals) -> RecordBod
             1 => RecordBody::Reconcile(Reconcile {
                 changed: vec!["a.txt".into()],
                 snapshot: None,
+                unknown: None,
             }),
             _ => RecordBody::Checkpoint(CheckpointRef {
                 checkpoint: "c".into(),

@@ -316,7 +316,7 @@ pub fn fork(
     let mut writer = JournalWriter::create(store, &id, meta.clone())?;
     let mut child = state;
     let meta_record = Record {
-        v: cairn_journal::SCHEMA_VERSION,
+        v: 1,
         seq: 1,
         prev: ChainHash::fork_genesis(&fork_pin.parent, fork_pin.seq, &fork_pin.hash),
         ts: writer.last_ts().to_owned(),

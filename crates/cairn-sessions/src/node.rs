@@ -119,6 +119,7 @@ impl Node {
             session.append(RecordBody::Reconcile(Reconcile {
                 changed: changed.clone(),
                 snapshot: Some(r.snapshot.to_string()),
+                unknown: None,
             }))?;
             resume = Some(changed);
         }

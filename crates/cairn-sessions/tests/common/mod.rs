@@ -57,6 +57,7 @@ pub fn reconcile() -> RecordBody {
     RecordBody::Reconcile(Reconcile {
         changed: vec!["a.txt".into()],
         snapshot: None,
+        unknown: None,
     })
 }
 

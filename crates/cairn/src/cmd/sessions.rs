@@ -223,7 +223,17 @@ fn describe(body: &cairn_journal::RecordBody) -> String {
             output::one_line(&t.output, 70)
         ),
         B::Snapshot(s) => format!("{} {}", s.label, s.snapshot),
-        B::Reconcile(r) => format!("{} path(s) changed outside the run", r.changed.len()),
+        B::Reconcile(r) => match &r.unknown {
+            Some(why) => format!("what changed outside the run is unknown: {why}"),
+            None => format!("{} path(s) changed outside the run", r.changed.len()),
+        },
+        B::Versioning(v) => format!(
+            "workspace versioning stopped{}: {}",
+            v.at.as_deref()
+                .map(|a| format!(" at {a}"))
+                .unwrap_or_default(),
+            v.reason
+        ),
         B::Checkpoint(c) => c.checkpoint.clone(),
         B::Override(o) => {
             let f: Vec<_> = o.forced.iter().map(|f| f.field.as_str()).collect();
