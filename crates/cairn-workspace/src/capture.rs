@@ -10,10 +10,10 @@ use cairn_objects::{
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::index::{CacheEntry, Stat, StatCache, Trust};
 use crate::manifest::{
     Entry, ManifestOut, SkipReason, Skipped, SnapshotId, SortedEntries, MANIFEST_VERSION,
 };
+use crate::statcache::{CacheEntry, Stat, StatCache, Trust};
 use crate::walk::{walk, Found, Limits};
 use crate::workspace::{Session, Workspace};
 use crate::{Label, WorkspaceError};

@@ -90,6 +90,7 @@ mod manifest;
 mod prune_source;
 mod restore;
 mod safe_fs;
+mod statcache;
 mod walk;
 mod workspace;
 

@@ -19,8 +19,8 @@ use cairn_objects::{Phase, Progress};
 use rustix::fs::{FileType, Mode, OFlags};
 
 use crate::ignore::{Chain, Decision, IgnoreRules};
-use crate::index::Stat;
 use crate::manifest::{SkipReason, Skipped};
+use crate::statcache::Stat;
 use crate::WorkspaceError;
 
 /// A regular file to capture.

@@ -11,9 +11,10 @@ use cairn_store::{RunId, Store};
 use crate::capture::{capture, CaptureReport};
 use crate::history::{self, Interval, SnapshotInfo};
 use crate::ignore::{IgnoreMatch, IgnoreOptions, IgnoreRules};
-use crate::index::{Index, StatCache, INDEX_VERSION, STATCACHE_FILE};
+use crate::index::{Index, INDEX_VERSION};
 use crate::manifest::{Manifest, SnapshotId};
 use crate::restore::{restore, RestoreReport, RestoreScope, Target};
+use crate::statcache::{StatCache, STATCACHE_FILE};
 use crate::{CaptureConfig, Label, NodeIter, NodeName, NodeRef, WorkspaceError};
 
 /// How a node's execution ended, for [`Workspace::leave_node`].

@@ -1,0 +1,36 @@
+//! What cairn decides on its own: the rule file names, the default
+//! excludes, and what is always excluded.
+
+/// The project rule files, in order of preference: the first that exists at
+/// the workspace root is the one used, there and in every directory below.
+pub const IGNORE_FILES: [&str; 2] = [".cairnignore", ".gitignore"];
+
+/// Trees excluded by default because they are heavy and regenerable.
+///
+/// `vendor/` is deliberately absent (committed source in Go projects), and so
+/// are `dist/` and `build/`: they are often exactly what a run was asked to
+/// produce, and rebuilding them needs a toolchain the operator may not have;
+/// a `.gitignore` listing them is a packaging policy, not a recovery one. A
+/// project re-includes any of these with a `!` rule (e.g. `!target/`).
+pub const DEFAULT_EXCLUDES: [&str; 16] = [
+    "node_modules/",
+    ".venv/",
+    "venv/",
+    "__pycache__/",
+    ".pytest_cache/",
+    ".mypy_cache/",
+    ".ruff_cache/",
+    ".tox/",
+    ".nox/",
+    ".next/",
+    ".nuxt/",
+    ".svelte-kit/",
+    ".parcel-cache/",
+    ".turbo/",
+    ".gradle/",
+    "target/",
+];
+
+/// Names excluded whatever the rules say: git's database (a directory, or a
+/// file in a worktree or submodule) and cairn's own restore temporaries.
+pub(crate) const ALWAYS_EXCLUDED: [&str; 2] = [".git", ".cairn-tmp-*"];
