@@ -43,7 +43,7 @@ pub enum WorkspaceError {
         source: std::io::Error,
     },
     /// More files to capture than the limit; nothing was captured.
-    #[error("the workspace {root} has more than {limit} files to capture, so cairn refused rather than grind through it: exclude generated trees in .cairnignore (`cairn check-ignore -v PATH` shows what decides a path) or raise the limit")]
+    #[error("the workspace {root} has more than {limit} files to capture, so cairn refused rather than grind through it: exclude generated trees in .cairnignore (`cairn check-ignore -v PATH` shows what decides a path) or raise the limit with CAIRN_WORKSPACE_MAX_FILES (now {limit})")]
     TooManyFiles {
         /// The workspace root.
         root: PathBuf,

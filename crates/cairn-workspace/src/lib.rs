@@ -42,7 +42,8 @@
 //! - Only the rule file at the workspace root is read.
 //!
 //! No async, no networking, no environment: the binary turns
-//! `CAIRN_WORKSPACE_MAX_FILE_MB` into a [`CaptureConfig`]. Progress goes to
+//! `CAIRN_WORKSPACE_MAX_FILE_MB` and `CAIRN_WORKSPACE_MAX_FILES` into a
+//! [`CaptureConfig`]. Progress goes to
 //! a [`Progress`] you pass in; nothing is drawn.
 //!
 //! # Example

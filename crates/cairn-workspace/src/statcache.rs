@@ -11,6 +11,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use cairn_objects::ObjectHash;
+use cairn_store::safe::mtime_ns;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -25,6 +26,10 @@ pub(crate) const STATCACHE_VERSION: u32 = 1;
 const STATCACHE_MAGIC: &[u8; 8] = b"cairnSC\n";
 
 /// What a stat tells about a regular file; compared to trust a cache entry.
+/// Times are nanoseconds since the epoch by the one conversion
+/// (`cairn_store::safe::mtime_ns`), saturating: a file dated after 2262 reads
+/// as `i64::MAX`, which is never before a capture's start, so it is never
+/// trusted, only read again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub(crate) struct Stat {
     pub(crate) size: u64,
@@ -42,8 +47,8 @@ impl Stat {
     pub(crate) fn of_statx(x: &rustix::fs::Statx) -> Stat {
         Stat {
             size: x.stx_size,
-            mtime_ns: x.stx_mtime.tv_sec * 1_000_000_000 + i64::from(x.stx_mtime.tv_nsec),
-            ctime_ns: x.stx_ctime.tv_sec * 1_000_000_000 + i64::from(x.stx_ctime.tv_nsec),
+            mtime_ns: mtime_ns(x.stx_mtime.tv_sec, i64::from(x.stx_mtime.tv_nsec)),
+            ctime_ns: mtime_ns(x.stx_ctime.tv_sec, i64::from(x.stx_ctime.tv_nsec)),
             inode: x.stx_ino,
             mode: u32::from(x.stx_mode),
         }
@@ -61,8 +66,8 @@ impl Stat {
     pub(crate) fn of(m: &std::fs::Metadata) -> Stat {
         Stat {
             size: m.size(),
-            mtime_ns: m.mtime() * 1_000_000_000 + m.mtime_nsec(),
-            ctime_ns: m.ctime() * 1_000_000_000 + m.ctime_nsec(),
+            mtime_ns: mtime_ns(m.mtime(), m.mtime_nsec()),
+            ctime_ns: mtime_ns(m.ctime(), m.ctime_nsec()),
             inode: m.ino(),
             mode: m.mode(),
         }
