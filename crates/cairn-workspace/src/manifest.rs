@@ -6,6 +6,7 @@ use std::path::Path;
 use std::str::FromStr;
 
 use cairn_objects::ObjectHash;
+use cairn_store::safe::RelPath;
 use serde::{Deserialize, Serialize};
 
 use crate::{Label, WorkspaceError};
@@ -265,30 +266,6 @@ pub(crate) struct Summary {
     pub(crate) bytes: u64,
 }
 
-/// Checks that a manifest path names a place strictly inside the workspace
-/// by a plain relative path: no absolute path, no empty, `.` or `..`
-/// component, no NUL, nothing inside `.git`.
-pub(crate) fn check_path(p: &str) -> Result<(), &'static str> {
-    if p.is_empty() {
-        return Err("the path is empty");
-    }
-    if p.starts_with('/') {
-        return Err("the path is absolute");
-    }
-    if p.contains('\0') {
-        return Err("the path contains a NUL byte");
-    }
-    for c in p.split('/') {
-        match c {
-            "" => return Err("the path has an empty component"),
-            "." | ".." => return Err("the path has a `.` or `..` component"),
-            ".git" => return Err("the path is inside `.git`, which cairn never writes"),
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
 impl Manifest {
     /// Reads and checks the manifest at `path` (its id must equal `expect`).
     pub(crate) fn load(path: &Path, expect: &SnapshotId) -> Result<Manifest, WorkspaceError> {
@@ -312,11 +289,14 @@ impl Manifest {
         if m.id != *expect {
             return Err(damaged(format!("it names itself {}", m.id)));
         }
+        // The one path rule (`cairn_store::safe::RelPath`): relative, plain
+        // components, no `..` (also between backslashes), no NUL, nothing in
+        // `.git` in any letter case.
         for p in m.entries.keys() {
-            check_path(p).map_err(|reason| WorkspaceError::UnsafePath {
+            RelPath::parse(p).map_err(|rule| WorkspaceError::UnsafePath {
                 snapshot: m.id.to_string(),
                 path: p.clone(),
-                reason: reason.to_owned(),
+                reason: rule.to_string(),
             })?;
         }
         Ok(m)

@@ -253,6 +253,12 @@ fn crafted_manifests_are_refused_and_nothing_changes() {
         ("ABSOLUTE", &["/tmp/cairn-absolute.txt"]),
         ("EMPTY", &["a//b"]),
         ("GIT", &[".git/hooks/pre-commit"]),
+        // `.git` in any letter case (a case-insensitive file system's `.git`).
+        ("GITCASE", &["sub/.GIT/hooks/pre-commit"]),
+        // `..` between backslashes (a path separator elsewhere).
+        ("BACKSLASH", &["sub\\..\\..\\escaped.txt"]),
+        // cairn's own temporary names are never restored.
+        ("TEMPNAME", &[".cairn-tmp-1-2-abc"]),
         ("SYMLINKED", &["link/x"]),
         ("SYMLINKEDNEW", &["link/new.txt"]),
     ];
