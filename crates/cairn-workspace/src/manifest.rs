@@ -330,10 +330,39 @@ impl Manifest {
         })
     }
 
+    /// The paths added, changed (content or mode) or removed between `self`
+    /// and `other`, sorted: the one manifest diff (rewinds scope by it; the
+    /// agent loop and `cairn exec` report it). Coverage gaps are not
+    /// compared.
+    pub fn changed_paths(&self, other: &Manifest) -> Vec<String> {
+        let mut out = std::collections::BTreeSet::new();
+        diff_entries(&self.entries, &other.entries, &mut out);
+        out.into_iter().collect()
+    }
+
     /// True when both hold the same files with the same content and modes,
     /// and the same coverage gaps.
     pub fn same_tree(&self, other: &Manifest) -> bool {
         self.entries == other.entries && self.skipped == other.skipped
+    }
+}
+
+/// Adds to `out` every path whose entry differs between `a` and `b`
+/// (present in one only, or with another hash, size or mode).
+pub(crate) fn diff_entries(
+    a: &BTreeMap<String, Entry>,
+    b: &BTreeMap<String, Entry>,
+    out: &mut std::collections::BTreeSet<String>,
+) {
+    for (p, e) in a {
+        if b.get(p) != Some(e) {
+            out.insert(p.clone());
+        }
+    }
+    for p in b.keys() {
+        if !a.contains_key(p) {
+            out.insert(p.clone());
+        }
     }
 }
 

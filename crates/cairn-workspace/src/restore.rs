@@ -1,7 +1,7 @@
 //! Restore (DESIGN §5.4): bank, decide what to change, check everything, then
 //! change it.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashSet};
 
 use cairn_objects::Progress;
 use serde::Serialize;
@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::apply::{apply, Plan, Write};
 use crate::capture::{capture, CaptureReport};
 use crate::history::{chain, next_number, resolve_pre, summaries};
-use crate::manifest::{Entry, Manifest, SnapshotId};
+use crate::manifest::{diff_entries, Manifest, SnapshotId};
 use crate::workspace::Session;
 use crate::{Label, NodeRef, WorkspaceError};
 
@@ -168,23 +168,10 @@ fn run_paths(
             _ => Manifest::load(&ws.manifest_path(&a.id), &a.id)?,
         };
         let after = Manifest::load(&ws.manifest_path(&b.id), &b.id)?;
-        diff_into(&before.entries, &after.entries, &mut out);
+        diff_entries(&before.entries, &after.entries, &mut out);
         prev = Some(after);
     }
     Ok(out)
-}
-
-fn diff_into(a: &BTreeMap<String, Entry>, b: &BTreeMap<String, Entry>, out: &mut BTreeSet<String>) {
-    for (p, e) in a {
-        if b.get(p) != Some(e) {
-            out.insert(p.clone());
-        }
-    }
-    for p in b.keys() {
-        if !a.contains_key(p) {
-            out.insert(p.clone());
-        }
-    }
 }
 
 /// Decides each path, and refuses the whole restore if any path that needs

@@ -503,6 +503,20 @@ impl Workspace {
         Manifest::load(&self.manifest_path(id), id)
     }
 
+    /// The paths added, changed (content or mode) or removed from snapshot
+    /// `a` to snapshot `b` of this run, sorted ([`Manifest::changed_paths`]).
+    ///
+    /// # Errors
+    /// Either manifest cannot be read ([`WorkspaceError::NoSuchSnapshot`],
+    /// a damaged manifest, an unsafe path): never an empty list instead.
+    pub fn changed_paths(
+        &self,
+        a: &SnapshotId,
+        b: &SnapshotId,
+    ) -> Result<Vec<String>, WorkspaceError> {
+        Ok(self.manifest(a)?.changed_paths(&self.manifest(b)?))
+    }
+
     /// Every snapshot, newest first, with every label each carries.
     ///
     /// # Errors

@@ -269,3 +269,36 @@ fn a_file_dated_after_2262_is_captured_without_overflow() {
     let m = f.ws.manifest(&second.snapshot).unwrap();
     assert_eq!(m.entries["future.txt"].size, 15);
 }
+
+#[test]
+fn changed_paths_name_every_added_changed_and_removed_file_or_fail() {
+    let f = Fixture::new();
+    f.write("same.txt", "same");
+    f.write("edited.txt", "one");
+    f.write("removed.txt", "gone soon");
+    f.write("mode.sh", "echo");
+    let a = f.capture("snap:1").snapshot;
+    f.write("edited.txt", "two");
+    f.remove("removed.txt");
+    f.write("dir/added.txt", "new");
+    fs::set_permissions(f.root.join("mode.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+    let b = f.capture("snap:2").snapshot;
+    let want = vec!["dir/added.txt", "edited.txt", "mode.sh", "removed.txt"];
+    assert_eq!(f.ws.changed_paths(&a, &b).unwrap(), want);
+    assert_eq!(f.ws.changed_paths(&b, &a).unwrap(), want, "symmetric");
+    assert!(f.ws.changed_paths(&a, &a).unwrap().is_empty());
+    let (ma, mb) = (f.ws.manifest(&a).unwrap(), f.ws.manifest(&b).unwrap());
+    assert_eq!(ma.changed_paths(&mb), want);
+
+    // A snapshot that cannot be read is an error, never "nothing changed".
+    let missing = SnapshotId::parse("NOSUCHSNAPSHOT").unwrap();
+    let e = f.ws.changed_paths(&a, &missing).unwrap_err();
+    assert!(matches!(e, WorkspaceError::NoSuchSnapshot { .. }), "{e}");
+    fs::write(
+        f.store.snapshots_dir(&f.run).join(format!("{b}.json")),
+        b"{ torn",
+    )
+    .unwrap();
+    let e = f.ws.changed_paths(&a, &b).unwrap_err();
+    assert!(e.is_integrity(), "{e}");
+}
