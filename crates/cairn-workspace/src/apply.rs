@@ -244,10 +244,9 @@ fn stage(
         .unwrap_or_else(|p| p.into_inner())
         .extend(made);
     let (dir, _) = res.map_err(|r| reach_err(target, &w.path, r))?;
-    let temp = format!(
-        ".cairn-tmp-{}",
-        ulid::Ulid::new().to_string().to_lowercase()
-    );
+    // The one temp-name scheme: captures never take it, restores never
+    // delete it.
+    let temp = cairn_store::safe::temp_name();
     let file = safe_fs::create_at(&dir, &temp)
         .map_err(|e| WorkspaceError::io("creating a temporary file for", &w.path, e))?;
     let result = (|| -> Result<(), WorkspaceError> {

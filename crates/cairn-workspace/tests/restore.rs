@@ -393,3 +393,30 @@ fn a_missing_chunk_refuses_the_restore_before_any_change() {
     );
     assert_eq!(fs::read(f.root.join("disk.img")).unwrap(), b"changed");
 }
+
+#[test]
+fn temporary_files_of_any_cairn_writer_are_never_captured_or_deleted() {
+    let f = Fixture::new();
+    f.write("a.txt", "a");
+    let first = f.capture("snap:1");
+    // Crash leftovers of a tool or a restore, named by the one scheme.
+    let top = cairn_store::safe::temp_name();
+    let deep = format!("sub/{}", cairn_store::safe::temp_name());
+    f.write(&top, "half a file");
+    f.write(&deep, "half another");
+    f.write("sub/real.txt", "real");
+    let second = f.capture("snap:2");
+    let m = f.ws.manifest(&second.snapshot).unwrap();
+    assert_eq!(
+        m.entries.keys().collect::<Vec<_>>(),
+        vec!["a.txt", "sub/real.txt"]
+    );
+    let decided = f.ws.check_ignore(std::path::Path::new(&top)).unwrap().unwrap();
+    assert!(decided.excluded && decided.source == RuleSource::Always, "{decided:?}");
+    // A full restore of a snapshot without them deletes what the run made,
+    // never what it did not capture.
+    f.ws.restore_snapshot(&first.snapshot, &NoProgress).unwrap();
+    assert_eq!(f.read(&top).as_deref(), Some("half a file"));
+    assert_eq!(f.read(&deep).as_deref(), Some("half another"));
+    assert_eq!(f.read("sub/real.txt"), None);
+}

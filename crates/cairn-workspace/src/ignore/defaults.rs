@@ -31,6 +31,15 @@ pub const DEFAULT_EXCLUDES: [&str; 16] = [
     "target/",
 ];
 
-/// Names excluded whatever the rules say: git's database (a directory, or a
-/// file in a worktree or submodule) and cairn's own restore temporaries.
-pub(crate) const ALWAYS_EXCLUDED: [&str; 2] = [".git", ".cairn-tmp-*"];
+/// Rules applied whatever the project's rules say: git's database (a
+/// directory, or a file in a worktree or submodule) and cairn's temporary
+/// files, by the one temp-name scheme (`cairn_store::safe::is_temp_name`:
+/// every name starting with `TEMP_PREFIX`, whoever staged it — a restore,
+/// a tool, a materialisation), so a crash leftover is never captured as the
+/// run's work, and so never deleted by a restore either.
+pub(crate) fn always_excluded() -> [String; 2] {
+    [
+        ".git".to_owned(),
+        format!("{}*", globset::escape(cairn_store::safe::TEMP_PREFIX)),
+    ]
+}

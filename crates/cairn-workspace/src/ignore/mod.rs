@@ -22,7 +22,7 @@ use globset::{Candidate, GlobSet};
 pub use defaults::{DEFAULT_EXCLUDES, IGNORE_FILES};
 pub(crate) use matcher::Chain;
 
-use defaults::ALWAYS_EXCLUDED;
+use defaults::always_excluded;
 use matcher::{build_set, last_match, Group};
 use rule::{compile, compile_file, Rule};
 
@@ -225,7 +225,7 @@ impl IgnoreRules {
             .always_excluded
             .iter()
             .map(|p| format!("/{}", p.trim_matches('/')));
-        for text in ALWAYS_EXCLUDED.iter().map(|s| s.to_string()).chain(extra) {
+        for text in always_excluded().into_iter().chain(extra) {
             if let Ok((rule, glob)) = compile(RuleSource::Always, 0, &text, "") {
                 always.push(rule);
                 always_globs.push(glob);
