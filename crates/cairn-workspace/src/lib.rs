@@ -101,8 +101,8 @@ pub use config::CaptureConfig;
 pub use error::WorkspaceError;
 pub use history::{Interval, SnapshotInfo};
 pub use ignore::{
-    IgnoreMatch, IgnoreOptions, IgnoreRules, IgnoreWarning, RuleSource, DEFAULT_EXCLUDES,
-    IGNORE_FILES,
+    Evidence, IgnoreMatch, IgnoreOptions, IgnoreRules, IgnoreWarning, Marker, RuleSource,
+    CACHEDIR_TAG_SIGNATURE, DEFAULT_EXCLUDES, DEFAULT_MARKERS, IGNORE_FILES,
 };
 pub use label::{Label, LabelError, LabelKind, NodeIter, NodeName, NodeRef};
 pub use manifest::{

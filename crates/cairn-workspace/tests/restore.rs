@@ -411,8 +411,14 @@ fn temporary_files_of_any_cairn_writer_are_never_captured_or_deleted() {
         m.entries.keys().collect::<Vec<_>>(),
         vec!["a.txt", "sub/real.txt"]
     );
-    let decided = f.ws.check_ignore(std::path::Path::new(&top)).unwrap().unwrap();
-    assert!(decided.excluded && decided.source == RuleSource::Always, "{decided:?}");
+    let decided =
+        f.ws.check_ignore(std::path::Path::new(&top))
+            .unwrap()
+            .unwrap();
+    assert!(
+        decided.excluded && decided.source == RuleSource::Always,
+        "{decided:?}"
+    );
     // A full restore of a snapshot without them deletes what the run made,
     // never what it did not capture.
     f.ws.restore_snapshot(&first.snapshot, &NoProgress).unwrap();

@@ -5,17 +5,22 @@
 /// the workspace root is the one used, there and in every directory below.
 pub const IGNORE_FILES: [&str; 2] = [".cairnignore", ".gitignore"];
 
-/// Trees excluded by default because they are heavy and regenerable.
+/// Trees excluded by default by their name alone: names no project uses
+/// for source, because a tool owns them (dot-named tool directories,
+/// `node_modules`, `__pycache__`).
 ///
-/// `vendor/` is deliberately absent (committed source in Go projects), and so
-/// are `dist/` and `build/`: they are often exactly what a run was asked to
+/// A name that is also a plain word for source is not here: `target`
+/// (a web framework's route directory, a package) and `venv`/`.venv` go by
+/// evidence instead ([`crate::DEFAULT_MARKERS`]: a `CACHEDIR.TAG`, which
+/// cargo writes in `target/`, or a `pyvenv.cfg`), so a directory is left
+/// out for what it holds, never for what it is called. `vendor/` is
+/// deliberately absent (committed source in Go projects), and so are
+/// `dist/` and `build/`: they are often exactly what a run was asked to
 /// produce, and rebuilding them needs a toolchain the operator may not have;
 /// a `.gitignore` listing them is a packaging policy, not a recovery one. A
-/// project re-includes any of these with a `!` rule (e.g. `!target/`).
-pub const DEFAULT_EXCLUDES: [&str; 16] = [
+/// project re-includes any of these with a `!` rule (e.g. `!.next/`).
+pub const DEFAULT_EXCLUDES: &[&str] = &[
     "node_modules/",
-    ".venv/",
-    "venv/",
     "__pycache__/",
     ".pytest_cache/",
     ".mypy_cache/",
@@ -28,7 +33,6 @@ pub const DEFAULT_EXCLUDES: [&str; 16] = [
     ".parcel-cache/",
     ".turbo/",
     ".gradle/",
-    "target/",
 ];
 
 /// Rules applied whatever the project's rules say: git's database (a

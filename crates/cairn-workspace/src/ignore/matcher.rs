@@ -1,38 +1,110 @@
 //! Compiled rule sets, and deciding a path from its parent's decision.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use globset::{Candidate, GlobSet, GlobSetBuilder};
 
 use super::rule::Rule;
-use super::{Decision, IgnoreMatch, IgnoreRules};
+use super::{Decision, Evidence, IgnoreMatch, IgnoreRules, IgnoreWarning, Markers, RuleSource};
 
 /// The rules of one rule file (and, for the root, the defaults before
-/// them), numbered from `base`.
+/// them), numbered from `base`, with their globs compiled into sets.
+///
+/// Invariant: every rule in `rules` is matched by exactly one of `sets`. A
+/// glob that globset cannot compile (a regex over its size limit) is never
+/// left in silently as an empty set: [`Group::new`] drops that rule alone,
+/// with a warning naming its line, and the other rules still apply (partial
+/// success, as ripgrep's ignore crate does).
 #[derive(Debug)]
 pub(super) struct Group {
     pub(super) base: usize,
     pub(super) rules: Vec<Rule>,
-    pub(super) set: GlobSet,
+    /// Sets over consecutive runs of `rules`, each with the index of its
+    /// first rule. One set unless the whole would not compile.
+    sets: Vec<(usize, GlobSet)>,
 }
 
 impl Group {
-    pub(super) fn new(base: usize, compiled: Vec<(Rule, globset::Glob)>) -> Group {
-        let (rules, globs): (Vec<Rule>, Vec<globset::Glob>) = compiled.into_iter().unzip();
-        Group {
-            base,
-            rules,
-            set: build_set(globs),
+    /// Compiles `compiled` into a group numbered from `base`. Rules whose
+    /// glob does not compile are dropped, each with a warning in `warnings`.
+    pub(super) fn new(
+        base: usize,
+        compiled: Vec<(Rule, globset::Glob)>,
+        warnings: &mut Vec<IgnoreWarning>,
+    ) -> Group {
+        let (mut rules, mut globs): (Vec<Rule>, Vec<globset::Glob>) = compiled.into_iter().unzip();
+        loop {
+            let mut bad = Vec::new();
+            let sets = build_sets(&globs, 0, &mut bad);
+            if bad.is_empty() {
+                return Group { base, rules, sets };
+            }
+            // Descending, so each index is still valid when it is removed.
+            for (i, e) in bad.into_iter().rev() {
+                let r = rules.remove(i);
+                globs.remove(i);
+                warnings.push(IgnoreWarning {
+                    source: match &r.source {
+                        RuleSource::File(p) => p.clone(),
+                        other => PathBuf::from(other.to_string()),
+                    },
+                    line: r.line,
+                    reason: format!(
+                        "`{}` cannot be compiled ({e}); the other rules still apply",
+                        r.text
+                    ),
+                });
+            }
         }
     }
 
     /// The last rule of this group matching `cand`, by its number.
     pub(super) fn last_match(&self, cand: &Candidate<'_>, is_dir: bool) -> Option<usize> {
-        last_match(&self.set, &self.rules, cand, is_dir).map(|i| self.base + i)
+        self.sets
+            .iter()
+            .flat_map(|(first, set)| {
+                set.matches_candidate(cand)
+                    .into_iter()
+                    .map(move |i| first + i)
+            })
+            .filter(|&i| is_dir || !self.rules[i].dir_only)
+            .max()
+            .map(|i| self.base + i)
     }
 
     pub(super) fn get(&self, i: usize) -> Option<&Rule> {
         i.checked_sub(self.base).and_then(|k| self.rules.get(k))
+    }
+}
+
+/// Compiles `globs` (the first being number `first`) into as few sets as
+/// compile: the whole, or else each half, down to single globs; a single
+/// glob that does not compile goes to `bad` with its error.
+fn build_sets(
+    globs: &[globset::Glob],
+    first: usize,
+    bad: &mut Vec<(usize, globset::Error)>,
+) -> Vec<(usize, GlobSet)> {
+    if globs.is_empty() {
+        return Vec::new();
+    }
+    let mut b = GlobSetBuilder::new();
+    for g in globs {
+        b.add(g.clone());
+    }
+    match b.build() {
+        Ok(set) => vec![(first, set)],
+        Err(e) if globs.len() == 1 => {
+            bad.push((first, e));
+            Vec::new()
+        }
+        Err(_) => {
+            let mid = globs.len() / 2;
+            let mut sets = build_sets(&globs[..mid], first, bad);
+            sets.extend(build_sets(&globs[mid..], first + mid, bad));
+            sets
+        }
     }
 }
 
@@ -59,11 +131,19 @@ impl Chain {
 }
 
 impl IgnoreRules {
-    /// The rule numbered `i`, among the root's and the chain's.
+    /// The rule numbered `i`, among the markers', the root's and the chain's.
     fn rule<'a>(&'a self, i: usize, chain: &'a Chain) -> Option<&'a Rule> {
+        if let Some((_, r)) = self.markers.get(i) {
+            return Some(r);
+        }
         self.top
             .get(i)
             .or_else(|| chain.groups().find_map(|g| g.get(i)))
+    }
+
+    /// True when `d` is a default by evidence (a marker rule).
+    pub(super) fn is_marker_rule(&self, d: Decision) -> bool {
+        matches!(d, Decision::Rule(i) if i < self.markers.len())
     }
 
     /// True when rule `i` excludes (is not a `!` rule).
@@ -71,27 +151,35 @@ impl IgnoreRules {
         self.rule(i, chain).is_some_and(|r| !r.negated)
     }
 
-    /// Decides `rel` given its parent's decision and the nested rule files
-    /// in force in its directory (the walk's entry point).
+    /// Decides `rel` given its parent's decision, the nested rule files in
+    /// force in its directory and, for a directory, the markers verified in
+    /// it (the walk's entry point; [`Markers::NONE`] when not looked at).
     pub(crate) fn decide(
         &self,
         rel: &str,
         is_dir: bool,
         parent: Decision,
         chain: &Chain,
+        markers: Markers,
     ) -> Decision {
         if let Decision::Always(_) = parent {
             return parent;
         }
         let cand = Candidate::new(rel);
-        if let Some(i) = last_match(&self.always_set, &self.always, &cand, is_dir) {
+        if let Some(i) = self.always.last_match(&cand, is_dir) {
             return Decision::Always(i);
         }
         let nested = chain
             .groups()
             .filter_map(|g| g.last_match(&cand, is_dir))
             .max();
-        let Some(i) = self.top.last_match(&cand, is_dir).max(nested) else {
+        // Marker rules number lowest, so any rule matching the path itself
+        // overrides them (`!target/` re-includes a tagged `target/`).
+        let marked = match is_dir && !markers.is_empty() {
+            true => self.markers.iter().rposition(|(m, _)| markers.has(*m)),
+            false => None,
+        };
+        let Some(i) = self.top.last_match(&cand, is_dir).max(nested).max(marked) else {
             return parent;
         };
         match parent {
@@ -142,7 +230,28 @@ impl IgnoreRules {
             })
     }
 
-    pub(crate) fn describe(&self, d: Decision, chain: &Chain) -> Option<IgnoreMatch> {
+    /// The match to report for decision `d`; `evidence_at` is the directory
+    /// whose markers decided, when a marker rule did.
+    pub(crate) fn describe(
+        &self,
+        d: Decision,
+        chain: &Chain,
+        evidence_at: Option<&str>,
+    ) -> Option<IgnoreMatch> {
+        if let (Decision::Rule(i), Some(dir)) = (d, evidence_at) {
+            if let Some((marker, _)) = self.markers.get(i) {
+                let e = Evidence {
+                    marker: *marker,
+                    dir: dir.to_owned(),
+                };
+                return Some(IgnoreMatch {
+                    rule: e.to_string(),
+                    source: RuleSource::Evidence(e),
+                    line: 0,
+                    excluded: true,
+                });
+            }
+        }
         let (rule, excluded) = match d {
             Decision::Unmatched => return None,
             Decision::Always(i) => (self.always.get(i)?, true),
@@ -158,26 +267,4 @@ impl IgnoreRules {
             excluded,
         })
     }
-}
-
-pub(super) fn build_set(globs: Vec<globset::Glob>) -> GlobSet {
-    let mut b = GlobSetBuilder::new();
-    for g in globs {
-        b.add(g);
-    }
-    // Every glob already compiled on its own, so the set compiles too; an
-    // empty set is the fallback that can never hide a rule silently.
-    b.build().unwrap_or_else(|_| GlobSet::empty())
-}
-
-pub(super) fn last_match(
-    set: &GlobSet,
-    rules: &[Rule],
-    cand: &Candidate<'_>,
-    is_dir: bool,
-) -> Option<usize> {
-    set.matches_candidate(cand)
-        .into_iter()
-        .filter(|&i| is_dir || !rules[i].dir_only)
-        .max()
 }

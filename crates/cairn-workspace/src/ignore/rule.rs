@@ -4,7 +4,7 @@ use std::path::Path;
 
 use globset::GlobBuilder;
 
-use super::{IgnoreWarning, RuleSource};
+use super::{IgnoreWarning, Marker, RuleSource};
 
 #[derive(Clone, Debug)]
 pub(super) struct Rule {
@@ -20,8 +20,25 @@ pub(super) struct Rule {
     pub(super) depth: Option<usize>,
 }
 
+impl Rule {
+    /// The default rule that excludes a directory holding marker `m`. It
+    /// has no glob: the walk and the check test the directory's markers.
+    pub(super) fn marker(m: Marker) -> Rule {
+        Rule {
+            source: RuleSource::Default,
+            line: 0,
+            text: m.file_name().to_owned(),
+            negated: false,
+            dir_only: true,
+            prefix: Vec::new(),
+            depth: None,
+        }
+    }
+}
+
 /// Compiles the lines of a rule file found in directory `base` (relative to
-/// the root, `""` for the root); unusable lines become warnings.
+/// the root, `""` for the root); unusable lines become warnings. A UTF-8
+/// byte-order mark before the first line is dropped (as git does).
 pub(super) fn compile_file(
     src: &Path,
     text: &[u8],
@@ -29,6 +46,7 @@ pub(super) fn compile_file(
     warnings: &mut Vec<IgnoreWarning>,
 ) -> Vec<(Rule, globset::Glob)> {
     let mut out = Vec::new();
+    let text = text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text);
     for (i, raw) in text.split(|b| *b == b'\n').enumerate() {
         let line = i + 1;
         let Ok(s) = std::str::from_utf8(raw) else {
