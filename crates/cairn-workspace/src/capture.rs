@@ -365,7 +365,7 @@ fn hash_one(
                 entry: Entry {
                     hash: put.hash,
                     size: put.size,
-                    mode: after.mode & 0o777,
+                    mode: cairn_store::safe::permission_bits(after.mode),
                 },
                 stat: after,
             });

@@ -58,6 +58,19 @@ pub struct RestoreReport {
     pub dirs_removed: Vec<String>,
     /// Paths that differ from the target but were not touched, with why.
     pub left_alone: Vec<LeftAlone>,
+    /// Changes the restore set out to make and could not (a mode that
+    /// could not be set): the workspace still differs from the target
+    /// there. Empty when the restore is complete; otherwise the caller
+    /// must report each one as an error (the bank undoes the rest).
+    pub failed: Vec<LeftAlone>,
+}
+
+impl RestoreReport {
+    /// True when every planned change was made ([`RestoreReport::failed`]
+    /// is empty).
+    pub fn is_complete(&self) -> bool {
+        self.failed.is_empty()
+    }
 }
 
 /// What to restore.
@@ -134,6 +147,7 @@ pub(crate) fn restore(
         modes: done.modes,
         dirs_removed: done.dirs_removed,
         left_alone: done.left_alone,
+        failed: done.failed,
     })
 }
 

@@ -91,7 +91,7 @@ impl CacheEntry {
         crate::manifest::Entry {
             hash: self.hash,
             size: self.size,
-            mode: self.mode & 0o777,
+            mode: cairn_store::safe::permission_bits(self.mode),
         }
     }
 

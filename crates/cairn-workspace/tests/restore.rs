@@ -426,3 +426,37 @@ fn temporary_files_of_any_cairn_writer_are_never_captured_or_deleted() {
     assert_eq!(f.read(&deep).as_deref(), Some("half another"));
     assert_eq!(f.read("sub/real.txt"), None);
 }
+
+#[test]
+fn recorded_modes_apply_as_permission_bits_only() {
+    let f = Fixture::new();
+    f.write("tool.sh", "echo tool");
+    f.write("lib.sh", "echo lib");
+    let first = f.capture("snap:1");
+    // A manifest altered by hand: setuid, setgid, sticky and world-writable
+    // on a mode-only change (tool.sh) and on a file to write (new.sh).
+    let mut m = f.ws.manifest(&first.snapshot).unwrap();
+    let lib = m.entries["lib.sh"];
+    m.entries.get_mut("tool.sh").unwrap().mode = 0o7777;
+    m.entries.insert(
+        "new.sh".into(),
+        Entry {
+            mode: 0o6755,
+            ..lib
+        },
+    );
+    m.id = SnapshotId::parse("TAMPERED").unwrap();
+    m.files = 3;
+    fs::write(
+        f.store.snapshots_dir(&f.run).join("TAMPERED.json"),
+        serde_json::to_vec(&m).unwrap(),
+    )
+    .unwrap();
+    let r = f.ws.restore_snapshot(&m.id, &NoProgress).unwrap();
+    assert_eq!(r.modes, vec!["tool.sh"]);
+    assert_eq!(r.written, vec!["new.sh"]);
+    assert!(r.failed.is_empty(), "{:?}", r.failed);
+    let mode = |p: &str| fs::metadata(f.root.join(p)).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode("tool.sh"), 0o777);
+    assert_eq!(mode("new.sh"), 0o755);
+}
