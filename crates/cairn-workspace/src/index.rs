@@ -104,16 +104,40 @@ impl Index {
         serde_json::to_vec(self).map_err(WorkspaceError::Encode)
     }
 
+    /// True when the index names a head whose manifest is not in this run
+    /// (deleted, or the index names another run's snapshot): nothing may be
+    /// deduped onto it or labelled on it, and the stat cache, which
+    /// describes it, is not trusted.
+    ///
+    /// # Errors
+    /// The head's manifest is there but damaged or names another snapshot
+    /// (an integrity error: cairn does not capture over it); IO errors.
+    pub(crate) fn head_missing(&self, snapshots: &Path) -> Result<bool, WorkspaceError> {
+        let Some(id) = &self.head else {
+            return Ok(false);
+        };
+        let path = snapshots.join(format!("{id}.json"));
+        Ok(Manifest::summary_if_present(&path, id)?.is_none())
+    }
+
     /// Takes the stat cache that goes with this index: the v1 or rebuilt one
     /// held inline; else the cache file if its checksum is the one the index
     /// names; else (missing, stale, torn, corrupt, newer) the head's entries
     /// with no stat, so that nothing is trusted but "same tree as the head"
-    /// still holds. The inline cache is taken out of the index.
+    /// still holds. The inline cache is taken out of the index. With
+    /// `head_missing` ([`Index::head_missing`]) the cache is empty: it
+    /// described a snapshot that is not there.
     pub(crate) fn take_cache(
         &mut self,
         cache_path: &Path,
         snapshots: &Path,
+        head_missing: bool,
     ) -> Result<StatCache, WorkspaceError> {
+        if head_missing {
+            self.files = None;
+            self.started_ns = None;
+            return Ok(StatCache::default());
+        }
         if let Some(files) = self.files.take() {
             return Ok(StatCache {
                 started_ns: self.started_ns.take(),

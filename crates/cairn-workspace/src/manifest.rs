@@ -258,6 +258,7 @@ impl<T> ManifestOut<'_, T> {
 /// The listing fields of a manifest, read without its entries.
 #[derive(Clone, Debug, Deserialize)]
 pub(crate) struct Summary {
+    pub(crate) version: u32,
     pub(crate) id: SnapshotId,
     pub(crate) parent: Option<SnapshotId>,
     pub(crate) label: Label,
@@ -318,6 +319,40 @@ impl Manifest {
         id: &SnapshotId,
     ) -> Result<Manifest, WorkspaceError> {
         Self::load(&store.snapshots_dir(run).join(format!("{id}.json")), id)
+    }
+
+    /// Reads the listing fields of the manifest at `path` and checks it is
+    /// snapshot `expect` (its id, a version this build reads); `None` when
+    /// there is no such file (the snapshot is not in this run). Cheaper than
+    /// [`Manifest::load`]: the entries are parsed over, not kept.
+    ///
+    /// # Errors
+    /// [`WorkspaceError::ManifestDamaged`] when the file is there but does
+    /// not parse or names another snapshot; IO errors.
+    pub(crate) fn summary_if_present(
+        path: &Path,
+        expect: &SnapshotId,
+    ) -> Result<Option<Summary>, WorkspaceError> {
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(WorkspaceError::io("reading manifest", path, e)),
+        };
+        let damaged = |reason: String| WorkspaceError::ManifestDamaged {
+            path: path.to_owned(),
+            reason,
+        };
+        let s: Summary = serde_json::from_slice(&bytes).map_err(|e| damaged(e.to_string()))?;
+        if s.version > MANIFEST_VERSION {
+            return Err(damaged(format!(
+                "format version {} is newer than this cairn's {MANIFEST_VERSION}; upgrade cairn",
+                s.version
+            )));
+        }
+        if s.id != *expect {
+            return Err(damaged(format!("it names itself {}", s.id)));
+        }
+        Ok(Some(s))
     }
 
     /// Reads the listing fields of the manifest at `path`.

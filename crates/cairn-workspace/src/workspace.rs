@@ -86,6 +86,9 @@ struct Loaded {
     on_disk: Option<Vec<u8>>,
     /// The stat cache, once read (only captures need it).
     cache: Option<StatCache>,
+    /// The index names a head whose manifest is not in this run
+    /// ([`Index::head_missing`]).
+    head_missing: bool,
 }
 
 impl Session<'_> {
@@ -123,7 +126,7 @@ impl Session<'_> {
             unreachable!("loaded() leaves the slot ready or fails")
         };
         if l.cache.is_none() {
-            l.cache = Some(l.index.take_cache(&cache_path, &snaps)?);
+            l.cache = Some(l.index.take_cache(&cache_path, &snaps, l.head_missing)?);
         }
         let Loaded { index, cache, .. } = &mut **l;
         let cache = cache.as_mut().expect("read above");
@@ -133,6 +136,29 @@ impl Session<'_> {
     /// The index.
     pub(crate) fn index(&mut self) -> Result<&mut Index, WorkspaceError> {
         Ok(&mut self.loaded()?.index)
+    }
+
+    /// True when the index names a head whose manifest is not in this run:
+    /// a capture then starts afresh, a label on the head is refused.
+    pub(crate) fn head_missing(&mut self) -> Result<bool, WorkspaceError> {
+        Ok(self.loaded()?.head_missing)
+    }
+
+    /// The head, checked: `None` before the first capture.
+    ///
+    /// # Errors
+    /// [`WorkspaceError::HeadMissing`] when its manifest is not in this run.
+    pub(crate) fn verified_head(&mut self) -> Result<Option<SnapshotId>, WorkspaceError> {
+        let path = self.ws.index_path();
+        let l = self.loaded()?;
+        match (&l.index.head, l.head_missing) {
+            (Some(id), true) => Err(WorkspaceError::HeadMissing {
+                snapshot: id.to_string(),
+                index: path,
+            }),
+            (head, false) => Ok(head.clone()),
+            (None, true) => Ok(None),
+        }
     }
 
     /// Writes the index if it differs from the file (a v1 or rebuilt index
@@ -265,14 +291,16 @@ impl Workspace {
         let cache_path = self.statcache_path();
         let index = IndexSlot::Loading(std::thread::spawn(move || {
             let (mut index, on_disk) = Index::load(&path, &snaps)?;
+            let head_missing = index.head_missing(&snaps)?;
             let cache = match with_cache {
-                true => Some(index.take_cache(&cache_path, &snaps)?),
+                true => Some(index.take_cache(&cache_path, &snaps, head_missing)?),
                 false => None,
             };
             Ok(Loaded {
                 index,
                 on_disk,
                 cache,
+                head_missing,
             })
         }));
         Ok(Session {
@@ -374,10 +402,13 @@ impl Workspace {
     /// nothing between two nodes of a running loop).
     ///
     /// # Errors
-    /// [`WorkspaceError::NoSnapshots`] when nothing was captured yet.
+    /// [`WorkspaceError::NoSnapshots`] when nothing was captured yet;
+    /// [`WorkspaceError::HeadMissing`] (an integrity error) when the head's
+    /// manifest is not in this run: a label is never put on a snapshot that
+    /// cannot be read back.
     pub fn label_head(&self, label: &Label) -> Result<SnapshotId, WorkspaceError> {
         let mut s = self.session(false)?;
-        let head = s.index()?.head.clone().ok_or(WorkspaceError::NoSnapshots)?;
+        let head = s.verified_head()?.ok_or(WorkspaceError::NoSnapshots)?;
         s.index()?.set_label(label, &head);
         s.save()?;
         Ok(head)
@@ -386,7 +417,8 @@ impl Workspace {
     /// Marks the start of iteration `at` inside a running loop (the agent
     /// loop's `pre:turn:N`): nothing touches the workspace between two nodes,
     /// so `pre:` is a label on the head; only a run's very first boundary is a
-    /// capture.
+    /// capture (and one whose head's manifest is not in this run: it is
+    /// captured afresh, see [`Workspace::capture`]).
     ///
     /// # Errors
     /// As [`Workspace::capture`].
@@ -397,7 +429,13 @@ impl Workspace {
     ) -> Result<NodeEntry, WorkspaceError> {
         let mut s = self.session(false)?;
         let pre = Label::Pre(at.clone());
-        if let Some(head) = s.index()?.head.clone() {
+        // A head whose manifest is not in this run is not labelled: the
+        // boundary is captured afresh instead.
+        let head = match s.head_missing()? {
+            true => None,
+            false => s.index()?.head.clone(),
+        };
+        if let Some(head) = head {
             s.index()?.set_label(&pre, &head);
             s.save()?;
             return Ok(NodeEntry {
