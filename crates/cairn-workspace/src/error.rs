@@ -76,7 +76,7 @@ pub enum WorkspaceError {
         reason: String,
     },
     /// The index does not parse.
-    #[error("workspace index {path} is damaged: {reason}. Move it aside and capture again: it is rebuilt from the snapshot manifests (labels other than each snapshot's own are lost; the journal still lists them)")]
+    #[error("workspace index {path} is damaged: {reason}. Rebuild it from the journal with `cairn reindex` (every label comes back; nothing else changes)")]
     IndexDamaged {
         /// The index.
         path: PathBuf,

@@ -89,6 +89,7 @@ mod index;
 mod label;
 mod manifest;
 mod prune_source;
+mod rebuild;
 mod restore;
 mod safe_fs;
 mod statcache;
@@ -109,6 +110,7 @@ pub use manifest::{
     Entry, Manifest, SkipReason, Skipped, SnapshotId, SnapshotIdError, MANIFEST_VERSION,
 };
 pub use prune_source::SnapshotManifests;
+pub use rebuild::{NotRebuilt, RebuildReport};
 pub use restore::{LeftAlone, RestoreReport, RestoreScope};
 pub use workspace::{NodeEnd, NodeEntry, Workspace};
 

@@ -272,20 +272,8 @@ impl Workspace {
     /// Takes both locks and starts reading the index (and the stat cache,
     /// `with_cache`, for a session that will capture).
     fn session(&self, with_cache: bool) -> Result<Session<'_>, WorkspaceError> {
-        create_dir_private(&self.snapshots_dir())?;
         let pool = ObjectPool::open(&self.store)?;
-        let lock_path = self.store.workspace_dir(&self.run).join("lock");
-        let ws_lock = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(FILE_MODE)
-            .open(&lock_path)
-            .map_err(|e| WorkspaceError::io("opening", &lock_path, e))?;
-        ws_lock
-            .lock()
-            .map_err(|e| WorkspaceError::io("locking", &lock_path, e))?;
+        let ws_lock = self.lock()?;
         let store_lock = StoreLock::shared(pool.store())?;
         let (path, snaps) = (self.index_path(), self.snapshots_dir());
         let cache_path = self.statcache_path();
@@ -309,6 +297,25 @@ impl Workspace {
             store_lock,
             _ws_lock: ws_lock,
         })
+    }
+
+    /// Takes the run's workspace lock (one writer per run; waits), creating
+    /// `<run>/workspace/snapshots/` if needed.
+    pub(crate) fn lock(&self) -> Result<File, WorkspaceError> {
+        create_dir_private(&self.snapshots_dir())?;
+        let lock_path = self.store.workspace_dir(&self.run).join("lock");
+        let ws_lock = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(FILE_MODE)
+            .open(&lock_path)
+            .map_err(|e| WorkspaceError::io("opening", &lock_path, e))?;
+        ws_lock
+            .lock()
+            .map_err(|e| WorkspaceError::io("locking", &lock_path, e))?;
+        Ok(ws_lock)
     }
 
     fn read_index(&self) -> Result<Index, WorkspaceError> {
