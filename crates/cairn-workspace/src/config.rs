@@ -20,7 +20,9 @@ pub struct CaptureConfig {
     pub racy_slack: Duration,
     /// Compare ctime as well as mtime in the stat cache. Default: true.
     pub trust_ctime: bool,
-    /// Apply cairn's default excludes (node_modules, .venv, target …).
+    /// Apply cairn's default excludes: by name (`node_modules`, `__pycache__`
+    /// …) and by evidence (a directory holding a `CACHEDIR.TAG`, such as
+    /// cargo's `target/`, or a `pyvenv.cfg`).
     /// Default: true.
     pub default_excludes: bool,
     /// Files larger than this are stored as content-defined chunks, so a

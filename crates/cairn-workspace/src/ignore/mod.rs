@@ -178,7 +178,8 @@ pub struct IgnoreRules {
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct IgnoreOptions {
-    /// Apply [`DEFAULT_EXCLUDES`]. Default: true.
+    /// Apply [`DEFAULT_EXCLUDES`] (by name) and [`DEFAULT_MARKERS`] (by
+    /// evidence). Default: true.
     pub default_excludes: bool,
     /// More always-excluded directories, relative to the root (the store,
     /// when it lies inside the workspace). Default: none.
