@@ -22,11 +22,14 @@
 
 use std::collections::HashSet;
 
+use std::path::Path;
+
+use cairn_store::{RunId, Store};
 use serde::Serialize;
 
 use crate::index::{Index, INDEX_VERSION};
 use crate::manifest::{Manifest, SnapshotId, Summary};
-use crate::workspace::Workspace;
+use crate::workspace::{lock_run, Workspace};
 use crate::{Label, WorkspaceError};
 
 /// What [`Workspace::rebuild_index`] rebuilt.
@@ -61,18 +64,48 @@ impl Workspace {
     /// open node. The stat cache is dropped (the next capture reads every
     /// file once). Takes the run's workspace lock. A record whose snapshot
     /// is not a readable manifest of this run, and a damaged manifest, are
-    /// reported in [`RebuildReport::not_rebuilt`]; the rest is rebuilt.
+    /// reported in [`RebuildReport::not_rebuilt`]; the rest is rebuilt. A
+    /// run that never captured is left as it is (nothing is created).
     ///
     /// # Errors
-    /// The snapshot directory cannot be listed, the head's manifest cannot
-    /// be read whole, or the index cannot be written.
+    /// The snapshot directory cannot be listed, or the index cannot be
+    /// written.
     pub fn rebuild_index(
         &self,
         boundaries: &[(SnapshotId, Label)],
     ) -> Result<RebuildReport, WorkspaceError> {
-        let _lock = self.lock()?;
+        Self::rebuild_index_of(self.store(), self.run(), boundaries)
+    }
+
+    /// [`Workspace::rebuild_index`] for run `run` of `store`, without
+    /// opening a workspace (whose directory may be gone): what `cairn
+    /// reindex` calls for every run.
+    ///
+    /// # Errors
+    /// As [`Workspace::rebuild_index`].
+    pub fn rebuild_index_of(
+        store: &Store,
+        run: &RunId,
+        boundaries: &[(SnapshotId, Label)],
+    ) -> Result<RebuildReport, WorkspaceError> {
+        let snapshots = store.snapshots_dir(run);
         let mut not_rebuilt = Vec::new();
-        let readable = self.readable_manifests(&mut not_rebuilt)?;
+        if !store.workspace_dir(run).exists() {
+            // A run that never captured: nothing to rebuild, nothing created.
+            not_rebuilt.extend(boundaries.iter().map(|(id, label)| NotRebuilt {
+                snapshot: id.clone(),
+                label: Some(label.clone()),
+                reason: "this session has no workspace snapshots at all".into(),
+            }));
+            return Ok(RebuildReport {
+                head: None,
+                snapshots: 0,
+                labels: 0,
+                not_rebuilt,
+            });
+        }
+        let _lock = lock_run(store, run)?;
+        let readable = readable_manifests(&snapshots, &mut not_rebuilt)?;
         let known: HashSet<&SnapshotId> = readable.iter().map(|s| &s.id).collect();
 
         let mut index = Index {
@@ -106,7 +139,7 @@ impl Workspace {
 
         // 2. The head: the newest snapshot that reads whole.
         for s in readable.iter().rev() {
-            match Manifest::load(&self.manifest_path(&s.id), &s.id) {
+            match Manifest::load(&snapshots.join(format!("{}.json", s.id)), &s.id) {
                 Ok(m) => {
                     index.head = Some(m.id);
                     index.head_skipped = m.skipped;
@@ -121,7 +154,7 @@ impl Workspace {
         }
 
         // 3, 4. No stat cache named; written durably.
-        cairn_store::durable::write_atomic(&self.index_path(), &index.encode()?)?;
+        cairn_store::durable::write_atomic(&store.workspace_index_path(run), &index.encode()?)?;
         Ok(RebuildReport {
             head: index.head,
             snapshots: readable.len(),
@@ -129,40 +162,38 @@ impl Workspace {
             not_rebuilt,
         })
     }
+}
 
-    /// Every readable manifest's summary, oldest first; a damaged one goes
-    /// to `not_rebuilt` instead of failing the rebuild.
-    fn readable_manifests(
-        &self,
-        not_rebuilt: &mut Vec<NotRebuilt>,
-    ) -> Result<Vec<Summary>, WorkspaceError> {
-        let dir = self.snapshots_dir();
-        let entries =
-            std::fs::read_dir(&dir).map_err(|e| WorkspaceError::io("listing", &dir, e))?;
-        let mut out = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|e| WorkspaceError::io("listing", &dir, e))?;
-            let name = entry.file_name();
-            // Anything else (a temporary of an interrupted write) is not a
-            // manifest.
-            let Some(id) = name
-                .to_str()
-                .and_then(|n| n.strip_suffix(".json"))
-                .and_then(|stem| SnapshotId::parse(stem).ok())
-            else {
-                continue;
-            };
-            match Manifest::summary_if_present(&entry.path(), &id) {
-                Ok(Some(s)) => out.push(s),
-                Ok(None) => {} // removed meanwhile
-                Err(e) => not_rebuilt.push(NotRebuilt {
-                    snapshot: id,
-                    label: None,
-                    reason: e.to_string(),
-                }),
-            }
+/// Every readable manifest's summary in `dir`, oldest first; a damaged one
+/// goes to `not_rebuilt` instead of failing the rebuild.
+fn readable_manifests(
+    dir: &Path,
+    not_rebuilt: &mut Vec<NotRebuilt>,
+) -> Result<Vec<Summary>, WorkspaceError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| WorkspaceError::io("listing", dir, e))?;
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| WorkspaceError::io("listing", dir, e))?;
+        let name = entry.file_name();
+        // Anything else (a temporary of an interrupted write) is not a
+        // manifest.
+        let Some(id) = name
+            .to_str()
+            .and_then(|n| n.strip_suffix(".json"))
+            .and_then(|stem| SnapshotId::parse(stem).ok())
+        else {
+            continue;
+        };
+        match Manifest::summary_if_present(&entry.path(), &id) {
+            Ok(Some(s)) => out.push(s),
+            Ok(None) => {} // removed meanwhile
+            Err(e) => not_rebuilt.push(NotRebuilt {
+                snapshot: id,
+                label: None,
+                reason: e.to_string(),
+            }),
         }
-        out.sort_by(|a, b| (&a.created, &a.id).cmp(&(&b.created, &b.id)));
-        Ok(out)
     }
+    out.sort_by(|a, b| (&a.created, &a.id).cmp(&(&b.created, &b.id)));
+    Ok(out)
 }

@@ -245,6 +245,10 @@ impl Workspace {
         &self.config
     }
 
+    pub(crate) fn store(&self) -> &Store {
+        &self.store
+    }
+
     pub(crate) fn pool(&self) -> &ObjectPool {
         &self.pool
     }
@@ -299,23 +303,9 @@ impl Workspace {
         })
     }
 
-    /// Takes the run's workspace lock (one writer per run; waits), creating
-    /// `<run>/workspace/snapshots/` if needed.
+    /// Takes the run's workspace lock ([`lock_run`]).
     pub(crate) fn lock(&self) -> Result<File, WorkspaceError> {
-        create_dir_private(&self.snapshots_dir())?;
-        let lock_path = self.store.workspace_dir(&self.run).join("lock");
-        let ws_lock = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(FILE_MODE)
-            .open(&lock_path)
-            .map_err(|e| WorkspaceError::io("opening", &lock_path, e))?;
-        ws_lock
-            .lock()
-            .map_err(|e| WorkspaceError::io("locking", &lock_path, e))?;
-        Ok(ws_lock)
+        lock_run(&self.store, &self.run)
     }
 
     fn read_index(&self) -> Result<Index, WorkspaceError> {
@@ -627,4 +617,23 @@ impl Workspace {
         let mut s = self.session(true)?;
         restore(&mut s, Target::Snapshot(id), RestoreScope::Full, progress)
     }
+}
+
+/// Takes the workspace lock of run `run` (one writer per run; waits),
+/// creating `<run>/workspace/snapshots/` if needed.
+pub(crate) fn lock_run(store: &Store, run: &RunId) -> Result<File, WorkspaceError> {
+    create_dir_private(&store.snapshots_dir(run))?;
+    let lock_path = store.workspace_dir(run).join("lock");
+    let ws_lock = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(FILE_MODE)
+        .open(&lock_path)
+        .map_err(|e| WorkspaceError::io("opening", &lock_path, e))?;
+    ws_lock
+        .lock()
+        .map_err(|e| WorkspaceError::io("locking", &lock_path, e))?;
+    Ok(ws_lock)
 }

@@ -90,7 +90,8 @@ fn a_deleted_index_loses_the_pre_labels_until_it_is_rebuilt() {
     // Rebuilt from the manifests alone, only each snapshot's own label
     // survives: `pre:exec:2` was a label on `post:exec:1`.
     assert!(f.ws.resolve(&label("pre:exec:2")).unwrap().is_none());
-    let r = f.ws.rebuild_index(&j.0).unwrap();
+    // As `cairn reindex` calls it, without opening the workspace.
+    let r = Workspace::rebuild_index_of(&f.store, &f.run, &j.0).unwrap();
     assert!(r.not_rebuilt.is_empty(), "{:?}", r.not_rebuilt);
     let post1 = f.ws.resolve(&label("post:exec:1")).unwrap();
     assert_eq!(f.ws.resolve(&label("pre:exec:2")).unwrap(), post1);
@@ -139,4 +140,15 @@ fn an_open_node_stays_open_and_what_cannot_be_rebuilt_is_reported() {
         .unwrap();
     assert_eq!(rw.closed.unwrap().label, Label::Fail(three));
     assert_eq!(f.read("notes.md").as_deref(), Some("by node 2\n"));
+}
+
+#[test]
+fn a_run_that_never_captured_is_left_as_it_is() {
+    let f = Fixture::new();
+    let other = cairn_store::RunId::new();
+    let stray = (SnapshotId::parse("NOPE").unwrap(), label("snap:1"));
+    let r = Workspace::rebuild_index_of(&f.store, &other, &[stray]).unwrap();
+    assert_eq!((r.head, r.snapshots, r.labels), (None, 0, 0));
+    assert_eq!(r.not_rebuilt.len(), 1);
+    assert!(!f.store.workspace_dir(&other).exists());
 }
