@@ -16,6 +16,12 @@
 //! temporary file is written, so each is durable before it gets its name,
 //! and one after the renames, so the names are. The invariant is the same:
 //! an object is never visible under its name before its bytes are durable.
+//!
+//! The directory descriptor the barrier goes through is opened when the
+//! batch begins (before it writes anything) and held until commit: `syncfs`
+//! reports the writeback errors recorded since that descriptor was opened,
+//! so one opened just before the barrier could miss an error that the
+//! batch's own writes met earlier and that something else observed first.
 
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashSet};
@@ -23,7 +29,7 @@ use std::fs::{File, Permissions};
 use std::io::Write;
 use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use cairn_store::durable::{
     create_dir_deferred, create_dir_private, fsync_dir, sync_filesystem, FILE_MODE,
@@ -77,6 +83,10 @@ struct State {
     dirs: BTreeSet<PathBuf>,
     /// Fan-out directories known to exist.
     ready: HashSet<PathBuf>,
+    /// The pool directory, opened when the batch began (or, for a pool
+    /// whose directory did not exist yet, when it was created, before this
+    /// batch wrote anything): the file-system barrier goes through it.
+    barrier: Option<File>,
 }
 
 /// A group of puts that become durable together. Safe to share between
@@ -92,10 +102,14 @@ pub struct ObjectBatch<'p> {
 
 impl<'p> ObjectBatch<'p> {
     pub(crate) fn new(pool: &'p ObjectPool, lock: &'p StoreLock) -> Self {
+        let state = State {
+            barrier: File::open(pool.dir()).ok(),
+            ..State::default()
+        };
         ObjectBatch {
             pool,
             _lock: lock,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(state),
         }
     }
 
@@ -239,7 +253,12 @@ impl<'p> ObjectBatch<'p> {
             } else {
                 create_dir_private(&fan)?; // a pool opened without `open`
             }
-            self.state().ready.insert(fan.clone());
+            let mut st = self.state();
+            st.ready.insert(fan.clone());
+            if st.barrier.is_none() {
+                // Before this batch writes its first object.
+                st.barrier = File::open(self.pool.dir()).ok();
+            }
         }
         Ok(Some(fan))
     }
@@ -317,10 +336,14 @@ impl<'p> ObjectBatch<'p> {
             .collect();
         // One barrier for every temporary file, when the batch is large and
         // the kernel reports errors from it; otherwise an fsync per file.
-        let barrier = total >= BARRIER_MIN && sync_filesystem(self.pool.dir())?;
+        let held = state.barrier.as_ref().filter(|_| total >= BARRIER_MIN);
+        let barrier = match held {
+            Some(dir) => filesystem_barrier(dir, self.pool.dir())?,
+            None => false,
+        };
         let mut stored_bytes = publish(blobs, !barrier, progress)?;
-        if barrier {
-            sync_filesystem(self.pool.dir())?;
+        if let (true, Some(dir)) = (barrier, held) {
+            filesystem_barrier(dir, self.pool.dir())?;
         } else {
             sync_dirs(state.dirs.into_iter().collect())?;
         }
@@ -334,6 +357,49 @@ impl<'p> ObjectBatch<'p> {
             stored_bytes,
         })
     }
+}
+
+/// One file-system barrier through `held`, the descriptor opened when the
+/// batch began; false (nothing done) where `syncfs` does not report
+/// writeback errors, so the caller fsyncs each file instead.
+///
+/// Whether it does is the store's rule (`cairn_store::durable::
+/// sync_filesystem`), learnt once per process from its first barrier, which
+/// is then followed by the one through `held`: that second call flushes
+/// next to nothing and reports any error since the batch began.
+fn filesystem_barrier(held: &File, dir: &Path) -> Result<bool, ObjectError> {
+    static REPORTS_ERRORS: OnceLock<bool> = OnceLock::new();
+    let supported = match REPORTS_ERRORS.get() {
+        Some(known) => *known,
+        None => {
+            let known = sync_filesystem(dir)?;
+            *REPORTS_ERRORS.get_or_init(|| known)
+        }
+    };
+    if !supported {
+        return Ok(false);
+    }
+    syncfs(held).map_err(|e| ObjectError::io("syncing the file system of", dir, e))?;
+    Ok(true)
+}
+
+/// `syncfs(2)` through an open descriptor.
+#[cfg(target_os = "linux")]
+fn syncfs(dir: &File) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: syncfs takes a descriptor we own for the duration of the call.
+    if unsafe { libc::syncfs(dir.as_raw_fd()) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Elsewhere the store never reports `syncfs` as usable, so this is not
+/// reached.
+#[cfg(not(target_os = "linux"))]
+fn syncfs(_: &File) -> std::io::Result<()> {
+    Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
 }
 
 /// Renames staged objects into place on up to [`IO_THREADS`] threads,
@@ -503,4 +569,49 @@ fn hash_stream(
         off += n as u64;
     }
     Ok(hasher.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::MetadataExt;
+
+    use cairn_store::Store;
+
+    use crate::{NoProgress, ObjectPool, StoreLock};
+
+    #[test]
+    fn the_barrier_descriptor_is_held_from_the_start_of_the_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let pool = ObjectPool::open(&store).unwrap();
+        let lock = StoreLock::shared(&store).unwrap();
+        let batch = pool.batch(&lock);
+        // Opened before anything is put: the pool directory itself.
+        let held = batch
+            .state()
+            .barrier
+            .as_ref()
+            .map(|f| f.metadata().unwrap().ino());
+        assert_eq!(held, Some(std::fs::metadata(pool.dir()).unwrap().ino()));
+        for i in 0..(super::BARRIER_MIN + 1) {
+            batch.put_bytes(format!("object {i}").as_bytes()).unwrap();
+        }
+        let r = batch.commit(&NoProgress).unwrap();
+        assert_eq!(r.objects as usize, super::BARRIER_MIN + 1);
+
+        // A pool whose directory does not exist yet: opened when the batch
+        // creates it, before its first object is written.
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let pool = ObjectPool::at(&store);
+        let lock = StoreLock::shared(&store).unwrap();
+        let batch = pool.batch(&lock);
+        if !pool.dir().exists() {
+            assert!(batch.state().barrier.is_none());
+        }
+        let put = batch.put_bytes(b"first").unwrap();
+        assert!(batch.state().barrier.is_some());
+        batch.commit(&NoProgress).unwrap();
+        assert_eq!(pool.get(&put.hash).unwrap(), b"first");
+    }
 }

@@ -1,13 +1,20 @@
 //! Carrying out a restore plan: stage every file first, then change the tree.
 //!
 //! Stage: each file to write is decompressed (and verified against its hash)
-//! into a `.cairn-tmp-*` file in its final directory, given its mode and
-//! fsynced. If anything fails here the temporaries and any directory created
-//! for them are removed: the workspace is as it was.
+//! into a temporary file in its final directory (named by the one scheme,
+//! `cairn_store::safe::temp_name`), given its mode and fsynced. If anything
+//! fails here the temporaries and any directory created for them are
+//! removed: the workspace is as it was.
 //! Apply: deletions, then renames of the staged files over their targets,
 //! then mode changes, then removal of directories left empty, then an fsync
 //! of every directory touched. A failure here is reported as
-//! [`WorkspaceError::RestoreIncomplete`], naming the bank that undoes it.
+//! [`WorkspaceError::RestoreIncomplete`], naming the bank that undoes it; a
+//! mode that cannot be set is reported in `RestoreReport::failed`.
+//!
+//! Every mode applied is the recorded mode's permission bits only
+//! (`cairn_store::safe::permission_bits`): setuid, setgid and sticky bits in
+//! a manifest are never applied, whoever wrote it. Modes are set through a
+//! descriptor opened without following a symlink (`fchmod`).
 
 use std::collections::{BTreeSet, HashSet};
 use std::io::{BufWriter, Write as _};
@@ -16,6 +23,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::sync::Mutex;
 
 use cairn_objects::{Phase, Progress};
+use cairn_store::safe::permission_bits;
 use rayon::prelude::*;
 
 use crate::manifest::{Entry, SnapshotId};
@@ -60,6 +68,7 @@ pub(crate) struct Done {
     pub(crate) modes: Vec<String>,
     pub(crate) dirs_removed: Vec<String>,
     pub(crate) left_alone: Vec<LeftAlone>,
+    pub(crate) failed: Vec<LeftAlone>,
 }
 
 /// A staged file. Its directory is re-opened (safely) when it is renamed,
@@ -180,11 +189,18 @@ pub(crate) fn apply(
     for (p, mode) in &plan.modes {
         let (dir, name) = safe_fs::open_parent(&root, p, false, &mut Vec::new())
             .map_err(|r| incomplete(reach_err(target, p, r)))?;
-        match safe_fs::chmod_at(&dir, &name, *mode) {
-            Ok(()) => done.modes.push(p.clone()),
-            Err(e) => done.left_alone.push(LeftAlone {
+        match set_mode(&dir, &name, *mode) {
+            Ok(true) => done.modes.push(p.clone()),
+            Ok(false) => done.left_alone.push(LeftAlone {
                 path: p.clone(),
-                reason: format!("its mode could not be set: {e}"),
+                reason: "it is no longer a regular file, so cairn has no copy of it".into(),
+            }),
+            Err(e) => done.failed.push(LeftAlone {
+                path: p.clone(),
+                reason: format!(
+                    "its mode could not be set to {:o} ({e}); the bank {bank} holds the state before this restore",
+                    permission_bits(*mode)
+                ),
             }),
         }
         progress.advance(Phase::Apply, 1, 0);
@@ -221,7 +237,47 @@ pub(crate) fn apply(
     done.written.sort();
     done.dirs_removed.sort();
     done.left_alone.sort_by(|a, b| a.path.cmp(&b.path));
+    done.failed.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(done)
+}
+
+/// Sets the permission bits (only those: [`permission_bits`]) of the
+/// regular file `name` in `dir`. Returns false when `name` is not a regular
+/// file (nothing changed).
+///
+/// The file is opened without following a symlink and changed through that
+/// descriptor (`fchmod`), so the check and the change are about the same
+/// file, and no `fchmodat(AT_SYMLINK_NOFOLLOW)` is needed (which older C
+/// libraries refuse with `ENOTSUP`). Only a file that cannot be opened for
+/// reading (no read permission) falls back to that call.
+///
+/// # Errors
+/// The mode could not be set: the caller reports it, never drops it.
+fn set_mode(dir: &OwnedFd, name: &str, mode: u32) -> std::io::Result<bool> {
+    let mode = permission_bits(mode);
+    #[cfg(test)]
+    if tests::FAIL_MODES.with(std::cell::Cell::get) {
+        return Err(std::io::Error::from_raw_os_error(libc::ENOTSUP));
+    }
+    let file = match safe_fs::open_file_at(dir, name) {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
+            return match safe_fs::lstat_at(dir, name) {
+                Ok(st) if safe_fs::is_regular(&st) => {
+                    safe_fs::chmod_at(dir, name, mode).map(|()| true)
+                }
+                Ok(_) => Ok(false),
+                Err(e) => Err(e),
+            };
+        }
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    if !file.metadata()?.is_file() {
+        return Ok(false);
+    }
+    file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+    Ok(true)
 }
 
 fn parent_of(p: &str) -> &str {
@@ -244,10 +300,9 @@ fn stage(
         .unwrap_or_else(|p| p.into_inner())
         .extend(made);
     let (dir, _) = res.map_err(|r| reach_err(target, &w.path, r))?;
-    let temp = format!(
-        ".cairn-tmp-{}",
-        ulid::Ulid::new().to_string().to_lowercase()
-    );
+    // The one temp-name scheme: captures never take it, restores never
+    // delete it.
+    let temp = cairn_store::safe::temp_name();
     let file = safe_fs::create_at(&dir, &temp)
         .map_err(|e| WorkspaceError::io("creating a temporary file for", &w.path, e))?;
     let result = (|| -> Result<(), WorkspaceError> {
@@ -256,8 +311,10 @@ fn stage(
         out.flush()
             .map_err(|e| WorkspaceError::io("writing", &w.path, e))?;
         drop(out);
-        file.set_permissions(std::fs::Permissions::from_mode(w.entry.mode & 0o777))
-            .map_err(|e| WorkspaceError::io("setting the mode of", &w.path, e))?;
+        file.set_permissions(std::fs::Permissions::from_mode(permission_bits(
+            w.entry.mode,
+        )))
+        .map_err(|e| WorkspaceError::io("setting the mode of", &w.path, e))?;
         file.sync_all()
             .map_err(|e| WorkspaceError::io("syncing", &w.path, e))
     })();
@@ -270,4 +327,54 @@ fn stage(
         path: w.path.clone(),
         temp,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::os::unix::fs::PermissionsExt;
+
+    use cairn_store::{RunId, Store};
+
+    use crate::{CaptureConfig, Label, NoProgress, Workspace};
+
+    thread_local! {
+        /// Makes every mode change on this thread fail, as `fchmodat` with
+        /// `AT_SYMLINK_NOFOLLOW` does on an older C library (root can set
+        /// any mode, so a test cannot make one fail otherwise).
+        pub(super) static FAIL_MODES: Cell<bool> = const { Cell::new(false) };
+    }
+
+    #[test]
+    fn a_mode_change_that_fails_is_reported_as_failed_not_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("ws");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::write(root.join("tool.sh"), "echo").unwrap();
+        let store = Store::open(dir.path().join("store")).unwrap();
+        let ws = Workspace::open(&store, &RunId::new(), &root, CaptureConfig::default()).unwrap();
+        let first = ws.capture(&Label::Snap(1), &NoProgress).unwrap();
+        let set = |m| std::fs::set_permissions(root.join("tool.sh"), PermissionsExt::from_mode(m));
+        set(0o700).unwrap();
+
+        FAIL_MODES.with(|f| f.set(true));
+        let r = ws.restore_snapshot(&first.snapshot, &NoProgress).unwrap();
+        FAIL_MODES.with(|f| f.set(false));
+        assert!(!r.is_complete());
+        assert!(r.modes.is_empty() && r.left_alone.is_empty(), "{r:?}");
+        assert_eq!(r.failed.len(), 1);
+        assert_eq!(r.failed[0].path, "tool.sh");
+        assert!(r.failed[0].reason.contains("644"), "{}", r.failed[0].reason);
+        assert!(r.failed[0].reason.contains(r.bank.snapshot.as_str()));
+
+        // Without the fault, the same change is made through the descriptor.
+        let r = ws.restore_snapshot(&first.snapshot, &NoProgress).unwrap();
+        assert!(r.is_complete());
+        assert_eq!(r.modes, vec!["tool.sh"]);
+        let mode = std::fs::metadata(root.join("tool.sh"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o7777, 0o644);
+    }
 }

@@ -10,10 +10,10 @@ use cairn_objects::{
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::index::{CacheEntry, Stat, StatCache, Trust};
 use crate::manifest::{
     Entry, ManifestOut, SkipReason, Skipped, SnapshotId, SortedEntries, MANIFEST_VERSION,
 };
+use crate::statcache::{CacheEntry, Stat, StatCache, Trust};
 use crate::walk::{walk, Found, Limits};
 use crate::workspace::{Session, Workspace};
 use crate::{Label, WorkspaceError};
@@ -72,6 +72,28 @@ pub(crate) fn capture(
     // The index may still be loading on another thread while we walk.
     let walked = walk(ws.root(), &rules, limits, progress)?;
     let cache_path = ws.statcache_path();
+    // A head whose manifest is not in this run (deleted, or an index naming
+    // another run's snapshot) is never deduped onto: the capture starts
+    // afresh, trusting no stat, and its parent is the newest snapshot this
+    // run can read back (as an index rebuilt from the manifests would have
+    // it).
+    let mut warnings: Vec<String> = rules.warnings().iter().map(|w| w.to_string()).collect();
+    let fresh_parent = match s.head_missing()? {
+        false => None,
+        true => {
+            let missing = s.index()?.head.clone();
+            let newest = crate::history::summaries(&ws.snapshots_dir())?
+                .pop()
+                .map(|m| m.id);
+            if let Some(m) = &missing {
+                warnings.push(format!(
+                    "the workspace index named {m} as the head, but this session has no such snapshot; captured afresh{}",
+                    newest.as_ref().map_or(String::new(), |n| format!(" on top of {n}, the newest snapshot it has"))
+                ));
+            }
+            Some(newest)
+        }
+    };
     let (index, cache, lock) = s.parts()?;
     let trust = Trust {
         started_ns: cache.started_ns,
@@ -130,6 +152,7 @@ pub(crate) fn capture(
     let files = entries.len() as u64;
     let bytes = entries.iter().map(|(_, c)| c.size).sum();
     let same_as_head = index.head.is_some()
+        && fresh_parent.is_none()
         && skipped == index.head_skipped
         && (new_cache.is_none() || same_tree(entries, &cache.files));
 
@@ -140,7 +163,10 @@ pub(crate) fn capture(
         (Some(head), true) => Err(head.clone()),
         _ => Ok(SnapshotId::new()),
     };
-    let head = index.head.as_ref();
+    let head = match &fresh_parent {
+        Some(parent) => parent.as_ref(),
+        None => index.head.as_ref(),
+    };
     let write_manifest = || -> Result<(), WorkspaceError> {
         let Ok(id) = &new_id else {
             return Ok(());
@@ -195,7 +221,7 @@ pub(crate) fn capture(
         stored_objects: read.committed.objects,
         stored_bytes: read.committed.stored_bytes,
         skipped,
-        warnings: rules.warnings().iter().map(|w| w.to_string()).collect(),
+        warnings,
     })
 }
 
@@ -365,7 +391,7 @@ fn hash_one(
                 entry: Entry {
                     hash: put.hash,
                     size: put.size,
-                    mode: after.mode & 0o777,
+                    mode: cairn_store::safe::permission_bits(after.mode),
                 },
                 stat: after,
             });

@@ -36,5 +36,5 @@ pub(crate) fn store_now(path: &Path) -> Result<i64, WorkspaceError> {
     let m = file
         .metadata()
         .map_err(|e| WorkspaceError::io("reading the clock file", path, e))?;
-    Ok(m.mtime() * 1_000_000_000 + m.mtime_nsec())
+    Ok(cairn_store::safe::mtime_ns(m.mtime(), m.mtime_nsec()))
 }

@@ -1,5 +1,6 @@
 //! Capture settings. The library reads no environment: the binary turns
-//! `CAIRN_WORKSPACE_MAX_FILE_MB` and friends into a [`CaptureConfig`].
+//! `CAIRN_WORKSPACE_MAX_FILE_MB` and `CAIRN_WORKSPACE_MAX_FILES` into a
+//! [`CaptureConfig`].
 
 use std::time::Duration;
 
@@ -19,7 +20,9 @@ pub struct CaptureConfig {
     pub racy_slack: Duration,
     /// Compare ctime as well as mtime in the stat cache. Default: true.
     pub trust_ctime: bool,
-    /// Apply cairn's default excludes (node_modules, .venv, target …).
+    /// Apply cairn's default excludes: by name (`node_modules`, `__pycache__`
+    /// …) and by evidence (a directory holding a `CACHEDIR.TAG`, such as
+    /// cargo's `target/`, or a `pyvenv.cfg`).
     /// Default: true.
     pub default_excludes: bool,
     /// Files larger than this are stored as content-defined chunks, so a
@@ -32,7 +35,7 @@ pub struct CaptureConfig {
 impl CaptureConfig {
     /// The default per-file limit in MiB (`CAIRN_WORKSPACE_MAX_FILE_MB`).
     pub const DEFAULT_MAX_FILE_MB: u64 = 32;
-    /// The default file-count limit.
+    /// The default file-count limit (`CAIRN_WORKSPACE_MAX_FILES`).
     pub const DEFAULT_MAX_FILES: usize = 50_000;
 
     /// Sets the per-file limit in MiB.
@@ -47,7 +50,10 @@ impl CaptureConfig {
         self
     }
 
-    /// Sets the file-count limit.
+    /// Sets the file-count limit: more files than this to capture refuses
+    /// the capture with [`crate::WorkspaceError::TooManyFiles`]. Default:
+    /// [`CaptureConfig::DEFAULT_MAX_FILES`]; the binary reads it from
+    /// `CAIRN_WORKSPACE_MAX_FILES`.
     pub fn max_files(mut self, n: usize) -> Self {
         self.max_files = n;
         self

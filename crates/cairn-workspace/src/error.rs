@@ -43,7 +43,7 @@ pub enum WorkspaceError {
         source: std::io::Error,
     },
     /// More files to capture than the limit; nothing was captured.
-    #[error("the workspace {root} has more than {limit} files to capture, so cairn refused rather than grind through it: exclude generated trees in .cairnignore (`cairn check-ignore -v PATH` shows what decides a path) or raise the limit")]
+    #[error("the workspace {root} has more than {limit} files to capture, so cairn refused rather than grind through it: exclude generated trees in .cairnignore (`cairn check-ignore -v PATH` shows what decides a path) or raise the limit with CAIRN_WORKSPACE_MAX_FILES (now {limit})")]
     TooManyFiles {
         /// The workspace root.
         root: PathBuf,
@@ -76,12 +76,22 @@ pub enum WorkspaceError {
         reason: String,
     },
     /// The index does not parse.
-    #[error("workspace index {path} is damaged: {reason}. Move it aside and capture again: it is rebuilt from the snapshot manifests (labels other than each snapshot's own are lost; the journal still lists them)")]
+    #[error("workspace index {path} is damaged: {reason}. Rebuild it from the journal with `cairn reindex` (every label comes back; nothing else changes)")]
     IndexDamaged {
         /// The index.
         path: PathBuf,
         /// What is wrong.
         reason: String,
+    },
+    /// The index names a head snapshot whose manifest is not in this run
+    /// (deleted, or the index names another run's snapshot): nothing is
+    /// labelled on it.
+    #[error("the workspace index {index} names {snapshot} as the newest snapshot, but this session has no such snapshot (its manifest is missing, or the index belongs to another session): capture again (`cairn snapshot`) to start afresh, or rebuild the index from the journal with `cairn reindex`")]
+    HeadMissing {
+        /// The head the index names.
+        snapshot: String,
+        /// The index.
+        index: PathBuf,
     },
     /// A snapshot's parent chain is broken.
     #[error("snapshot {snapshot} is not on the chain from the head (a parent manifest is missing or the index points elsewhere): restore it by id with `--restore-snapshot` instead")]
@@ -142,11 +152,13 @@ impl WorkspaceError {
     }
 
     /// True when stored state does not verify: a damaged manifest, index or
-    /// object, a broken chain, or an unsafe path (exit code 3).
+    /// object, a head with no manifest, a broken chain, or an unsafe path
+    /// (exit code 3).
     pub fn is_integrity(&self) -> bool {
         match self {
             WorkspaceError::ManifestDamaged { .. }
             | WorkspaceError::IndexDamaged { .. }
+            | WorkspaceError::HeadMissing { .. }
             | WorkspaceError::BrokenChain { .. }
             | WorkspaceError::UnsafePath { .. } => true,
             WorkspaceError::Objects(e) => e.is_integrity(),

@@ -24,13 +24,21 @@
 //!   reassembles and verifies it.
 //! - Coverage gaps are never silent: symlinks, files over the size limit,
 //!   special and unreadable files are listed in every [`CaptureReport`] and
-//!   manifest. A tree over the file limit is refused before anything is read.
+//!   manifest; rule files and lines that are not used are its warnings. A
+//!   tree over the file limit is refused before anything is read.
+//! - No capture, `pre:` mark or label returns or records a snapshot whose
+//!   manifest cannot be read back from this run: a head whose manifest is
+//!   missing (or an index naming another run's snapshot) is captured afresh
+//!   or refused ([`WorkspaceError::HeadMissing`]), and
+//!   [`Workspace::rebuild_index`] rebuilds a damaged index from the
+//!   journal's boundary records.
 //! - Windows are judged from each snapshot's own label, written once at
 //!   capture, never from the (re-pointable) label map.
 //! - A restore checks every path and every object before it changes
 //!   anything; writes through temporary files and renames; never follows a
 //!   symlink, never writes outside the root or into `.git` or the store;
-//!   never deletes a path it did not capture (skipped or excluded).
+//!   never deletes a path it did not capture (skipped or excluded); applies
+//!   only permission bits (`0o777`) of a recorded mode.
 //!
 //! # Not guaranteed
 //! - Authorship is decidable only at window boundaries: an edit the operator
@@ -39,10 +47,14 @@
 //!   it empties and creates the ones it needs.
 //! - Symlinks, files outside the workspace and effects outside the machine
 //!   are out of scope.
-//! - Only the rule file at the workspace root is read.
+//! - A cache or environment without its marker (a `target/` without
+//!   `CACHEDIR.TAG`, a virtual environment without `pyvenv.cfg`) is captured
+//!   like source: the defaults exclude by name only the names no project
+//!   uses for source.
 //!
 //! No async, no networking, no environment: the binary turns
-//! `CAIRN_WORKSPACE_MAX_FILE_MB` into a [`CaptureConfig`]. Progress goes to
+//! `CAIRN_WORKSPACE_MAX_FILE_MB` and `CAIRN_WORKSPACE_MAX_FILES` into a
+//! [`CaptureConfig`]. Progress goes to
 //! a [`Progress`] you pass in; nothing is drawn.
 //!
 //! # Example
@@ -88,8 +100,10 @@ mod index;
 mod label;
 mod manifest;
 mod prune_source;
+mod rebuild;
 mod restore;
 mod safe_fs;
+mod statcache;
 mod walk;
 mod workspace;
 
@@ -99,14 +113,15 @@ pub use config::CaptureConfig;
 pub use error::WorkspaceError;
 pub use history::{Interval, SnapshotInfo};
 pub use ignore::{
-    IgnoreMatch, IgnoreOptions, IgnoreRules, IgnoreWarning, RuleSource, DEFAULT_EXCLUDES,
-    IGNORE_FILES,
+    Evidence, IgnoreMatch, IgnoreOptions, IgnoreRules, IgnoreWarning, Marker, RuleSource,
+    CACHEDIR_TAG_SIGNATURE, DEFAULT_EXCLUDES, DEFAULT_MARKERS, IGNORE_FILES,
 };
 pub use label::{Label, LabelError, LabelKind, NodeIter, NodeName, NodeRef};
 pub use manifest::{
     Entry, Manifest, SkipReason, Skipped, SnapshotId, SnapshotIdError, MANIFEST_VERSION,
 };
 pub use prune_source::SnapshotManifests;
+pub use rebuild::{NotRebuilt, RebuildReport};
 pub use restore::{LeftAlone, RestoreReport, RestoreScope};
 pub use workspace::{NodeEnd, NodeEntry, Workspace};
 

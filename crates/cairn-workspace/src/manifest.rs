@@ -6,6 +6,7 @@ use std::path::Path;
 use std::str::FromStr;
 
 use cairn_objects::ObjectHash;
+use cairn_store::safe::RelPath;
 use serde::{Deserialize, Serialize};
 
 use crate::{Label, WorkspaceError};
@@ -257,36 +258,13 @@ impl<T> ManifestOut<'_, T> {
 /// The listing fields of a manifest, read without its entries.
 #[derive(Clone, Debug, Deserialize)]
 pub(crate) struct Summary {
+    pub(crate) version: u32,
     pub(crate) id: SnapshotId,
     pub(crate) parent: Option<SnapshotId>,
     pub(crate) label: Label,
     pub(crate) created: String,
     pub(crate) files: u64,
     pub(crate) bytes: u64,
-}
-
-/// Checks that a manifest path names a place strictly inside the workspace
-/// by a plain relative path: no absolute path, no empty, `.` or `..`
-/// component, no NUL, nothing inside `.git`.
-pub(crate) fn check_path(p: &str) -> Result<(), &'static str> {
-    if p.is_empty() {
-        return Err("the path is empty");
-    }
-    if p.starts_with('/') {
-        return Err("the path is absolute");
-    }
-    if p.contains('\0') {
-        return Err("the path contains a NUL byte");
-    }
-    for c in p.split('/') {
-        match c {
-            "" => return Err("the path has an empty component"),
-            "." | ".." => return Err("the path has a `.` or `..` component"),
-            ".git" => return Err("the path is inside `.git`, which cairn never writes"),
-            _ => {}
-        }
-    }
-    Ok(())
 }
 
 impl Manifest {
@@ -312,11 +290,14 @@ impl Manifest {
         if m.id != *expect {
             return Err(damaged(format!("it names itself {}", m.id)));
         }
+        // The one path rule (`cairn_store::safe::RelPath`): relative, plain
+        // components, no `..` (also between backslashes), no NUL, nothing in
+        // `.git` in any letter case.
         for p in m.entries.keys() {
-            check_path(p).map_err(|reason| WorkspaceError::UnsafePath {
+            RelPath::parse(p).map_err(|rule| WorkspaceError::UnsafePath {
                 snapshot: m.id.to_string(),
                 path: p.clone(),
-                reason: reason.to_owned(),
+                reason: rule.to_string(),
             })?;
         }
         Ok(m)
@@ -340,6 +321,40 @@ impl Manifest {
         Self::load(&store.snapshots_dir(run).join(format!("{id}.json")), id)
     }
 
+    /// Reads the listing fields of the manifest at `path` and checks it is
+    /// snapshot `expect` (its id, a version this build reads); `None` when
+    /// there is no such file (the snapshot is not in this run). Cheaper than
+    /// [`Manifest::load`]: the entries are parsed over, not kept.
+    ///
+    /// # Errors
+    /// [`WorkspaceError::ManifestDamaged`] when the file is there but does
+    /// not parse or names another snapshot; IO errors.
+    pub(crate) fn summary_if_present(
+        path: &Path,
+        expect: &SnapshotId,
+    ) -> Result<Option<Summary>, WorkspaceError> {
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(WorkspaceError::io("reading manifest", path, e)),
+        };
+        let damaged = |reason: String| WorkspaceError::ManifestDamaged {
+            path: path.to_owned(),
+            reason,
+        };
+        let s: Summary = serde_json::from_slice(&bytes).map_err(|e| damaged(e.to_string()))?;
+        if s.version > MANIFEST_VERSION {
+            return Err(damaged(format!(
+                "format version {} is newer than this cairn's {MANIFEST_VERSION}; upgrade cairn",
+                s.version
+            )));
+        }
+        if s.id != *expect {
+            return Err(damaged(format!("it names itself {}", s.id)));
+        }
+        Ok(Some(s))
+    }
+
     /// Reads the listing fields of the manifest at `path`.
     pub(crate) fn load_summary(path: &Path) -> Result<Summary, WorkspaceError> {
         let bytes =
@@ -350,10 +365,39 @@ impl Manifest {
         })
     }
 
+    /// The paths added, changed (content or mode) or removed between `self`
+    /// and `other`, sorted: the one manifest diff (rewinds scope by it; the
+    /// agent loop and `cairn exec` report it). Coverage gaps are not
+    /// compared.
+    pub fn changed_paths(&self, other: &Manifest) -> Vec<String> {
+        let mut out = std::collections::BTreeSet::new();
+        diff_entries(&self.entries, &other.entries, &mut out);
+        out.into_iter().collect()
+    }
+
     /// True when both hold the same files with the same content and modes,
     /// and the same coverage gaps.
     pub fn same_tree(&self, other: &Manifest) -> bool {
         self.entries == other.entries && self.skipped == other.skipped
+    }
+}
+
+/// Adds to `out` every path whose entry differs between `a` and `b`
+/// (present in one only, or with another hash, size or mode).
+pub(crate) fn diff_entries(
+    a: &BTreeMap<String, Entry>,
+    b: &BTreeMap<String, Entry>,
+    out: &mut std::collections::BTreeSet<String>,
+) {
+    for (p, e) in a {
+        if b.get(p) != Some(e) {
+            out.insert(p.clone());
+        }
+    }
+    for p in b.keys() {
+        if !a.contains_key(p) {
+            out.insert(p.clone());
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! Restore (DESIGN §5.4): bank, decide what to change, check everything, then
 //! change it.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashSet};
 
 use cairn_objects::Progress;
 use serde::Serialize;
@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::apply::{apply, Plan, Write};
 use crate::capture::{capture, CaptureReport};
 use crate::history::{chain, next_number, resolve_pre, summaries};
-use crate::manifest::{Entry, Manifest, SnapshotId};
+use crate::manifest::{diff_entries, Manifest, SnapshotId};
 use crate::workspace::Session;
 use crate::{Label, NodeRef, WorkspaceError};
 
@@ -58,6 +58,19 @@ pub struct RestoreReport {
     pub dirs_removed: Vec<String>,
     /// Paths that differ from the target but were not touched, with why.
     pub left_alone: Vec<LeftAlone>,
+    /// Changes the restore set out to make and could not (a mode that
+    /// could not be set): the workspace still differs from the target
+    /// there. Empty when the restore is complete; otherwise the caller
+    /// must report each one as an error (the bank undoes the rest).
+    pub failed: Vec<LeftAlone>,
+}
+
+impl RestoreReport {
+    /// True when every planned change was made ([`RestoreReport::failed`]
+    /// is empty).
+    pub fn is_complete(&self) -> bool {
+        self.failed.is_empty()
+    }
 }
 
 /// What to restore.
@@ -134,6 +147,7 @@ pub(crate) fn restore(
         modes: done.modes,
         dirs_removed: done.dirs_removed,
         left_alone: done.left_alone,
+        failed: done.failed,
     })
 }
 
@@ -168,23 +182,10 @@ fn run_paths(
             _ => Manifest::load(&ws.manifest_path(&a.id), &a.id)?,
         };
         let after = Manifest::load(&ws.manifest_path(&b.id), &b.id)?;
-        diff_into(&before.entries, &after.entries, &mut out);
+        diff_entries(&before.entries, &after.entries, &mut out);
         prev = Some(after);
     }
     Ok(out)
-}
-
-fn diff_into(a: &BTreeMap<String, Entry>, b: &BTreeMap<String, Entry>, out: &mut BTreeSet<String>) {
-    for (p, e) in a {
-        if b.get(p) != Some(e) {
-            out.insert(p.clone());
-        }
-    }
-    for p in b.keys() {
-        if !a.contains_key(p) {
-            out.insert(p.clone());
-        }
-    }
 }
 
 /// Decides each path, and refuses the whole restore if any path that needs

@@ -5,8 +5,8 @@
 use std::os::fd::OwnedFd;
 
 pub(crate) use cairn_store::nofollow::{
-    chmod_at, create_at, is_regular, lstat_at, open_dir, open_root, rename_at, rmdir_at, sync_dir,
-    unlink_at, Reach,
+    chmod_at, create_at, is_regular, lstat_at, open_dir, open_file_at, open_root, rename_at,
+    rmdir_at, sync_dir, unlink_at, Reach,
 };
 
 /// Opens the directory holding `rel` and returns it with the last component.

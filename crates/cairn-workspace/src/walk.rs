@@ -18,9 +18,9 @@ use std::sync::Mutex;
 use cairn_objects::{Phase, Progress};
 use rustix::fs::{FileType, Mode, OFlags};
 
-use crate::ignore::{Chain, Decision, IgnoreRules};
-use crate::index::Stat;
+use crate::ignore::{Chain, Decision, IgnoreRules, Markers};
 use crate::manifest::{SkipReason, Skipped};
+use crate::statcache::Stat;
 use crate::WorkspaceError;
 
 /// A regular file to capture.
@@ -94,6 +94,7 @@ pub(crate) fn walk(
             &shared,
             String::new(),
             Decision::Unmatched,
+            Decision::Unmatched,
             false,
             Chain::default(),
         )
@@ -129,23 +130,25 @@ enum Kind {
     Special,
 }
 
+/// Visits directory `dir`, decided `parent` (excluded: `dir_excluded`)
+/// under its own parent's decision `up`.
 fn visit<'s>(
     scope: &rayon::Scope<'s>,
     sh: &'s Shared<'s>,
     dir: String,
-    parent: Decision,
-    dir_excluded: bool,
+    up: Decision,
+    mut parent: Decision,
+    mut dir_excluded: bool,
     chain: Chain,
 ) {
     if sh.over.load(Ordering::Relaxed) {
         return;
     }
     let mut files = Vec::new();
+    // Gaps of the listing itself; dropped if the directory is excluded.
     let mut skipped = Vec::new();
     let gap = |skipped: &mut Vec<Skipped>, path: String, reason: SkipReason| {
-        if !dir_excluded {
-            skipped.push(Skipped { path, reason });
-        }
+        skipped.push(Skipped { path, reason });
     };
     let unreadable = |e: rustix::io::Errno| SkipReason::Unreadable {
         detail: std::io::Error::from(e).to_string(),
@@ -160,7 +163,9 @@ fn visit<'s>(
     let fd = match opened {
         Ok(fd) => fd,
         Err(e) => {
-            gap(&mut skipped, dir.clone(), unreadable(e));
+            if !dir_excluded {
+                gap(&mut skipped, dir.clone(), unreadable(e));
+            }
             flush(sh, files, skipped);
             return;
         }
@@ -172,6 +177,8 @@ fn visit<'s>(
     let mut names: Vec<(String, usize, FileType)> = Vec::new();
     let name_at = if dir.is_empty() { 0 } else { dir.len() + 1 };
     let mut has_rule_file = false;
+    // Marker files named in the listing (evidence that `dir` is a cache).
+    let mut markers = Markers::NONE;
     let listed = list(dfd, |raw, ft| {
         if raw == b"." || raw == b".." {
             return;
@@ -184,8 +191,12 @@ fn visit<'s>(
             );
             return;
         };
-        has_rule_file |=
-            name == sh.rules.file_name() && matches!(ft, FileType::RegularFile | FileType::Unknown);
+        // A rule file of any type but a directory is looked at (a symlink
+        // or a FIFO there is reported, never followed or read).
+        has_rule_file |= name == sh.rules.file_name() && ft != FileType::Directory;
+        if matches!(ft, FileType::RegularFile | FileType::Unknown) {
+            markers = markers.with(Markers::of_name(name));
+        }
         names.push((join(&dir, name), name_at, ft));
     });
     if let Err(e) = listed {
@@ -193,10 +204,29 @@ fn visit<'s>(
         gap(&mut skipped, dir.clone(), unreadable(e));
     }
     let seen = names.len() as u64;
+    // Evidence can only exclude a directory no rule decided on (every rule
+    // numbers after the marker rules), so it is looked for only in one
+    // that is captured so far, and never at the root.
+    if !dir.is_empty() && !dir_excluded && !markers.is_empty() {
+        let found = markers.verify(dfd);
+        if !found.is_empty() {
+            let d = sh.rules.decide(&dir, true, up, &chain, found);
+            if sh.rules.excludes(d, &chain) {
+                if !sh.rules.may_reinclude_below(&dir, d, &chain) {
+                    sh.progress.advance(Phase::Walk, seen, 0);
+                    return;
+                }
+                (parent, dir_excluded) = (d, true);
+            }
+        }
+    }
+    if dir_excluded {
+        skipped.clear();
+    }
     // The root's rule file is read with the rules; as in git, an excluded
     // directory's is not read.
     let chain = if has_rule_file && !dir.is_empty() && !dir_excluded {
-        read_rule_file(sh, dfd, &dir, &chain)
+        sh.rules.read_in(dfd, &dir, &chain)
     } else {
         chain
     };
@@ -214,18 +244,17 @@ fn visit<'s>(
             _ => Kind::Special,
         };
         if let Kind::Dir = kind {
-            let d = sh.rules.decide(&rel, true, parent, &chain);
+            // Its markers are looked at when it is listed.
+            let d = sh.rules.decide(&rel, true, parent, &chain, Markers::NONE);
             let excluded = sh.rules.excludes(d, &chain);
             if !excluded || sh.rules.may_reinclude_below(&rel, d, &chain) {
                 let chain = chain.clone();
-                scope.spawn(move |s| visit(s, sh, rel, d, excluded, chain));
+                scope.spawn(move |s| visit(s, sh, rel, parent, d, excluded, chain));
             }
             continue;
         }
-        if sh
-            .rules
-            .excludes(sh.rules.decide(&rel, false, parent, &chain), &chain)
-        {
+        let d = sh.rules.decide(&rel, false, parent, &chain, Markers::NONE);
+        if sh.rules.excludes(d, &chain) {
             continue;
         }
         let known = match kind {
@@ -276,18 +305,6 @@ fn visit<'s>(
     }
     sh.progress.advance(Phase::Walk, seen, 0);
     flush(sh, files, skipped);
-}
-
-/// The chain in force in `dir` once its rule file is read, opened in the
-/// directory itself without following a symlink.
-fn read_rule_file(sh: &Shared<'_>, dfd: BorrowedFd<'_>, dir: &str, up: &Chain) -> Chain {
-    let name = sh.rules.file_name();
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let opened = rustix::fs::openat(dfd, name, flags, Mode::empty())
-        .map(fs::File::from)
-        .map_err(std::io::Error::from);
-    let path = sh.root.join(dir).join(name);
-    sh.rules.read_opened(dir, &path, opened, up)
 }
 
 /// Stats `name` in the directory `dfd` without following a symlink: one

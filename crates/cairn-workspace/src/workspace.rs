@@ -11,9 +11,10 @@ use cairn_store::{RunId, Store};
 use crate::capture::{capture, CaptureReport};
 use crate::history::{self, Interval, SnapshotInfo};
 use crate::ignore::{IgnoreMatch, IgnoreOptions, IgnoreRules};
-use crate::index::{Index, StatCache, INDEX_VERSION, STATCACHE_FILE};
+use crate::index::{Index, INDEX_VERSION};
 use crate::manifest::{Manifest, SnapshotId};
 use crate::restore::{restore, RestoreReport, RestoreScope, Target};
+use crate::statcache::{StatCache, STATCACHE_FILE};
 use crate::{CaptureConfig, Label, NodeIter, NodeName, NodeRef, WorkspaceError};
 
 /// How a node's execution ended, for [`Workspace::leave_node`].
@@ -85,6 +86,9 @@ struct Loaded {
     on_disk: Option<Vec<u8>>,
     /// The stat cache, once read (only captures need it).
     cache: Option<StatCache>,
+    /// The index names a head whose manifest is not in this run
+    /// ([`Index::head_missing`]).
+    head_missing: bool,
 }
 
 impl Session<'_> {
@@ -122,7 +126,7 @@ impl Session<'_> {
             unreachable!("loaded() leaves the slot ready or fails")
         };
         if l.cache.is_none() {
-            l.cache = Some(l.index.take_cache(&cache_path, &snaps)?);
+            l.cache = Some(l.index.take_cache(&cache_path, &snaps, l.head_missing)?);
         }
         let Loaded { index, cache, .. } = &mut **l;
         let cache = cache.as_mut().expect("read above");
@@ -132,6 +136,29 @@ impl Session<'_> {
     /// The index.
     pub(crate) fn index(&mut self) -> Result<&mut Index, WorkspaceError> {
         Ok(&mut self.loaded()?.index)
+    }
+
+    /// True when the index names a head whose manifest is not in this run:
+    /// a capture then starts afresh, a label on the head is refused.
+    pub(crate) fn head_missing(&mut self) -> Result<bool, WorkspaceError> {
+        Ok(self.loaded()?.head_missing)
+    }
+
+    /// The head, checked: `None` before the first capture.
+    ///
+    /// # Errors
+    /// [`WorkspaceError::HeadMissing`] when its manifest is not in this run.
+    pub(crate) fn verified_head(&mut self) -> Result<Option<SnapshotId>, WorkspaceError> {
+        let path = self.ws.index_path();
+        let l = self.loaded()?;
+        match (&l.index.head, l.head_missing) {
+            (Some(id), true) => Err(WorkspaceError::HeadMissing {
+                snapshot: id.to_string(),
+                index: path,
+            }),
+            (head, false) => Ok(head.clone()),
+            (None, true) => Ok(None),
+        }
     }
 
     /// Writes the index if it differs from the file (a v1 or rebuilt index
@@ -218,6 +245,10 @@ impl Workspace {
         &self.config
     }
 
+    pub(crate) fn store(&self) -> &Store {
+        &self.store
+    }
+
     pub(crate) fn pool(&self) -> &ObjectPool {
         &self.pool
     }
@@ -245,33 +276,23 @@ impl Workspace {
     /// Takes both locks and starts reading the index (and the stat cache,
     /// `with_cache`, for a session that will capture).
     fn session(&self, with_cache: bool) -> Result<Session<'_>, WorkspaceError> {
-        create_dir_private(&self.snapshots_dir())?;
         let pool = ObjectPool::open(&self.store)?;
-        let lock_path = self.store.workspace_dir(&self.run).join("lock");
-        let ws_lock = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(FILE_MODE)
-            .open(&lock_path)
-            .map_err(|e| WorkspaceError::io("opening", &lock_path, e))?;
-        ws_lock
-            .lock()
-            .map_err(|e| WorkspaceError::io("locking", &lock_path, e))?;
+        let ws_lock = self.lock()?;
         let store_lock = StoreLock::shared(pool.store())?;
         let (path, snaps) = (self.index_path(), self.snapshots_dir());
         let cache_path = self.statcache_path();
         let index = IndexSlot::Loading(std::thread::spawn(move || {
             let (mut index, on_disk) = Index::load(&path, &snaps)?;
+            let head_missing = index.head_missing(&snaps)?;
             let cache = match with_cache {
-                true => Some(index.take_cache(&cache_path, &snaps)?),
+                true => Some(index.take_cache(&cache_path, &snaps, head_missing)?),
                 false => None,
             };
             Ok(Loaded {
                 index,
                 on_disk,
                 cache,
+                head_missing,
             })
         }));
         Ok(Session {
@@ -280,6 +301,11 @@ impl Workspace {
             store_lock,
             _ws_lock: ws_lock,
         })
+    }
+
+    /// Takes the run's workspace lock ([`lock_run`]).
+    pub(crate) fn lock(&self) -> Result<File, WorkspaceError> {
+        lock_run(&self.store, &self.run)
     }
 
     fn read_index(&self) -> Result<Index, WorkspaceError> {
@@ -373,10 +399,13 @@ impl Workspace {
     /// nothing between two nodes of a running loop).
     ///
     /// # Errors
-    /// [`WorkspaceError::NoSnapshots`] when nothing was captured yet.
+    /// [`WorkspaceError::NoSnapshots`] when nothing was captured yet;
+    /// [`WorkspaceError::HeadMissing`] (an integrity error) when the head's
+    /// manifest is not in this run: a label is never put on a snapshot that
+    /// cannot be read back.
     pub fn label_head(&self, label: &Label) -> Result<SnapshotId, WorkspaceError> {
         let mut s = self.session(false)?;
-        let head = s.index()?.head.clone().ok_or(WorkspaceError::NoSnapshots)?;
+        let head = s.verified_head()?.ok_or(WorkspaceError::NoSnapshots)?;
         s.index()?.set_label(label, &head);
         s.save()?;
         Ok(head)
@@ -385,7 +414,8 @@ impl Workspace {
     /// Marks the start of iteration `at` inside a running loop (the agent
     /// loop's `pre:turn:N`): nothing touches the workspace between two nodes,
     /// so `pre:` is a label on the head; only a run's very first boundary is a
-    /// capture.
+    /// capture (and one whose head's manifest is not in this run: it is
+    /// captured afresh, see [`Workspace::capture`]).
     ///
     /// # Errors
     /// As [`Workspace::capture`].
@@ -396,7 +426,13 @@ impl Workspace {
     ) -> Result<NodeEntry, WorkspaceError> {
         let mut s = self.session(false)?;
         let pre = Label::Pre(at.clone());
-        if let Some(head) = s.index()?.head.clone() {
+        // A head whose manifest is not in this run is not labelled: the
+        // boundary is captured afresh instead.
+        let head = match s.head_missing()? {
+            true => None,
+            false => s.index()?.head.clone(),
+        };
+        if let Some(head) = head {
             s.index()?.set_label(&pre, &head);
             s.save()?;
             return Ok(NodeEntry {
@@ -502,6 +538,20 @@ impl Workspace {
         Manifest::load(&self.manifest_path(id), id)
     }
 
+    /// The paths added, changed (content or mode) or removed from snapshot
+    /// `a` to snapshot `b` of this run, sorted ([`Manifest::changed_paths`]).
+    ///
+    /// # Errors
+    /// Either manifest cannot be read ([`WorkspaceError::NoSuchSnapshot`],
+    /// a damaged manifest, an unsafe path): never an empty list instead.
+    pub fn changed_paths(
+        &self,
+        a: &SnapshotId,
+        b: &SnapshotId,
+    ) -> Result<Vec<String>, WorkspaceError> {
+        Ok(self.manifest(a)?.changed_paths(&self.manifest(b)?))
+    }
+
     /// Every snapshot, newest first, with every label each carries.
     ///
     /// # Errors
@@ -567,4 +617,23 @@ impl Workspace {
         let mut s = self.session(true)?;
         restore(&mut s, Target::Snapshot(id), RestoreScope::Full, progress)
     }
+}
+
+/// Takes the workspace lock of run `run` (one writer per run; waits),
+/// creating `<run>/workspace/snapshots/` if needed.
+pub(crate) fn lock_run(store: &Store, run: &RunId) -> Result<File, WorkspaceError> {
+    create_dir_private(&store.snapshots_dir(run))?;
+    let lock_path = store.workspace_dir(run).join("lock");
+    let ws_lock = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(FILE_MODE)
+        .open(&lock_path)
+        .map_err(|e| WorkspaceError::io("opening", &lock_path, e))?;
+    ws_lock
+        .lock()
+        .map_err(|e| WorkspaceError::io("locking", &lock_path, e))?;
+    Ok(ws_lock)
 }

@@ -207,6 +207,9 @@ fn a_tree_over_the_file_limit_is_refused_before_anything_is_stored() {
     );
     assert!(e.is_refusal());
     assert!(e.to_string().contains(".cairnignore"), "{e}");
+    // The message says how to raise the limit, and the limit in force.
+    assert!(e.to_string().contains("CAIRN_WORKSPACE_MAX_FILES"), "{e}");
+    assert!(e.to_string().contains("10"), "{e}");
     assert_eq!(f.manifests(), before);
     assert!(f.ws.resolve(&label("snap:2")).unwrap().is_none());
     // Excluding some files brings it back under the limit.
@@ -242,4 +245,60 @@ fn a_missing_index_is_rebuilt_from_the_manifests() {
         matches!(e, WorkspaceError::IndexDamaged { .. }) && e.is_integrity(),
         "{e}"
     );
+}
+
+#[test]
+fn a_file_dated_after_2262_is_captured_without_overflow() {
+    // ctime cannot be set back, so only mtimes decide trust here.
+    let f = Fixture::with(CaptureConfig::default().trust_ctime(false));
+    f.write("future.txt", "from the future");
+    f.write("old.txt", "old");
+    // 2300-01-01: past the last nanosecond an i64 can count from 1970.
+    let year_2300 = FileTime::from_unix_time(10_413_792_000, 0);
+    filetime::set_file_times(f.root.join("future.txt"), year_2300, year_2300).unwrap();
+    let year_2020 = FileTime::from_unix_time(1_600_000_000, 0);
+    filetime::set_file_times(f.root.join("old.txt"), year_2020, year_2020).unwrap();
+    let first = f.capture("snap:1");
+    assert_eq!(first.files, 2);
+    assert!(first.skipped.is_empty(), "{:?}", first.skipped);
+    // A saturated time is never trusted (it is not before the capture's
+    // start), so the file is read again, and the tree still dedupes.
+    let second = f.capture("snap:2");
+    assert!(second.deduped);
+    assert_eq!(second.hashed, 1);
+    let m = f.ws.manifest(&second.snapshot).unwrap();
+    assert_eq!(m.entries["future.txt"].size, 15);
+}
+
+#[test]
+fn changed_paths_name_every_added_changed_and_removed_file_or_fail() {
+    let f = Fixture::new();
+    f.write("same.txt", "same");
+    f.write("edited.txt", "one");
+    f.write("removed.txt", "gone soon");
+    f.write("mode.sh", "echo");
+    let a = f.capture("snap:1").snapshot;
+    f.write("edited.txt", "two");
+    f.remove("removed.txt");
+    f.write("dir/added.txt", "new");
+    fs::set_permissions(f.root.join("mode.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+    let b = f.capture("snap:2").snapshot;
+    let want = vec!["dir/added.txt", "edited.txt", "mode.sh", "removed.txt"];
+    assert_eq!(f.ws.changed_paths(&a, &b).unwrap(), want);
+    assert_eq!(f.ws.changed_paths(&b, &a).unwrap(), want, "symmetric");
+    assert!(f.ws.changed_paths(&a, &a).unwrap().is_empty());
+    let (ma, mb) = (f.ws.manifest(&a).unwrap(), f.ws.manifest(&b).unwrap());
+    assert_eq!(ma.changed_paths(&mb), want);
+
+    // A snapshot that cannot be read is an error, never "nothing changed".
+    let missing = SnapshotId::parse("NOSUCHSNAPSHOT").unwrap();
+    let e = f.ws.changed_paths(&a, &missing).unwrap_err();
+    assert!(matches!(e, WorkspaceError::NoSuchSnapshot { .. }), "{e}");
+    fs::write(
+        f.store.snapshots_dir(&f.run).join(format!("{b}.json")),
+        b"{ torn",
+    )
+    .unwrap();
+    let e = f.ws.changed_paths(&a, &b).unwrap_err();
+    assert!(e.is_integrity(), "{e}");
 }

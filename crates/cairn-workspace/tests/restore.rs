@@ -253,6 +253,12 @@ fn crafted_manifests_are_refused_and_nothing_changes() {
         ("ABSOLUTE", &["/tmp/cairn-absolute.txt"]),
         ("EMPTY", &["a//b"]),
         ("GIT", &[".git/hooks/pre-commit"]),
+        // `.git` in any letter case (a case-insensitive file system's `.git`).
+        ("GITCASE", &["sub/.GIT/hooks/pre-commit"]),
+        // `..` between backslashes (a path separator elsewhere).
+        ("BACKSLASH", &["sub\\..\\..\\escaped.txt"]),
+        // cairn's own temporary names are never restored.
+        ("TEMPNAME", &[".cairn-tmp-1-2-abc"]),
         ("SYMLINKED", &["link/x"]),
         ("SYMLINKEDNEW", &["link/new.txt"]),
     ];
@@ -386,4 +392,71 @@ fn a_missing_chunk_refuses_the_restore_before_any_change() {
         "{err}"
     );
     assert_eq!(fs::read(f.root.join("disk.img")).unwrap(), b"changed");
+}
+
+#[test]
+fn temporary_files_of_any_cairn_writer_are_never_captured_or_deleted() {
+    let f = Fixture::new();
+    f.write("a.txt", "a");
+    let first = f.capture("snap:1");
+    // Crash leftovers of a tool or a restore, named by the one scheme.
+    let top = cairn_store::safe::temp_name();
+    let deep = format!("sub/{}", cairn_store::safe::temp_name());
+    f.write(&top, "half a file");
+    f.write(&deep, "half another");
+    f.write("sub/real.txt", "real");
+    let second = f.capture("snap:2");
+    let m = f.ws.manifest(&second.snapshot).unwrap();
+    assert_eq!(
+        m.entries.keys().collect::<Vec<_>>(),
+        vec!["a.txt", "sub/real.txt"]
+    );
+    let decided =
+        f.ws.check_ignore(std::path::Path::new(&top))
+            .unwrap()
+            .unwrap();
+    assert!(
+        decided.excluded && decided.source == RuleSource::Always,
+        "{decided:?}"
+    );
+    // A full restore of a snapshot without them deletes what the run made,
+    // never what it did not capture.
+    f.ws.restore_snapshot(&first.snapshot, &NoProgress).unwrap();
+    assert_eq!(f.read(&top).as_deref(), Some("half a file"));
+    assert_eq!(f.read(&deep).as_deref(), Some("half another"));
+    assert_eq!(f.read("sub/real.txt"), None);
+}
+
+#[test]
+fn recorded_modes_apply_as_permission_bits_only() {
+    let f = Fixture::new();
+    f.write("tool.sh", "echo tool");
+    f.write("lib.sh", "echo lib");
+    let first = f.capture("snap:1");
+    // A manifest altered by hand: setuid, setgid, sticky and world-writable
+    // on a mode-only change (tool.sh) and on a file to write (new.sh).
+    let mut m = f.ws.manifest(&first.snapshot).unwrap();
+    let lib = m.entries["lib.sh"];
+    m.entries.get_mut("tool.sh").unwrap().mode = 0o7777;
+    m.entries.insert(
+        "new.sh".into(),
+        Entry {
+            mode: 0o6755,
+            ..lib
+        },
+    );
+    m.id = SnapshotId::parse("TAMPERED").unwrap();
+    m.files = 3;
+    fs::write(
+        f.store.snapshots_dir(&f.run).join("TAMPERED.json"),
+        serde_json::to_vec(&m).unwrap(),
+    )
+    .unwrap();
+    let r = f.ws.restore_snapshot(&m.id, &NoProgress).unwrap();
+    assert_eq!(r.modes, vec!["tool.sh"]);
+    assert_eq!(r.written, vec!["new.sh"]);
+    assert!(r.failed.is_empty(), "{:?}", r.failed);
+    let mode = |p: &str| fs::metadata(f.root.join(p)).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode("tool.sh"), 0o777);
+    assert_eq!(mode("new.sh"), 0o755);
 }
