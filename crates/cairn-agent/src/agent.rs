@@ -28,10 +28,10 @@ use cairn_journal::{
 use cairn_model::{ModelRequest, ModelResponse, Provider};
 use cairn_tools::{Toolbox, Workspace};
 
-use cairn_journal::{Reconcile, Snapshot};
+use cairn_journal::{Reconcile, Snapshot, Versioning, VersioningState};
 use cairn_workspace::Label;
 
-use crate::boundaries::{self, Boundaries};
+use crate::boundaries::{self, Boundaries, Stopped, Taken};
 use crate::events::{Events, Sink};
 use crate::fingerprint::{compare, fingerprint, Verdict};
 use crate::responses::{ResponseStore, StoredResponse};
@@ -335,35 +335,42 @@ impl Agent {
         };
         let label = Label::Resume(at);
         let base = self.inherited_base();
-        let taken = match self.boundaries.capture_since(label.clone(), base) {
-            Ok(Some(t)) => t,
-            Ok(None) => return Ok(()),
-            Err(why) => {
-                ev.notice(&why);
-                return Ok(());
-            }
+        let taken = self.boundaries.capture_since(label.clone(), base);
+        let Some(taken) = self.take(taken, ev)? else {
+            return Ok(());
         };
         self.session.append(RecordBody::Snapshot(Snapshot {
             snapshot: taken.snapshot.to_string(),
             label: label.to_string(),
         }))?;
+        let (changed, unknown) = match &taken.changed {
+            Ok(list) => (list.clone(), None),
+            Err(why) => (Vec::new(), Some(why.clone())),
+        };
         self.session.append(RecordBody::Reconcile(Reconcile {
-            changed: taken.changed.clone(),
+            changed: changed.clone(),
             snapshot: Some(taken.snapshot.to_string()),
-            unknown: None,
+            unknown: unknown.clone(),
         }))?;
-        if !taken.changed.is_empty() {
-            let shown: Vec<_> = taken.changed.iter().take(50).map(String::as_str).collect();
-            let more = taken.changed.len().saturating_sub(shown.len());
+        if let Some(why) = unknown {
+            ev.notice(&format!(
+                "what changed in the workspace while the session was stopped is unknown ({why}); the model will be told"
+            ));
+            self.note = Some(format!(
+                "cairn: whether files in the workspace changed while this session was stopped is unknown ({why}). Check the files you rely on before trusting what you saw earlier."
+            ));
+        } else if !changed.is_empty() {
+            let shown: Vec<_> = changed.iter().take(50).map(String::as_str).collect();
+            let more = changed.len().saturating_sub(shown.len());
             let msg = format!(
                 "cairn: while this session was stopped, {} file(s) in the workspace changed outside it: {}{}. Take this into account before relying on what you saw earlier.",
-                taken.changed.len(),
+                changed.len(),
                 shown.join(", "),
                 if more > 0 { format!(" and {more} more") } else { String::new() }
             );
             ev.notice(&format!(
                 "{} path(s) changed outside the session since it stopped; the model will be told",
-                taken.changed.len()
+                changed.len()
             ));
             self.note = Some(msg);
         }
@@ -371,24 +378,59 @@ impl Agent {
     }
 
     /// For a fork that has no snapshot of its own yet: the last snapshot its
-    /// lineage journaled, read from whichever ancestor holds it.
-    fn inherited_base(&self) -> Option<cairn_workspace::Manifest> {
-        let sid = self.session.state().last_snapshot.as_ref()?;
-        let sid = cairn_workspace::SnapshotId::parse(&sid.snapshot).ok()?;
-        let root = self.workspace.root();
-        std::iter::once(self.session.id().to_string())
+    /// lineage journaled, read from whichever ancestor holds it; `Ok(None)`
+    /// when the lineage journaled none, `Err` when it did and no ancestor's
+    /// copy reads (then what changed since is unknown, not "nothing").
+    fn inherited_base(&self) -> Result<Option<cairn_workspace::Manifest>, String> {
+        let Some(last) = self.session.state().last_snapshot.as_ref() else {
+            return Ok(None);
+        };
+        let sid = cairn_workspace::SnapshotId::parse(&last.snapshot)
+            .map_err(|e| format!("the last journaled snapshot {}: {e}", last.snapshot))?;
+        let mut why = format!("no session of this lineage holds snapshot {sid}");
+        for run in std::iter::once(self.session.id().to_string())
             .chain(self.session.receipt().iter().map(|p| p.run.clone()))
-            .filter_map(|run| cairn_store::RunId::parse(&run).ok())
-            .find_map(|run| {
-                let ws = cairn_workspace::Workspace::open(
-                    self.session.store(),
-                    &run,
-                    root,
-                    cairn_workspace::CaptureConfig::default(),
-                )
-                .ok()?;
-                ws.manifest(&sid).ok()
-            })
+        {
+            let Ok(run) = cairn_store::RunId::parse(&run) else {
+                continue;
+            };
+            match cairn_workspace::Manifest::read(self.session.store(), &run, &sid) {
+                Ok(m) => return Ok(Some(m)),
+                Err(cairn_workspace::WorkspaceError::NoSuchSnapshot { .. }) => {}
+                Err(e) => why = e.to_string(),
+            }
+        }
+        Err(why)
+    }
+
+    /// Journals what a boundary brings besides its snapshot: a `versioning`
+    /// record when versioning stopped, notices for new coverage gaps.
+    fn take(
+        &mut self,
+        taken: Result<Option<Taken>, Stopped>,
+        ev: &mut dyn Events,
+    ) -> Result<Option<Taken>, AgentError> {
+        match taken {
+            Ok(Some(t)) => {
+                for line in &t.news {
+                    ev.notice(line);
+                }
+                Ok(Some(t))
+            }
+            Ok(None) => Ok(None),
+            Err(stopped) => {
+                ev.notice(&format!(
+                    "workspace versioning stopped at {}: {}",
+                    stopped.at, stopped.reason
+                ));
+                self.session.append(RecordBody::Versioning(Versioning {
+                    state: VersioningState::Off,
+                    at: Some(stopped.at),
+                    reason: stopped.reason,
+                }))?;
+                Ok(None)
+            }
+        }
     }
 
     fn deliver_note(&mut self) -> Result<(), AgentError> {
@@ -400,15 +442,12 @@ impl Agent {
 
     fn boundary_pre(&mut self, turn: u64, ev: &mut dyn Events) -> Result<(), AgentError> {
         self.open_turn = Some(turn);
-        match self.boundaries.pre(turn) {
-            Ok(Some(t)) => {
-                self.session.append(RecordBody::Snapshot(Snapshot {
-                    snapshot: t.snapshot.to_string(),
-                    label: format!("pre:turn:{turn}"),
-                }))?;
-            }
-            Ok(None) => {}
-            Err(why) => ev.notice(&why),
+        let taken = self.boundaries.pre(turn);
+        if let Some(t) = self.take(taken, ev)? {
+            self.session.append(RecordBody::Snapshot(Snapshot {
+                snapshot: t.snapshot.to_string(),
+                label: format!("pre:turn:{turn}"),
+            }))?;
         }
         Ok(())
     }
@@ -423,15 +462,12 @@ impl Agent {
             return Ok(());
         };
         let label = make(at);
-        match self.boundaries.capture(label.clone()) {
-            Ok(Some(t)) => {
-                self.session.append(RecordBody::Snapshot(Snapshot {
-                    snapshot: t.snapshot.to_string(),
-                    label: label.to_string(),
-                }))?;
-            }
-            Ok(None) => {}
-            Err(why) => ev.notice(&why),
+        let taken = self.boundaries.capture(label.clone());
+        if let Some(t) = self.take(taken, ev)? {
+            self.session.append(RecordBody::Snapshot(Snapshot {
+                snapshot: t.snapshot.to_string(),
+                label: label.to_string(),
+            }))?;
         }
         Ok(())
     }

@@ -10,9 +10,15 @@
 //! changed while nothing of the run executed are journaled as a `reconcile`
 //! record and told to the model.
 //!
-//! Versioning never stops the agent: a capture that fails (a tree over the
-//! file limit, say) is reported once and versioning is off for the rest of
-//! the process.
+//! Invariants:
+//! 1. Versioning never stops the agent, and never stops silently: a capture
+//!    that fails (a tree over the file limit, a damaged manifest) ends
+//!    versioning for the rest of the process, and the loop journals a
+//!    `versioning` record saying where and why ([`Stopped`]).
+//! 2. A change list is a fact or an admitted unknown: when the manifests it
+//!    is computed from cannot be read, it is `Err(why)`, never an empty list.
+//! 3. What a capture could not cover (skipped files, rule lines it could not
+//!    use) is reported once per path, not at every boundary.
 
 use std::collections::BTreeSet;
 
@@ -24,12 +30,23 @@ use cairn_workspace::{
 /// since the head before it (for `resume:`).
 pub(crate) struct Taken {
     pub(crate) snapshot: SnapshotId,
-    pub(crate) changed: Vec<String>,
+    /// Paths changed since the head before, or why that is unknown.
+    pub(crate) changed: Result<Vec<String>, String>,
+    /// Coverage gaps and rule warnings not reported before, for people.
+    pub(crate) news: Vec<String>,
+}
+
+/// Versioning stopped at a boundary: the label it was taking, and why.
+pub(crate) struct Stopped {
+    pub(crate) at: String,
+    pub(crate) reason: String,
 }
 
 /// The run's workspace tracker, switched off after its first failure.
 pub(crate) struct Boundaries {
     tracker: Option<Workspace>,
+    /// Gaps and warnings already reported.
+    told: BTreeSet<String>,
 }
 
 pub(crate) fn turn(n: u64) -> Option<NodeIter> {
@@ -39,27 +56,38 @@ pub(crate) fn turn(n: u64) -> Option<NodeIter> {
 
 impl Boundaries {
     pub(crate) fn new(tracker: Option<Workspace>) -> Self {
-        Boundaries { tracker }
+        Boundaries {
+            tracker,
+            told: BTreeSet::new(),
+        }
     }
 
     /// `pre:turn:N`: a label on the head (a capture only for a run's first).
-    pub(crate) fn pre(&mut self, n: u64) -> Result<Option<Taken>, String> {
+    pub(crate) fn pre(&mut self, n: u64) -> Result<Option<Taken>, Stopped> {
         let (Some(t), Some(at)) = (&self.tracker, turn(n)) else {
             return Ok(None);
         };
         match t.mark_pre(&at, &NoProgress) {
-            Ok(entry) => Ok(Some(Taken {
-                snapshot: entry.pre,
-                changed: Vec::new(),
-            })),
+            Ok(entry) => {
+                let news = entry
+                    .first
+                    .as_ref()
+                    .map(|r| self.news(r))
+                    .unwrap_or_default();
+                Ok(Some(Taken {
+                    snapshot: entry.pre,
+                    changed: Ok(Vec::new()),
+                    news,
+                }))
+            }
             Err(e) => Err(self.off(&format!("pre:turn:{n}"), e)),
         }
     }
 
     /// A capture under `label` (post, fail, pause, resume). For `resume:`,
     /// `changed` lists the paths that differ from the head before it.
-    pub(crate) fn capture(&mut self, label: Label) -> Result<Option<Taken>, String> {
-        self.capture_since(label, None)
+    pub(crate) fn capture(&mut self, label: Label) -> Result<Option<Taken>, Stopped> {
+        self.capture_since(label, Ok(None))
     }
 
     /// As [`Boundaries::capture`]; when this run has no snapshot yet (a fork),
@@ -67,28 +95,35 @@ impl Boundaries {
     pub(crate) fn capture_since(
         &mut self,
         label: Label,
-        base: Option<Manifest>,
-    ) -> Result<Option<Taken>, String> {
+        base: Result<Option<Manifest>, String>,
+    ) -> Result<Option<Taken>, Stopped> {
         let Some(t) = &self.tracker else {
             return Ok(None);
         };
-        let before = t
-            .head()
-            .ok()
-            .flatten()
-            .and_then(|h| t.manifest(&h).ok())
-            .or(base);
+        // What the head held before this capture, or why it cannot be told.
+        let before: Result<Option<Manifest>, String> = match t.head() {
+            Ok(Some(h)) => t.manifest(&h).map(Some).map_err(|e| e.to_string()),
+            Ok(None) => base,
+            Err(e) => Err(e.to_string()),
+        };
         let report: CaptureReport = match t.capture(&label, &NoProgress) {
             Ok(r) => r,
             Err(e) => return Err(self.off(&label.to_string(), e)),
         };
-        let changed = match (report.deduped, before, t.manifest(&report.snapshot)) {
-            (false, Some(b), Ok(now)) => diff(&b, &now),
-            _ => Vec::new(),
+        let changed = match before {
+            _ if report.deduped => Ok(Vec::new()),
+            Ok(None) => Ok(Vec::new()),
+            Ok(Some(b)) => t
+                .manifest(&report.snapshot)
+                .map(|now| b.changed_paths(&now))
+                .map_err(|e| e.to_string()),
+            Err(why) => Err(why),
         };
+        let news = self.news(&report);
         Ok(Some(Taken {
             snapshot: report.snapshot,
             changed,
+            news,
         }))
     }
 
@@ -100,31 +135,31 @@ impl Boundaries {
             .is_some_and(|t| matches!(t.head(), Ok(Some(_))))
     }
 
-    fn off(&mut self, at: &str, e: cairn_workspace::WorkspaceError) -> String {
+    /// The coverage gaps and rule warnings of `report` not told before.
+    fn news(&mut self, report: &CaptureReport) -> Vec<String> {
+        let mut out = Vec::new();
+        for s in &report.skipped {
+            let line = format!("not captured: {} ({})", s.path, s.reason);
+            if self.told.insert(line.clone()) {
+                out.push(line);
+            }
+        }
+        for w in &report.warnings {
+            let line = format!("workspace rules: {w}");
+            if self.told.insert(line.clone()) {
+                out.push(line);
+            }
+        }
+        out
+    }
+
+    fn off(&mut self, at: &str, e: cairn_workspace::WorkspaceError) -> Stopped {
         self.tracker = None;
-        format!("the workspace was not captured at {at} ({e}); workspace versioning is off for the rest of this process")
-    }
-}
-
-/// Paths added, changed or removed between two snapshots of `t`'s run.
-pub fn changed_paths(t: &Workspace, a: &SnapshotId, b: &SnapshotId) -> Vec<String> {
-    match (t.manifest(a), t.manifest(b)) {
-        (Ok(a), Ok(b)) => diff(&a, &b),
-        _ => Vec::new(),
-    }
-}
-
-fn diff(a: &Manifest, b: &Manifest) -> Vec<String> {
-    let mut out = BTreeSet::new();
-    for (p, e) in &b.entries {
-        if a.entries.get(p) != Some(e) {
-            out.insert(p.clone());
+        Stopped {
+            at: at.to_owned(),
+            reason: format!(
+                "{e}; the workspace is no longer captured in this process, so a rewind cannot undo what follows"
+            ),
         }
     }
-    for p in a.entries.keys() {
-        if !b.entries.contains_key(p) {
-            out.insert(p.clone());
-        }
-    }
-    out.into_iter().collect()
 }

@@ -43,7 +43,6 @@ mod responses;
 mod stop;
 
 pub use agent::{Agent, Config, Ending, Faults};
-pub use boundaries::changed_paths;
 pub use cairn_sessions::Session;
 pub use error::AgentError;
 pub use events::{Events, Silent};

@@ -42,4 +42,7 @@ pub use projection::{read_index, read_meta, Binding, Projection, MAX_INDEX_BYTES
 pub use remove::{remove, RemoveOptions, Removed};
 pub use repo::{in_repository, repository_root};
 pub use session::Session;
-pub use summary::{list, newest_idle, refresh, reindex, summarize, ParentRef, Summary};
+pub use summary::{
+    list, newest_idle, refresh, reindex, reindex_workspaces, summarize, ParentRef, Summary,
+    WorkspaceReindex,
+};

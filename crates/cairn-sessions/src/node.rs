@@ -13,12 +13,12 @@
 //! 5. `snapshot` with `post:` (exit status 0) or `fail:` (anything else);
 //! 6. `terminal`: `completed` or `failed`.
 //!
-//! Invariants: the change list of a `reconcile` is computed before anything
-//! of the node is journaled, from manifests that were read back — a list
-//! that cannot be computed fails the node before the command runs, so no
-//! record ever says "nothing changed" where the truth is "unknown"; the
-//! caller holds the session (and so its lock) from [`Node::start`] to
-//! [`Node::finish`], so no other writer interleaves.
+//! Invariants: a change list is computed from manifests read back, and one
+//! that cannot be computed is journaled as unknown, with why (`reconcile`
+//! with `unknown`), never as an empty list — no record says "nothing
+//! changed" where the truth is "unknown"; the caller holds the session (and
+//! so its lock) from [`Node::start`] to [`Node::finish`], so no other writer
+//! interleaves.
 
 use cairn_journal::{
     Outcome, Reconcile, RecordBody, Snapshot, Terminal, TerminalReason, ToolResult, ToolStart,
@@ -77,7 +77,7 @@ pub struct Node {
     at: NodeIter,
     pre: SnapshotId,
     call: String,
-    resume: Option<Vec<String>>,
+    resume: Option<Result<Vec<String>, String>>,
 }
 
 /// What [`Node::finish`] journaled.
@@ -89,8 +89,9 @@ pub struct NodeReport {
     pub reason: TerminalReason,
     /// The `post:`/`fail:` capture.
     pub capture: CaptureReport,
-    /// Paths the node itself changed (between `pre:` and its end).
-    pub changed: Vec<String>,
+    /// Paths the node itself changed (between `pre:` and its end), or why
+    /// that is unknown.
+    pub changed: Result<Vec<String>, String>,
 }
 
 impl Node {
@@ -98,9 +99,7 @@ impl Node {
     /// `name` in `session`, whose workspace `ws` tracks.
     ///
     /// # Errors
-    /// Workspace errors (a capture, an unreadable manifest) and journal
-    /// errors; nothing of the node is journaled when the `resume:` change
-    /// list cannot be computed.
+    /// Workspace errors (a capture) and journal errors.
     pub fn start(
         session: &mut Session,
         ws: &Workspace,
@@ -112,14 +111,16 @@ impl Node {
         let mut resume = None;
         if let Some(r) = &entry.resume {
             let changed = match (&head_before, r.deduped) {
-                (Some(before), false) => changed_between(ws, before, &r.snapshot)?,
-                _ => Vec::new(),
+                (Some(before), false) => ws
+                    .changed_paths(before, &r.snapshot)
+                    .map_err(|e| e.to_string()),
+                _ => Ok(Vec::new()),
             };
             session.record_capture(r)?;
             session.append(RecordBody::Reconcile(Reconcile {
-                changed: changed.clone(),
+                changed: changed.clone().unwrap_or_default(),
                 snapshot: Some(r.snapshot.to_string()),
-                unknown: None,
+                unknown: changed.clone().err(),
             }))?;
             resume = Some(changed);
         }
@@ -146,10 +147,10 @@ impl Node {
         &self.at
     }
 
-    /// The paths that changed outside the run since its last head, when this
-    /// start was a way back in.
-    pub fn changed_outside(&self) -> Option<&[String]> {
-        self.resume.as_deref()
+    /// The paths that changed outside the run since its last head (or why
+    /// that is unknown), when this start was a way back in.
+    pub fn changed_outside(&self) -> Option<&Result<Vec<String>, String>> {
+        self.resume.as_ref()
     }
 
     /// Journals steps 4–6 of the module doc.
@@ -184,9 +185,10 @@ impl Node {
         let capture = ws.leave_node(&self.at, end, progress)?;
         session.record_capture(&capture)?;
         let changed = if capture.snapshot == self.pre {
-            Vec::new()
+            Ok(Vec::new())
         } else {
-            changed_between(ws, &self.pre, &capture.snapshot)?
+            ws.changed_paths(&self.pre, &capture.snapshot)
+                .map_err(|e| e.to_string())
         };
         let reason = if success {
             TerminalReason::Completed
@@ -206,28 +208,4 @@ impl Node {
             changed,
         })
     }
-}
-
-/// The paths added, changed or removed between two snapshots of the run;
-/// an error, never an empty list, when either manifest cannot be read.
-fn changed_between(
-    ws: &Workspace,
-    a: &SnapshotId,
-    b: &SnapshotId,
-) -> Result<Vec<String>, SessionError> {
-    let (a, b) = (ws.manifest(a)?, ws.manifest(b)?);
-    let mut out: Vec<String> = b
-        .entries
-        .iter()
-        .filter(|(p, e)| a.entries.get(*p) != Some(*e))
-        .map(|(p, _)| p.clone())
-        .chain(
-            a.entries
-                .keys()
-                .filter(|p| !b.entries.contains_key(*p))
-                .cloned(),
-        )
-        .collect();
-    out.sort();
-    Ok(out)
 }

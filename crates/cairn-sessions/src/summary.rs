@@ -497,3 +497,62 @@ pub fn newest_idle(
     }
     Ok(None)
 }
+
+/// What [`reindex_workspaces`] did for one session.
+#[derive(Debug)]
+pub struct WorkspaceReindex {
+    /// The session.
+    pub run: RunId,
+    /// The rebuilt index, or why it could not be rebuilt.
+    pub result: Result<cairn_workspace::RebuildReport, SessionError>,
+    /// `snapshot` records whose snapshot id or label does not parse.
+    pub unreadable_records: Vec<String>,
+}
+
+/// Rebuilds every session's workspace index (labels, head, open node) from
+/// the `snapshot` records of its journal and its manifests (`cairn
+/// reindex`), so a damaged `index.json` loses no label the journal holds.
+/// Sessions that never captured are left alone.
+///
+/// # Errors
+/// The store cannot be listed.
+pub fn reindex_workspaces(store: &Store) -> Result<Vec<WorkspaceReindex>, SessionError> {
+    let mut out = Vec::new();
+    for run in store.run_ids()? {
+        let path = store.journal_path(&run);
+        if !path.exists() || !store.workspace_dir(&run).exists() {
+            continue;
+        }
+        let mut unreadable_records = Vec::new();
+        let result = cairn_journal::read_journal(&path, run.as_str())
+            .map_err(SessionError::from)
+            .and_then(|scan| {
+                let mut boundaries = Vec::new();
+                for r in &scan.records {
+                    if let cairn_journal::RecordBody::Snapshot(s) = &r.body {
+                        match (
+                            cairn_workspace::SnapshotId::parse(&s.snapshot),
+                            cairn_workspace::Label::parse(&s.label),
+                        ) {
+                            (Ok(id), Ok(label)) => boundaries.push((id, label)),
+                            _ => unreadable_records.push(format!(
+                                "seq {}: snapshot {:?} labelled {:?}",
+                                r.seq, s.snapshot, s.label
+                            )),
+                        }
+                    }
+                }
+                Ok(cairn_workspace::Workspace::rebuild_index_of(
+                    store,
+                    &run,
+                    &boundaries,
+                )?)
+            });
+        out.push(WorkspaceReindex {
+            run,
+            result,
+            unreadable_records,
+        });
+    }
+    Ok(out)
+}

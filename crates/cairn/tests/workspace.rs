@@ -210,24 +210,80 @@ fn snapshot_reports_files_hashed_and_gaps() {
 }
 
 #[test]
-fn a_tree_over_the_file_limit_is_refused_with_exit_4() {
+fn a_tree_over_the_file_limit_is_refused_with_exit_4_and_says_how_to_raise_it() {
     let s = Scratch::new();
     let dir = s.ws.join("many");
     std::fs::create_dir_all(&dir).unwrap();
-    for i in 0..50_001 {
+    for i in 0..101 {
         std::fs::File::create(dir.join(i.to_string())).unwrap();
     }
-    let out = s.run(&["snapshot", "--json"]);
+    let snapshot = |limit: &str| {
+        s.cmd()
+            .env("CAIRN_WORKSPACE_MAX_FILES", limit)
+            .args(["snapshot", "--json"])
+            .output()
+            .unwrap()
+    };
+    let out = snapshot("100");
     assert_eq!(
         out.status.code(),
         Some(4),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("CAIRN_WORKSPACE_MAX_FILES"), "{err}");
+    assert_eq!(snapshot("many").status.code(), Some(2));
+    let out = snapshot("1000");
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("50000")
-            || String::from_utf8_lossy(&out.stderr).contains("50,000")
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
+    assert_eq!(json(&out.stdout)["files"], 101);
+}
+
+#[test]
+fn reindex_rebuilds_a_damaged_workspace_index_from_the_journal() {
+    let s = Scratch::new();
+    std::fs::write(s.ws.join("a.txt"), "before\n").unwrap();
+    assert!(exec(&s, None, "echo one > a.txt").status.success());
+    let id = s.only_session();
+    assert!(exec(&s, Some(&id), "echo two > a.txt").status.success());
+    let index = s
+        .store
+        .join("runs")
+        .join(&id)
+        .join("workspace")
+        .join("index.json");
+    std::fs::write(&index, b"{ garbage").unwrap();
+    let out = s.run(&["rewind", &id, "--to", "exec:1"]);
+    assert!(!out.status.success(), "a damaged index must not be trusted");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("reindex"));
+    let out = s.run(&["reindex"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("workspace index of"));
+    let out = s.run(&["rewind", &id, "--to", "exec:1", "--restore-scope", "full"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(s.read("a.txt"), "before\n");
+    // A deleted index is rebuilt the same way.
+    std::fs::remove_file(&index).unwrap();
+    assert!(s.run(&["reindex"]).status.success());
+    let out = s.run(&["rewind", &id, "--to", "exec:2", "--restore-scope", "full"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(s.read("a.txt"), "one\n");
 }
 
 #[test]
@@ -503,4 +559,160 @@ fn after_a_crash_the_cut_turns_writes_are_the_runs_not_the_operators() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(!s.ws.join("made.txt").exists(), "the run's write is undone");
+}
+
+#[test]
+fn a_source_directory_named_target_is_captured_and_a_cargo_target_is_not() {
+    let s = Scratch::new();
+    let route = s.ws.join("src/routes/target");
+    std::fs::create_dir_all(&route).unwrap();
+    std::fs::write(route.join("+page.svelte"), "<h1>target</h1>\n").unwrap();
+    let build = s.ws.join("target/debug");
+    std::fs::create_dir_all(&build).unwrap();
+    std::fs::write(
+        s.ws.join("target/CACHEDIR.TAG"),
+        "Signature: 8a477f597d28d172789f06886806bc55\n# cargo\n",
+    )
+    .unwrap();
+    std::fs::write(build.join("app"), "binary").unwrap();
+    let out = s.run(&[
+        "check-ignore",
+        "-v",
+        "target/debug/app",
+        "src/routes/target/+page.svelte",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("CACHEDIR.TAG") && text.contains("target/debug/app"),
+        "{text}"
+    );
+    assert!(!text.contains("+page.svelte"), "{text}");
+    let out = s.run(&["snapshot", "--json"]);
+    assert!(out.status.success());
+    let id = json(&out.stdout)["id"].as_str().unwrap().to_string();
+    let run = json(&out.stdout)["run"].as_str().unwrap().to_string();
+    let manifest = std::fs::read_to_string(
+        s.store
+            .join("runs")
+            .join(&run)
+            .join("workspace/snapshots")
+            .join(format!("{id}.json")),
+    )
+    .unwrap();
+    assert!(manifest.contains("src/routes/target/+page.svelte"));
+    assert!(!manifest.contains("target/debug/app"));
+}
+
+#[test]
+fn a_run_whose_captures_fail_journals_that_versioning_stopped_and_why() {
+    let s = Scratch::new();
+    for i in 0..3 {
+        std::fs::write(s.ws.join(format!("f{i}.txt")), "x").unwrap();
+    }
+    std::os::unix::fs::symlink("f0.txt", s.ws.join("link")).unwrap();
+    let model = format!(
+        "script:{}",
+        s.script(
+            "t.json",
+            json!([
+                {"text": "one", "tool_calls": [shell("s1", "echo y > f1.txt")]},
+                {"text": "done"}
+            ])
+        )
+        .display()
+    );
+    let out = s
+        .cmd()
+        .env("CAIRN_WORKSPACE_MAX_FILES", "2")
+        .args(["run", "--model", &model, "task"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("workspace versioning stopped at pre:turn:1"),
+        "{err}"
+    );
+    let id = s.only_session();
+    let recs = s.records(&id);
+    let off: Vec<&Value> = recs.iter().filter(|r| r["kind"] == "versioning").collect();
+    assert_eq!(off.len(), 1, "{:?}", kinds(&recs));
+    assert_eq!(off[0]["state"], "off");
+    assert_eq!(off[0]["v"], 2);
+    assert!(off[0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("CAIRN_WORKSPACE_MAX_FILES"));
+    assert!(!recs.iter().any(|r| r["kind"] == "snapshot"));
+    assert_eq!(recs.last().unwrap()["reason"], "completed");
+    let show = s.run(&["session", "show", &id, "--transcript"]);
+    assert!(String::from_utf8_lossy(&show.stdout).contains("workspace versioning stopped"));
+
+    // With room to capture, what is not captured is said once.
+    let s2 = Scratch::new();
+    std::fs::write(s2.ws.join("a.txt"), "a").unwrap();
+    std::os::unix::fs::symlink("a.txt", s2.ws.join("link")).unwrap();
+    let model = format!(
+        "script:{}",
+        s2.script(
+            "t.json",
+            json!([
+                {"text": "one", "tool_calls": [shell("s1", "echo y > a.txt")]},
+                {"text": "done"}
+            ])
+        )
+        .display()
+    );
+    let out = s2.run(&["run", "--model", &model, "task"]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("not captured: link").count(), 1, "{err}");
+}
+
+#[test]
+fn a_change_list_that_cannot_be_computed_is_journaled_as_unknown_not_empty() {
+    let s = Scratch::new();
+    std::fs::write(s.ws.join("a.txt"), "a\n").unwrap();
+    assert!(exec(&s, None, "echo one > a.txt").status.success());
+    let id = s.only_session();
+    // The head's manifest goes missing; then the operator edits a file.
+    let snaps = s.store.join("runs").join(&id).join("workspace/snapshots");
+    let head = s
+        .records(&id)
+        .iter()
+        .rev()
+        .find(|r| r["kind"] == "snapshot")
+        .unwrap()["snapshot"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    std::fs::remove_file(snaps.join(format!("{head}.json"))).unwrap();
+    std::fs::write(s.ws.join("a.txt"), "edited by hand\n").unwrap();
+    let out = exec(&s, Some(&id), "echo two > b.txt");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let recs = s.records(&id);
+    let reconcile = recs
+        .iter()
+        .rev()
+        .find(|r| r["kind"] == "reconcile")
+        .unwrap();
+    assert_eq!(reconcile["changed"], json!([]));
+    assert!(
+        reconcile["unknown"].as_str().is_some_and(|u| !u.is_empty()),
+        "{reconcile}"
+    );
+    assert_eq!(reconcile["v"], 2);
 }

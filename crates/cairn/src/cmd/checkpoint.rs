@@ -53,7 +53,7 @@ struct SaveOut {
 fn save(ctx: &Context, a: &CheckpointSaveArgs) -> anyhow::Result<Code> {
     let id = ctx.existing_run(&a.id)?;
     let store = Store::open(ctx.store.root())?;
-    let mut session = cairn_agent::Session::open(&store, &id)?;
+    let mut session = cairn_sessions::Session::open(&store, &id)?;
     let root = session.state().workspace.clone();
     let ws = tracker(&store, &id, Path::new(&root))?;
     let position = JournalPosition::of(session.writer());
@@ -177,7 +177,7 @@ fn restore(ctx: &Context, a: &CheckpointIdArgs) -> anyhow::Result<Code> {
     let store = Store::open(ctx.store.root())?;
     let cp = cairn_checkpoint::show(&store, &cpid)?;
     let run = cp.run_id()?;
-    let mut session = cairn_agent::Session::open(&store, &run)?;
+    let mut session = cairn_sessions::Session::open(&store, &run)?;
     let root = session.state().workspace.clone();
     let ws = tracker(&store, &run, Path::new(&root))?;
     // The restore journals its banks itself, before it changes a named path.
@@ -214,7 +214,16 @@ fn restore(ctx: &Context, a: &CheckpointIdArgs) -> anyhow::Result<Code> {
                 w.bank.label, w.bank.snapshot
             ));
         }
+        if let Some(w) = &report.workspace {
+            for l in &w.failed {
+                s.push_str(&format!("  NOT RESTORED: {} ({})\n", l.path, l.reason));
+            }
+        }
         output::text(&s)?;
+    }
+    if report.workspace.as_ref().is_some_and(|w| !w.is_complete()) {
+        output::note("cairn: some workspace paths could not be restored (listed above); the bank undoes the rest");
+        return Ok(Code::Failure);
     }
     Ok(Code::Ok)
 }

@@ -103,10 +103,13 @@ fn exec(ctx: &Context, args: &ExecArgs) -> anyhow::Result<i32> {
             tail: session.writer().tail().to_hex(),
         })?;
     } else {
+        let changed = match &report.changed {
+            Ok(paths) => format!("{} file(s) changed by this node", paths.len()),
+            Err(why) => format!("what this node changed is unknown ({why})"),
+        };
         output::note(format!(
-            "cairn: {} after {seconds:.1} s; {} file(s) changed by this node; undo with `cairn rewind {} --to {at}`",
+            "cairn: {} after {seconds:.1} s; {changed}; undo with `cairn rewind {} --to {at}`",
             outcome.exit.describe(),
-            report.changed.len(),
             session.id()
         ));
     }

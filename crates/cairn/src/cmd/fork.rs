@@ -134,6 +134,42 @@ pub fn reindex(ctx: &Context) -> anyhow::Result<Code> {
             "{bad} session(s) do not verify and have no projection: see `cairn verify --all`\n"
         ));
     }
+    let mut failed = false;
+    for w in cairn_sessions::reindex_workspaces(&store)? {
+        match &w.result {
+            Ok(r) => {
+                s.push_str(&format!(
+                    "workspace index of {}: {} snapshot(s), {} label(s), head {}\n",
+                    w.run,
+                    r.snapshots,
+                    r.labels,
+                    r.head.as_ref().map_or("none".into(), |h| h.to_string())
+                ));
+                for n in &r.not_rebuilt {
+                    s.push_str(&format!(
+                        "  not rebuilt: {}{}: {}\n",
+                        n.snapshot,
+                        n.label
+                            .as_ref()
+                            .map(|l| format!(" ({l})"))
+                            .unwrap_or_default(),
+                        n.reason
+                    ));
+                }
+            }
+            // A journal that does not read is already counted above.
+            Err(e @ cairn_sessions::SessionError::Journal(_)) => {
+                s.push_str(&format!("workspace index of {}: not rebuilt: {e}\n", w.run));
+            }
+            Err(e) => {
+                failed = true;
+                s.push_str(&format!("workspace index of {}: not rebuilt: {e}\n", w.run));
+            }
+        }
+        for r in &w.unreadable_records {
+            s.push_str(&format!("  unreadable boundary record {r}\n"));
+        }
+    }
     output::text(&s)?;
-    Ok(Code::Ok)
+    Ok(if failed { Code::Failure } else { Code::Ok })
 }

@@ -137,6 +137,9 @@ pub fn run(ctx: &Context, args: &RewindArgs) -> anyhow::Result<Code> {
         for l in &report.left_alone {
             s.push_str(&format!("  left alone: {} ({})\n", l.path, l.reason));
         }
+        for l in &report.failed {
+            s.push_str(&format!("  NOT RESTORED: {} ({})\n", l.path, l.reason));
+        }
         s.push_str(&format!(
             "the state before this restore is banked as {} ({}); undo with: cairn rewind {id} --restore-snapshot {}\n",
             report.bank.label, report.bank.snapshot, report.bank.snapshot
@@ -147,6 +150,14 @@ pub fn run(ctx: &Context, args: &RewindArgs) -> anyhow::Result<Code> {
             ));
         }
         output::text(&s)?;
+    }
+    if !report.is_complete() {
+        output::note(format!(
+            "cairn: {} path(s) could not be restored (listed above); the bank {} undoes the rest",
+            report.failed.len(),
+            report.bank.snapshot
+        ));
+        return Ok(Code::Failure);
     }
     Ok(Code::Ok)
 }

@@ -15,19 +15,29 @@ use crate::cmd::Context;
 use crate::exit::{coded, Code};
 use crate::output;
 
-/// Capture settings from the environment (`CAIRN_WORKSPACE_MAX_FILE_MB`).
+/// Capture settings from the environment (`CAIRN_WORKSPACE_MAX_FILE_MB`,
+/// `CAIRN_WORKSPACE_MAX_FILES`).
 pub fn capture_config() -> anyhow::Result<CaptureConfig> {
     let mut c = CaptureConfig::default();
-    if let Ok(v) = std::env::var("CAIRN_WORKSPACE_MAX_FILE_MB") {
-        let mb: u64 = v.trim().parse().map_err(|_| {
-            coded(
-                Code::Usage,
-                format!("CAIRN_WORKSPACE_MAX_FILE_MB={v:?} is not a whole number of MiB"),
-            )
-        })?;
+    if let Some(mb) = env_number("CAIRN_WORKSPACE_MAX_FILE_MB", "a whole number of MiB")? {
         c = c.max_file_mb(mb);
     }
+    if let Some(n) = env_number("CAIRN_WORKSPACE_MAX_FILES", "a whole number of files")? {
+        c = c.max_files(usize::try_from(n).unwrap_or(usize::MAX));
+    }
     Ok(c)
+}
+
+/// A whole number from the environment variable `name`, if set.
+fn env_number(name: &str, what: &str) -> anyhow::Result<Option<u64>> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| coded(Code::Usage, format!("{name}={v:?} is not {what}"))),
+        Err(_) => Ok(None),
+    }
 }
 
 /// The workspace tracker of session `id` rooted at `root`.
@@ -113,23 +123,11 @@ pub fn snapshot(ctx: &Context, args: &SnapshotArgs) -> anyhow::Result<Code> {
             if out.deduped { ", unchanged since the last snapshot" } else { "" }
         );
         for sk in &report.skipped {
-            s.push_str(&format!("  not captured: {}\n", describe_skip(sk)));
+            s.push_str(&format!("  not captured: {} ({})\n", sk.path, sk.reason));
         }
         output::text(&s)?;
     }
     Ok(Code::Ok)
-}
-
-/// One coverage gap for people.
-pub fn describe_skip(s: &cairn_workspace::Skipped) -> String {
-    serde_json::to_value(s)
-        .ok()
-        .and_then(|v| {
-            let path = v.get("path")?.as_str()?.to_owned();
-            let reason = v.get("reason")?.as_str()?.replace('_', " ");
-            Some(format!("{path} ({reason})"))
-        })
-        .unwrap_or_else(|| format!("{s:?}"))
 }
 
 /// `cairn check-ignore [-v] PATH…`: exit 0 if any path is excluded, 1 if none.
