@@ -189,9 +189,7 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let base = std::env::var_os("CAIRN_BENCH_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
+    let base = cairn_testkit::bench_dir();
     let tmp = tempfile::tempdir_in(&base).unwrap();
     let dir = tmp.path();
     let len = line_len(dir);

@@ -81,7 +81,8 @@ pub struct PruneReport {
 ///
 /// The rules, in order:
 /// 1. take the store lock exclusively (waiting only with [`PruneOptions::wait`]),
-///    so no capture is between writing objects and naming them;
+///    so no capture is between writing objects and naming them — a dry run
+///    takes it shared, as captures do, since it deletes nothing;
 /// 2. refuse a pool written by a newer cairn;
 /// 3. mark: ask every source for its hashes; if any fails, stop and delete
 ///    nothing ([`ObjectError::ManifestUnreadable`]);
@@ -103,7 +104,12 @@ pub fn prune(
     opts: &PruneOptions,
     progress: &dyn Progress,
 ) -> Result<PruneReport, ObjectError> {
-    let _lock = if opts.wait {
+    // A dry run deletes nothing, so it shares the lock with captures (its
+    // count is then what a prune would have removed at that moment); a
+    // real prune must exclude them.
+    let _lock = if opts.dry_run {
+        StoreLock::shared(pool.store())?
+    } else if opts.wait {
         StoreLock::exclusive(pool.store())?
     } else {
         StoreLock::try_exclusive(pool.store())?

@@ -152,3 +152,23 @@ fn a_newer_pool_format_is_not_pruned() {
     assert!(matches!(err, ObjectError::NewerPool { .. }), "{err}");
     assert!(h.iter().all(|x| pool.contains(x)));
 }
+
+#[test]
+fn a_dry_run_shares_the_store_with_captures_and_deletes_nothing() {
+    let (_d, store, pool, h) = setup();
+    // A capture holds the store lock shared; a dry run goes ahead beside it.
+    let capture = StoreLock::shared(&store).unwrap();
+    let report = prune(
+        &pool,
+        &[&Named(h[..3].to_vec())],
+        &PruneOptions::new().dry_run(true),
+        &NoProgress,
+    )
+    .unwrap();
+    assert!(report.dry_run);
+    assert_eq!(report.objects, 7);
+    drop(capture);
+    for x in &h {
+        assert!(pool.contains(x), "a dry run deleted {x}");
+    }
+}

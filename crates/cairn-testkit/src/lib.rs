@@ -43,3 +43,33 @@ where
     let out = child.stdout.take().expect("the child's piped stdout");
     BufReader::new(out).lines().map_while(Result::ok).collect()
 }
+
+/// The directory benchmarks write in: `CAIRN_BENCH_DIR`, else the system
+/// temp dir. A relative `CAIRN_BENCH_DIR` is taken from the workspace root —
+/// cargo runs a benchmark in its crate's directory, so the directory the
+/// command was typed in is not known — and a missing directory is created.
+///
+/// # Panics
+/// The directory cannot be created (a benchmark has no one to return an
+/// error to); the message names the path and says what to do.
+pub fn bench_dir() -> std::path::PathBuf {
+    let Some(given) = std::env::var_os("CAIRN_BENCH_DIR").filter(|v| !v.is_empty()) else {
+        return std::env::temp_dir();
+    };
+    let given = std::path::PathBuf::from(given);
+    let dir = if given.is_absolute() {
+        given
+    } else {
+        // crates/cairn-testkit → the workspace root.
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(given)
+    };
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        panic!(
+            "CAIRN_BENCH_DIR: cannot create {}: {e}; give an existing, writable directory",
+            dir.display()
+        );
+    }
+    std::fs::canonicalize(&dir).unwrap_or(dir)
+}

@@ -159,9 +159,7 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(10_000);
-    let base = std::env::var_os("CAIRN_BENCH_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
+    let base = cairn_testkit::bench_dir();
     let tmp = tempfile::tempdir_in(&base).unwrap();
     let store = Store::open(tmp.path().join("store")).unwrap();
     if std::env::var_os("CAIRN_BENCH_KEEP").is_some() {
