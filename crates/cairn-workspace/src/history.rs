@@ -2,7 +2,7 @@
 //! listing, and the iteration helpers.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
@@ -47,9 +47,10 @@ pub struct Interval {
     pub by_run: bool,
 }
 
-/// Every manifest's summary, oldest first. Files that are not
-/// `<snapshot-id>.json` (temporaries of an interrupted write) are ignored.
-pub(crate) fn summaries(dir: &Path) -> Result<Vec<Summary>, WorkspaceError> {
+/// The manifests in `dir`: every `<snapshot-id>.json`, with its path.
+/// Anything else (a temporary of an interrupted write) is not a manifest; a
+/// missing directory holds none.
+pub(crate) fn manifest_files(dir: &Path) -> Result<Vec<(SnapshotId, PathBuf)>, WorkspaceError> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -59,14 +60,26 @@ pub(crate) fn summaries(dir: &Path) -> Result<Vec<Summary>, WorkspaceError> {
     for entry in entries {
         let entry = entry.map_err(|e| WorkspaceError::io("listing", dir, e))?;
         let name = entry.file_name();
-        let Some(id) = name
+        if let Some(id) = name
             .to_str()
             .and_then(|n| n.strip_suffix(".json"))
             .and_then(|stem| SnapshotId::parse(stem).ok())
-        else {
-            continue;
-        };
-        let path = entry.path();
+        {
+            out.push((id, entry.path()));
+        }
+    }
+    Ok(out)
+}
+
+/// Summaries oldest first (by creation time, then id).
+pub(crate) fn sort_oldest_first(all: &mut [Summary]) {
+    all.sort_by(|a, b| (&a.created, &a.id).cmp(&(&b.created, &b.id)));
+}
+
+/// Every manifest's summary, oldest first.
+pub(crate) fn summaries(dir: &Path) -> Result<Vec<Summary>, WorkspaceError> {
+    let mut out = Vec::new();
+    for (id, path) in manifest_files(dir)? {
         let s = Manifest::load_summary(&path)?;
         if s.id != id {
             return Err(WorkspaceError::ManifestDamaged {
@@ -76,7 +89,7 @@ pub(crate) fn summaries(dir: &Path) -> Result<Vec<Summary>, WorkspaceError> {
         }
         out.push(s);
     }
-    out.sort_by(|a, b| (&a.created, &a.id).cmp(&(&b.created, &b.id)));
+    sort_oldest_first(&mut out);
     Ok(out)
 }
 

@@ -27,6 +27,7 @@ use std::path::Path;
 use cairn_store::{RunId, Store};
 use serde::Serialize;
 
+use crate::history;
 use crate::index::{Index, INDEX_VERSION};
 use crate::manifest::{Manifest, SnapshotId, Summary};
 use crate::workspace::{lock_run, Workspace};
@@ -170,21 +171,9 @@ fn readable_manifests(
     dir: &Path,
     not_rebuilt: &mut Vec<NotRebuilt>,
 ) -> Result<Vec<Summary>, WorkspaceError> {
-    let entries = std::fs::read_dir(dir).map_err(|e| WorkspaceError::io("listing", dir, e))?;
     let mut out = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| WorkspaceError::io("listing", dir, e))?;
-        let name = entry.file_name();
-        // Anything else (a temporary of an interrupted write) is not a
-        // manifest.
-        let Some(id) = name
-            .to_str()
-            .and_then(|n| n.strip_suffix(".json"))
-            .and_then(|stem| SnapshotId::parse(stem).ok())
-        else {
-            continue;
-        };
-        match Manifest::summary_if_present(&entry.path(), &id) {
+    for (id, path) in history::manifest_files(dir)? {
+        match Manifest::summary_if_present(&path, &id) {
             Ok(Some(s)) => out.push(s),
             Ok(None) => {} // removed meanwhile
             Err(e) => not_rebuilt.push(NotRebuilt {
@@ -194,6 +183,6 @@ fn readable_manifests(
             }),
         }
     }
-    out.sort_by(|a, b| (&a.created, &a.id).cmp(&(&b.created, &b.id)));
+    history::sort_oldest_first(&mut out);
     Ok(out)
 }
