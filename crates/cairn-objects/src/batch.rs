@@ -29,10 +29,10 @@ use std::fs::{File, Permissions};
 use std::io::Write;
 use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, MutexGuard};
 
 use cairn_store::durable::{
-    create_dir_deferred, create_dir_private, fsync_dir, sync_filesystem, FILE_MODE,
+    create_dir_deferred, create_dir_private, fsync_dir, sync_filesystem_held, FILE_MODE,
 };
 use tempfile::TempPath;
 
@@ -362,44 +362,8 @@ impl<'p> ObjectBatch<'p> {
 /// One file-system barrier through `held`, the descriptor opened when the
 /// batch began; false (nothing done) where `syncfs` does not report
 /// writeback errors, so the caller fsyncs each file instead.
-///
-/// Whether it does is the store's rule (`cairn_store::durable::
-/// sync_filesystem`), learnt once per process from its first barrier, which
-/// is then followed by the one through `held`: that second call flushes
-/// next to nothing and reports any error since the batch began.
 fn filesystem_barrier(held: &File, dir: &Path) -> Result<bool, ObjectError> {
-    static REPORTS_ERRORS: OnceLock<bool> = OnceLock::new();
-    let supported = match REPORTS_ERRORS.get() {
-        Some(known) => *known,
-        None => {
-            let known = sync_filesystem(dir)?;
-            *REPORTS_ERRORS.get_or_init(|| known)
-        }
-    };
-    if !supported {
-        return Ok(false);
-    }
-    syncfs(held).map_err(|e| ObjectError::io("syncing the file system of", dir, e))?;
-    Ok(true)
-}
-
-/// `syncfs(2)` through an open descriptor.
-#[cfg(target_os = "linux")]
-fn syncfs(dir: &File) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: syncfs takes a descriptor we own for the duration of the call.
-    if unsafe { libc::syncfs(dir.as_raw_fd()) } == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-/// Elsewhere the store never reports `syncfs` as usable, so this is not
-/// reached.
-#[cfg(not(target_os = "linux"))]
-fn syncfs(_: &File) -> std::io::Result<()> {
-    Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
+    Ok(sync_filesystem_held(held, dir)?)
 }
 
 /// Renames staged objects into place on up to [`IO_THREADS`] threads,

@@ -55,6 +55,21 @@ pub fn sync_filesystem(dir: &Path) -> Result<bool, StoreError> {
     Ok(true)
 }
 
+/// [`sync_filesystem`] through a directory descriptor the caller opened
+/// earlier — when a batch of writes began — so the barrier reports every
+/// writeback error since that moment, not only since now. `dir` names it in
+/// errors.
+///
+/// # Errors
+/// The flush fails.
+pub fn sync_filesystem_held(held: &File, dir: &Path) -> Result<bool, StoreError> {
+    if !syncfs_reports_errors() {
+        return Ok(false);
+    }
+    sync_filesystem_of(held).map_err(|e| StoreError::io("syncing the file system of", dir, e))?;
+    Ok(true)
+}
+
 #[cfg(target_os = "linux")]
 fn sync_filesystem_of(d: &File) -> io::Result<()> {
     use std::os::fd::AsRawFd;

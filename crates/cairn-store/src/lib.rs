@@ -46,7 +46,7 @@ pub mod safe;
 pub mod durable {
     pub use crate::durable_impl::{
         create_dir_deferred, create_dir_private, create_file_private, fsync_dir, sync_filesystem,
-        write_atomic, write_atomic_with, DIR_MODE, FILE_MODE,
+        sync_filesystem_held, write_atomic, write_atomic_with, DIR_MODE, FILE_MODE,
     };
 }
 pub use error::StoreError;
