@@ -20,6 +20,8 @@ pub fn messages(conversation: &[Entry]) -> Vec<Message> {
                         arguments: c.arguments.clone(),
                     })
                     .collect(),
+                thinking: Vec::new(),
+                reasoning: None,
             },
             Entry::ToolResult {
                 call,

@@ -236,7 +236,9 @@ fn content_blocks(message: &Message) -> (&'static str, Vec<Value>) {
     let text_block = |text: &str| (!text.is_empty()).then(|| json!({"type": "text", "text": text}));
     match message {
         Message::User { text } => ("user", text_block(text).into_iter().collect()),
-        Message::Assistant { text, tool_calls } => {
+        Message::Assistant {
+            text, tool_calls, ..
+        } => {
             let mut blocks: Vec<Value> = text_block(text).into_iter().collect();
             blocks.extend(tool_calls.iter().map(|call| {
                 let input = match &call.arguments {
@@ -423,7 +425,9 @@ impl Decoder for MessagesDecoder {
             tool_calls,
             usage: self.usage,
             model: self.model,
+            stop: crate::Stop::from_reason(self.stop_reason.as_deref()),
             stop_reason: self.stop_reason,
+            ..ModelResponse::default()
         }
     }
 }

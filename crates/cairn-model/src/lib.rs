@@ -72,7 +72,8 @@ pub use crate::anthropic::{
 };
 pub use crate::error::ModelError;
 pub use crate::message::{
-    Message, ModelRequest, ModelResponse, NullSink, StreamSink, ToolCall, ToolSpec, Usage,
+    Message, ModelRequest, ModelResponse, NullSink, Reasoning, Stop, StreamSink, Thinking,
+    ToolCall, ToolSpec, Usage,
 };
 pub use crate::openai::{OpenAiProvider, OPENAI_DEFAULT_BASE_URL};
 pub use crate::provider::{

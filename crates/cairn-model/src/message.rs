@@ -73,13 +73,22 @@ pub enum Message {
         /// The text.
         text: String,
     },
-    /// A model turn: its text and the tools it called.
+    /// A model turn: its text and the tools it called, with the thinking and
+    /// reasoning the provider needs passed back unmodified.
     Assistant {
         /// The text, possibly empty when the turn only calls tools.
         text: String,
         /// The tool calls, in the order the model made them.
         #[serde(default)]
         tool_calls: Vec<ToolCall>,
+        /// Anthropic thinking blocks, complete and in order (signatures and
+        /// redacted blocks included): sent back first in the turn's content.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        thinking: Vec<Thinking>,
+        /// Reasoning from an OpenAI-compatible server, passed back where the
+        /// server requires it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reasoning: Option<Reasoning>,
     },
     /// The result of one tool call.
     ToolResult {
@@ -106,6 +115,87 @@ impl Message {
         Message::Assistant {
             text: text.into(),
             tool_calls: Vec::new(),
+            thinking: Vec::new(),
+            reasoning: None,
+        }
+    }
+}
+
+/// One block of Anthropic extended thinking, kept byte for byte: the API
+/// requires the blocks of a tool loop sent back complete and unmodified.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Thinking {
+    /// Thinking text and the signature that vouches for it.
+    Thinking {
+        /// The thinking text.
+        thinking: String,
+        /// The signature (opaque; empty when none arrived).
+        #[serde(default)]
+        signature: String,
+    },
+    /// Thinking the provider encrypted: passed back as it came.
+    RedactedThinking {
+        /// The opaque payload.
+        data: String,
+    },
+}
+
+/// Reasoning an OpenAI-compatible server streamed beside the answer
+/// (DeepSeek's `reasoning_content`, OpenRouter's and others' `reasoning` and
+/// `reasoning_details`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reasoning {
+    /// The reasoning text, concatenated in order.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub text: String,
+    /// The delta field that carried the text (`reasoning_content` or
+    /// `reasoning`), so it is passed back under the same name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// `reasoning_details` items, merged by their `index`, as the server
+    /// sent them (encrypted items and signatures included).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub details: Vec<serde_json::Value>,
+}
+
+impl Reasoning {
+    /// True when nothing was received.
+    pub fn is_empty(&self) -> bool {
+        self.text.is_empty() && self.details.is_empty()
+    }
+}
+
+/// Why generation stopped, across providers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stop {
+    /// The model finished its answer (`stop`, `end_turn`, `stop_sequence`).
+    Done,
+    /// The model asked for tools (`tool_calls`, `tool_use`).
+    ToolUse,
+    /// The output limit cut it off (`length`, `max_tokens`): the text, or a
+    /// tool call's arguments, may be incomplete.
+    Truncated,
+    /// The model refused (OpenAI's `refusal` content, Anthropic's `refusal`).
+    Refused,
+    /// The provider's content filter stopped it (`content_filter`).
+    Filtered,
+    /// The provider gave no reason, or one not known here.
+    #[default]
+    Unknown,
+}
+
+impl Stop {
+    /// The stop a provider's reason means.
+    pub fn from_reason(reason: Option<&str>) -> Stop {
+        match reason {
+            Some("stop" | "end_turn" | "stop_sequence") => Stop::Done,
+            Some("tool_calls" | "tool_use" | "function_call") => Stop::ToolUse,
+            Some("length" | "max_tokens" | "model_context_window_exceeded") => Stop::Truncated,
+            Some("refusal") => Stop::Refused,
+            Some("content_filter") => Stop::Filtered,
+            _ => Stop::Unknown,
         }
     }
 }
@@ -148,6 +238,19 @@ pub struct ModelResponse {
     /// Why generation stopped, in the provider's words (`stop`, `tool_calls`,
     /// `end_turn`, `max_tokens`, ...), when it said.
     pub stop_reason: Option<String>,
+    /// What the stop reason means ([`Stop::from_reason`]; a refusal is
+    /// [`Stop::Refused`] whatever the reason said).
+    #[serde(default)]
+    pub stop: Stop,
+    /// The model's refusal, in its words, when it refused.
+    #[serde(default)]
+    pub refusal: Option<String>,
+    /// Anthropic thinking blocks, in order.
+    #[serde(default)]
+    pub thinking: Vec<Thinking>,
+    /// Reasoning from an OpenAI-compatible server.
+    #[serde(default)]
+    pub reasoning: Option<Reasoning>,
 }
 
 impl ModelResponse {
@@ -156,6 +259,8 @@ impl ModelResponse {
         Message::Assistant {
             text: self.text.clone(),
             tool_calls: self.tool_calls.clone(),
+            thinking: self.thinking.clone(),
+            reasoning: self.reasoning.clone(),
         }
     }
 }

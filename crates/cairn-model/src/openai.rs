@@ -186,7 +186,9 @@ fn reasoning_effort(thinking: Option<&str>) -> Option<String> {
 fn chat_message(message: &Message) -> Value {
     match message {
         Message::User { text } => json!({"role": "user", "content": text}),
-        Message::Assistant { text, tool_calls } => {
+        Message::Assistant {
+            text, tool_calls, ..
+        } => {
             let mut out = Map::new();
             out.insert("role".into(), json!("assistant"));
             let content = if text.is_empty() && !tool_calls.is_empty() {
@@ -350,7 +352,9 @@ impl Decoder for ChatDecoder {
             tool_calls,
             usage: self.usage,
             model: self.model,
+            stop: crate::Stop::from_reason(self.stop_reason.as_deref()),
             stop_reason: self.stop_reason,
+            ..ModelResponse::default()
         }
     }
 }

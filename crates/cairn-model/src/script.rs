@@ -173,7 +173,9 @@ impl Provider for ScriptProvider {
             tool_calls,
             usage: turn.usage,
             model: self.model.clone(),
+            stop: crate::Stop::from_reason(Some(stop_reason)),
             stop_reason: Some(stop_reason.to_owned()),
+            ..ModelResponse::default()
         })
     }
 }

@@ -131,6 +131,8 @@ async fn streams_text_and_assembles_tool_use() {
             },
             model: "claude-test-20250101".into(),
             stop_reason: Some("tool_use".into()),
+            stop: cairn_model::Stop::ToolUse,
+            ..ModelResponse::default()
         }
     );
 }
@@ -146,6 +148,8 @@ async fn sends_the_mapped_request() {
     let mut request = request();
     request.messages.extend([
         Message::Assistant {
+            thinking: Vec::new(),
+            reasoning: None,
             text: "Reading.".into(),
             tool_calls: vec![ToolCall {
                 id: "toolu_1".into(),

@@ -87,6 +87,8 @@ async fn streams_text_in_order() {
             },
             model: "gpt-test-2024".into(),
             stop_reason: Some("stop".into()),
+            stop: cairn_model::Stop::Done,
+            ..ModelResponse::default()
         }
     );
 }
@@ -139,6 +141,8 @@ async fn assembles_tool_calls_from_fragments() {
             },
             model: "gpt-test-2024".into(),
             stop_reason: Some("tool_calls".into()),
+            stop: cairn_model::Stop::ToolUse,
+            ..ModelResponse::default()
         }
     );
 }
@@ -180,6 +184,8 @@ async fn sends_the_mapped_request() {
         messages: vec![
             Message::user("list files"),
             Message::Assistant {
+                thinking: Vec::new(),
+                reasoning: None,
                 text: String::new(),
                 tool_calls: vec![ToolCall {
                     id: "call_1".into(),

@@ -60,6 +60,8 @@ async fn replays_turns_by_index() {
             },
             model: model.clone(),
             stop_reason: Some("tool_use".into()),
+            stop: cairn_model::Stop::ToolUse,
+            ..ModelResponse::default()
         }
     );
 
@@ -75,6 +77,8 @@ async fn replays_turns_by_index() {
             usage: Usage::default(),
             model: model.clone(),
             stop_reason: Some("end_turn".into()),
+            stop: cairn_model::Stop::Done,
+            ..ModelResponse::default()
         }
     );
 

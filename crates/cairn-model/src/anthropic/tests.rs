@@ -23,6 +23,8 @@ fn conversation_maps_to_merged_blocks() {
     let messages = vec![
         Message::user("read a and b"),
         Message::Assistant {
+            thinking: Vec::new(),
+            reasoning: None,
             text: String::new(),
             tool_calls: vec![call("t1", json!({"path": "a"})), call("t2", json!("raw"))],
         },
@@ -92,6 +94,8 @@ fn thinking_budget_fits_below_max_tokens() {
         let mut messages = vec![Message::user("q")];
         if in_tool_loop {
             messages.push(Message::Assistant {
+                thinking: Vec::new(),
+                reasoning: None,
                 text: String::new(),
                 tool_calls: vec![call("t1", json!({}))],
             });
