@@ -22,16 +22,16 @@
 use std::sync::Arc;
 
 use cairn_journal::{
-    Assistant, Budgets, ChainHash, CostState, Fingerprint, Outcome, Override, PendingCall,
-    RecordBody, Terminal, TerminalReason, ToolCall, ToolResult, ToolStart, Usage, User,
+    Budgets, ChainHash, CostState, Fingerprint, Outcome, Override, PendingCall, Reconcile,
+    RecordBody, Snapshot, Terminal, TerminalReason, ToolCall, ToolResult, ToolStart, User,
+    Versioning, VersioningState,
 };
 use cairn_model::{ModelRequest, ModelResponse, Provider};
 use cairn_tools::{Toolbox, Workspace};
-
-use cairn_journal::{Reconcile, Snapshot, Versioning, VersioningState};
 use cairn_workspace::Label;
 
 use crate::boundaries::{self, Boundaries, Stopped, Taken};
+use crate::convert;
 use crate::events::{Events, Sink};
 use crate::fingerprint::{compare, fingerprint, Verdict};
 use crate::responses::{ResponseStore, StoredResponse};
@@ -102,7 +102,7 @@ pub struct Ending {
 }
 
 enum Called {
-    Done(ModelResponse, bool),
+    Done(Box<ModelResponse>, bool),
     Interrupted,
     Failed(String),
 }
@@ -257,7 +257,16 @@ impl Agent {
                 return Ok(end);
             }
             if !self.needs_model() {
-                return self.end(TerminalReason::Completed, None);
+                // An answer without tool calls ends the run: completed, unless
+                // the model refused or was cut off, which the status shows.
+                let state = self.session.state();
+                return match convert::unfinished(
+                    state.last_stop_reason.as_deref(),
+                    state.last_refusal.as_deref(),
+                ) {
+                    Some(why) => self.end(TerminalReason::Failed, Some(why)),
+                    None => self.end(TerminalReason::Completed, None),
+                };
             }
             if let Some(why) = self.over_budget() {
                 return self.end(TerminalReason::BudgetExhausted, Some(why));
@@ -267,7 +276,7 @@ impl Agent {
             self.boundary_pre(turn, ev)?;
             let request = self.request(turn);
             let (response, replay) = match self.call_model(turn, &request, ev).await? {
-                Called::Done(r, replay) => (r, replay),
+                Called::Done(r, replay) => (*r, replay),
                 Called::Interrupted => {
                     return self.end(
                         TerminalReason::Interrupted,
@@ -278,32 +287,25 @@ impl Agent {
                 }
                 Called::Failed(msg) => return self.end(TerminalReason::Failed, Some(msg)),
             };
-            let usage = response.usage;
+            // Priced by the model that answered (a dated or smaller model
+            // than the one asked for costs what it costs).
+            let requested = self.provider.model().to_owned();
+            let answered = Some(response.model.as_str())
+                .filter(|m| !m.is_empty())
+                .unwrap_or(&requested);
             let cost = self.pricing.price(
                 self.provider.kind(),
-                self.provider.model(),
+                answered,
                 self.provider.base_url(),
-                usage,
+                response.usage,
             );
-            self.session.append(RecordBody::Assistant(Assistant {
-                text: response.text,
-                tool_calls: response
-                    .tool_calls
-                    .into_iter()
-                    .map(|c| ToolCall {
-                        id: c.id,
-                        name: c.name,
-                        arguments: c.arguments,
-                    })
-                    .collect(),
-                usage: Usage {
-                    input_tokens: usage.input_tokens,
-                    output_tokens: usage.output_tokens,
-                },
-                cost,
-                replay,
-                model: Some(response.model).filter(|m| !m.is_empty()),
-            }))?;
+            if let Some(refusal) = &response.refusal {
+                ev.refusal(refusal);
+            }
+            self.session
+                .append(RecordBody::Assistant(convert::assistant_record(
+                    response, &requested, cost, replay,
+                )))?;
             ev.turn_finished(turn);
             if let Some(end) = self.dispatch_pending(ev).await? {
                 return Ok(end);
@@ -542,6 +544,20 @@ impl Agent {
     /// `tool_start`, the call, `tool_result`. Returns true when an immediate
     /// stop abandoned the call (its outcome is then recorded as unknown).
     async fn dispatch(&mut self, call: &ToolCall, ev: &mut dyn Events) -> Result<bool, AgentError> {
+        // Arguments cut off at the output limit, or not an object, are an
+        // input the model never completed: never run, the model is told.
+        if !convert::runnable(call) {
+            let output =
+                convert::not_run_message(call, self.session.state().last_stop_reason.as_deref());
+            ev.tool_started(call);
+            self.session.append(RecordBody::ToolResult(ToolResult {
+                call: call.id.clone(),
+                outcome: Outcome::Error,
+                output: output.clone(),
+            }))?;
+            ev.tool_finished(call, Outcome::Error, &output);
+            return Ok(false);
+        }
         self.session.append(RecordBody::ToolStart(ToolStart {
             call: call.id.clone(),
             name: call.name.clone(),
@@ -594,7 +610,7 @@ impl Agent {
         if let Some(stored) = self.responses.get(&key)? {
             ev.turn_started(turn, true);
             ev.text(&stored.response.text);
-            return Ok(Called::Done(stored.response, true));
+            return Ok(Called::Done(Box::new(stored.response), true));
         }
         ev.turn_started(turn, false);
         let result = {
@@ -620,7 +636,7 @@ impl Agent {
                 if self.faults.crash_after_response_stored {
                     std::process::abort();
                 }
-                Ok(Called::Done(response, false))
+                Ok(Called::Done(Box::new(response), false))
             }
         }
     }

@@ -11,6 +11,8 @@ pub trait Events: Send {
     fn text_restart(&mut self) {}
     /// A model turn starts; `replay` when it is served from the response store.
     fn turn_started(&mut self, _turn: u64, _replay: bool) {}
+    /// The model refused, in these words (journaled with its turn).
+    fn refusal(&mut self, _text: &str) {}
     /// A model turn was journaled.
     fn turn_finished(&mut self, _turn: u64) {}
     /// A tool call is being dispatched.

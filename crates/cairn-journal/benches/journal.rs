@@ -134,6 +134,7 @@ fn throughput(dir: &Path) {
                     cost: Cost::known(0.0012),
                     replay: false,
                     model: None,
+                    ..Assistant::default()
                 })
             }
             1 => RecordBody::ToolStart(ToolStart {

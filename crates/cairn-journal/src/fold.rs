@@ -16,8 +16,8 @@
 use serde::Serialize;
 
 use crate::record::{
-    Cost, CostState, Fingerprint, ForkPin, Meta, Outcome, Record, RecordBody, Routing, Snapshot,
-    TerminalReason, ToolCall, Totals,
+    Cost, CostState, Fingerprint, ForkPin, Meta, Outcome, Reasoning, Record, RecordBody, Routing,
+    Snapshot, TerminalReason, Thinking, ToolCall, Totals,
 };
 
 /// A run's status.
@@ -54,6 +54,10 @@ pub enum Entry {
         text: String,
         /// The calls it made.
         tool_calls: Vec<ToolCall>,
+        /// Its thinking blocks, to send back unmodified.
+        thinking: Vec<Thinking>,
+        /// Its reasoning, to send back where the server requires it.
+        reasoning: Option<Reasoning>,
     },
     /// A tool call's outcome.
     ToolResult {
@@ -112,6 +116,10 @@ pub struct RunState {
     pub updated: String,
     /// The last workspace boundary.
     pub last_snapshot: Option<Snapshot>,
+    /// The stop reason of the last model turn, in the provider's words.
+    pub last_stop_reason: Option<String>,
+    /// The refusal of the last model turn, when it refused.
+    pub last_refusal: Option<String>,
 }
 
 /// Why records do not fold.
@@ -146,6 +154,8 @@ impl RunState {
             records: 1,
             updated: ts.to_owned(),
             last_snapshot: None,
+            last_stop_reason: None,
+            last_refusal: None,
         }
     }
 
@@ -175,11 +185,15 @@ impl RunState {
                 let totals = self.totals;
                 let pending = std::mem::take(&mut self.pending);
                 let last_snapshot = self.last_snapshot.take();
+                let last_stop_reason = self.last_stop_reason.take();
+                let last_refusal = self.last_refusal.take();
                 *self = RunState::from_meta(m, &record.ts);
                 self.conversation = inherited;
                 self.totals = totals;
                 self.pending = pending;
                 self.last_snapshot = last_snapshot;
+                self.last_stop_reason = last_stop_reason;
+                self.last_refusal = last_refusal;
             }
             RecordBody::User(u) => self.conversation.push(Entry::User {
                 text: u.text.clone(),
@@ -196,7 +210,11 @@ impl RunState {
                 self.conversation.push(Entry::Assistant {
                     text: a.text.clone(),
                     tool_calls: a.tool_calls.clone(),
+                    thinking: a.thinking.clone(),
+                    reasoning: a.reasoning.clone(),
                 });
+                self.last_stop_reason.clone_from(&a.stop_reason);
+                self.last_refusal.clone_from(&a.refusal);
             }
             RecordBody::ToolStart(s) => {
                 if let Some(p) = self.pending.iter_mut().find(|p| p.call.id == s.call) {

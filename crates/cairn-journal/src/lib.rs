@@ -70,8 +70,8 @@ pub use reader::{
 };
 pub use record::{
     now_rfc3339, Assistant, Budgets, CheckpointRef, Cost, CostState, Fingerprint, ForcedField,
-    ForkPin, Meta, Outcome, Override, Reconcile, Record, RecordBody, Routing, Snapshot, Terminal,
-    TerminalReason, ToolCall, ToolResult, ToolStart, Totals, Usage, User, Versioning,
-    VersioningState, SCHEMA_VERSION,
+    ForkPin, Meta, Outcome, Override, Reasoning, Reconcile, Record, RecordBody, Routing, Snapshot,
+    Terminal, TerminalReason, Thinking, ToolCall, ToolResult, ToolStart, Totals, Usage, User,
+    Versioning, VersioningState, SCHEMA_VERSION,
 };
 pub use writer::{Appended, JournalIo, JournalWriter};

@@ -15,8 +15,9 @@ use crate::chain::ChainHash;
 /// ([`RecordBody::version`]): an older cairn reads every record it
 /// understands and refuses, with a message to upgrade, one it would misread.
 ///
-/// Version log: 1 — the kinds of DESIGN §2; 2 — `versioning`, and a
-/// `reconcile` whose change list is unknown.
+/// Version log: 1 — the kinds of DESIGN §2; 2 — `versioning`, a
+/// `reconcile` whose change list is unknown, and an `assistant` carrying
+/// `thinking` or `reasoning` (which a resume must send back).
 pub const SCHEMA_VERSION: u32 = 2;
 
 /// One record as read back: header plus body.
@@ -87,6 +88,7 @@ impl RecordBody {
         match self {
             RecordBody::Versioning(_) => 2,
             RecordBody::Reconcile(r) if r.unknown.is_some() => 2,
+            RecordBody::Assistant(a) if !a.thinking.is_empty() || a.reasoning.is_some() => 2,
             _ => 1,
         }
     }
@@ -342,8 +344,9 @@ impl Default for Cost {
     }
 }
 
-/// One model turn.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// One model turn: everything the model said, so that a resume sends exactly
+/// what a continuous run would have sent.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Assistant {
     /// The text the model produced.
     pub text: String,
@@ -362,6 +365,58 @@ pub struct Assistant {
     /// The model that answered, as the provider named it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The model that was asked for, when it is not the one that answered
+    /// (the cost is the answering model's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_model: Option<String>,
+    /// Why generation stopped, in the provider's words (`stop`, `tool_calls`,
+    /// `end_turn`, `length`, `max_tokens`, `refusal`, `content_filter`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+    /// The model's refusal, in its words, when it refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<String>,
+    /// Anthropic thinking blocks, complete and in order (schema version 2:
+    /// a resume must send them back).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thinking: Vec<Thinking>,
+    /// Reasoning an OpenAI-compatible server streamed beside the answer
+    /// (schema version 2 when it holds `details` or text to pass back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<Reasoning>,
+}
+
+/// One block of extended thinking, kept byte for byte.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Thinking {
+    /// Thinking text and its signature.
+    Thinking {
+        /// The text.
+        thinking: String,
+        /// The signature (opaque).
+        #[serde(default)]
+        signature: String,
+    },
+    /// Encrypted thinking, opaque.
+    RedactedThinking {
+        /// The payload.
+        data: String,
+    },
+}
+
+/// Reasoning from an OpenAI-compatible server.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reasoning {
+    /// The reasoning text.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub text: String,
+    /// The field that carried it (`reasoning_content`, `reasoning`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// `reasoning_details` items as the server sent them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub details: Vec<serde_json::Value>,
 }
 
 /// A tool call about to be dispatched.

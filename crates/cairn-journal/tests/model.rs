@@ -114,6 +114,7 @@ fn body_of(b: &Body, last_calls: &mut Vec<String>, totals: &Totals) -> RecordBod
                 },
                 replay: false,
                 model: None,
+                ..Assistant::default()
             })
         }
         Body::Start(k) => RecordBody::ToolStart(ToolStart {

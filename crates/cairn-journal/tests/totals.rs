@@ -232,6 +232,7 @@ fn token_sums_saturate_instead_of_wrapping_or_panicking() {
         cost: Cost::known(f64::MAX),
         replay: false,
         model: None,
+        ..Assistant::default()
     });
     w.append(&huge).unwrap();
     w.append(&huge).unwrap();

@@ -64,6 +64,7 @@ fn bodies(turns: usize) -> Vec<RecordBody> {
             cost: Cost::known(0.0042),
             replay: false,
             model: None,
+            ..Assistant::default()
         }));
         out.push(RecordBody::ToolStart(ToolStart {
             call: id.clone(),
@@ -85,6 +86,7 @@ fn bodies(turns: usize) -> Vec<RecordBody> {
         cost: Cost::known(0.0042),
         replay: false,
         model: None,
+        ..Assistant::default()
     }));
     out
 }

@@ -36,6 +36,7 @@ fn turn(cost: Cost) -> RecordBody {
         cost,
         replay: false,
         model: Some("some-model".into()),
+        ..Assistant::default()
     })
 }
 

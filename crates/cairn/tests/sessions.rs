@@ -46,6 +46,7 @@ fn finished(store: &Store, ws: &std::path::Path, name: &str) -> RunId {
         cost: Cost::known(0.25),
         replay: false,
         model: None,
+        ..Assistant::default()
     });
     w.append(&turn).unwrap();
     w.append(&turn).unwrap();
@@ -155,6 +156,7 @@ fn listing_reads_a_running_session_in_full() {
         cost: Cost::UNKNOWN,
         replay: false,
         model: None,
+        ..Assistant::default()
     }))
     .unwrap();
     let out = cairn(store.root())

@@ -37,6 +37,7 @@ pub fn assistant(text: &str, calls: &[(&str, &str)], cost: Cost) -> RecordBody {
         cost,
         replay: false,
         model: None,
+        ..Assistant::default()
     })
 }
 

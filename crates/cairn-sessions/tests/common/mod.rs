@@ -43,6 +43,7 @@ pub fn turn(input: u64, output: u64, cost: Cost, replay: bool, calls: &[&str]) -
         cost,
         replay,
         model: None,
+        ..Assistant::default()
     })
 }
 

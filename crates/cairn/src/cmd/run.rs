@@ -341,6 +341,10 @@ impl Events for Printer {
             ));
         }
     }
+    fn refusal(&mut self, text: &str) {
+        self.finish_line();
+        self.out(&format!("[the model refused] {text}\n"));
+    }
     fn turn_finished(&mut self, _turn: u64) {
         self.finish_line();
     }

@@ -161,8 +161,31 @@ pub fn show(ctx: &Context, args: &ShowArgs) -> anyhow::Result<Code> {
 fn conversation_line(e: &Entry) -> String {
     match e {
         Entry::User { text } => format!("user      {}\n", output::one_line(text, 100)),
-        Entry::Assistant { text, tool_calls } => {
-            let mut s = format!("assistant {}\n", output::one_line(text, 100));
+        Entry::Assistant {
+            text,
+            tool_calls,
+            thinking,
+            reasoning,
+        } => {
+            let mut s = String::new();
+            if !thinking.is_empty() {
+                s.push_str(&format!(
+                    "  (thinking: {}, folded)\n",
+                    thinking_size(thinking)
+                ));
+            }
+            if let Some(r) = reasoning {
+                s.push_str(&format!(
+                    "  (reasoning: {} chars{}, folded)\n",
+                    r.text.chars().count(),
+                    if r.details.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", {} detail item(s)", r.details.len())
+                    }
+                ));
+            }
+            s.push_str(&format!("assistant {}\n", output::one_line(text, 100)));
             for c in tool_calls {
                 s.push_str(&format!(
                     "  -> {} {}\n",
@@ -201,7 +224,23 @@ fn describe(body: &cairn_journal::RecordBody) -> String {
         B::User(u) => output::one_line(&u.text, 100),
         B::Assistant(a) => {
             let calls: Vec<_> = a.tool_calls.iter().map(|c| c.name.as_str()).collect();
-            format!(
+            let mut notes = Vec::new();
+            if let Some(r) = &a.stop_reason {
+                notes.push(format!("stop {r}"));
+            }
+            if let (Some(asked), Some(answered)) = (&a.requested_model, &a.model) {
+                notes.push(format!("asked {asked}, answered by {answered}"));
+            }
+            if !a.thinking.is_empty() {
+                notes.push(format!("thinking {}", thinking_size(&a.thinking)));
+            }
+            if let Some(r) = &a.reasoning {
+                notes.push(format!("reasoning {} chars", r.text.chars().count()));
+            }
+            if a.replay {
+                notes.push("replayed".into());
+            }
+            let mut line = format!(
                 "{}{} [{} in / {} out, {}{}]",
                 output::one_line(&a.text, 70),
                 if calls.is_empty() {
@@ -212,8 +251,12 @@ fn describe(body: &cairn_journal::RecordBody) -> String {
                 a.usage.input_tokens,
                 a.usage.output_tokens,
                 output::cost(&a.cost),
-                if a.replay { ", replayed" } else { "" }
-            )
+                notes.iter().map(|n| format!(", {n}")).collect::<String>()
+            );
+            if let Some(r) = &a.refusal {
+                line.push_str(&format!(" REFUSED: {}", output::one_line(r, 70)));
+            }
+            line
         }
         B::ToolStart(t) => format!("{} ({})", t.name, t.call),
         B::ToolResult(t) => format!(
@@ -266,4 +309,20 @@ pub fn rm(ctx: &Context, args: &RmArgs) -> anyhow::Result<Code> {
     s.push_str(" (workspace objects stay in the store until `cairn prune`)\n");
     output::text(&s)?;
     Ok(Code::Ok)
+}
+
+/// The size of a turn's thinking, for a folded line: blocks and characters.
+fn thinking_size(thinking: &[cairn_journal::Thinking]) -> String {
+    let (mut chars, mut redacted) = (0, 0);
+    for t in thinking {
+        match t {
+            cairn_journal::Thinking::Thinking { thinking, .. } => chars += thinking.chars().count(),
+            cairn_journal::Thinking::RedactedThinking { .. } => redacted += 1,
+        }
+    }
+    let mut s = format!("{} block(s), {chars} chars", thinking.len());
+    if redacted > 0 {
+        s.push_str(&format!(", {redacted} redacted"));
+    }
+    s
 }
