@@ -85,6 +85,7 @@ fn assistants(records: &[Value]) -> Vec<&Value> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "until the providers decode refusals and thinking"]
 async fn an_openai_refusal_is_journaled_shown_and_ends_the_run_failed() {
     let stream = openai(&[
         json!({"model": "gpt-4o", "choices": [{"index": 0, "delta": {"role": "assistant", "content": null, "refusal": ""}}]}),
@@ -300,6 +301,7 @@ fn anthropic_cmd(s: &Scratch, base: &str) -> std::process::Command {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "until the providers decode refusals and thinking"]
 async fn a_thinking_tool_loop_resumed_after_a_kill_sends_what_a_continuous_run_sends() {
     // A continuous run.
     let server = serve("/v1/messages", thinking_loop()).await;
