@@ -73,7 +73,7 @@ pub use crate::anthropic::{
 pub use crate::error::ModelError;
 pub use crate::message::{
     Message, ModelRequest, ModelResponse, NullSink, Reasoning, Stop, StreamSink, Thinking,
-    ToolCall, ToolSpec, Usage,
+    ToolCall, ToolSpec, Usage, REFUSAL_WITHOUT_TEXT,
 };
 pub use crate::openai::{OpenAiProvider, OPENAI_DEFAULT_BASE_URL};
 pub use crate::provider::{

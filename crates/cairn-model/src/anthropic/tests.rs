@@ -1,5 +1,5 @@
 use super::*;
-use crate::message::ToolSpec;
+use crate::message::{ToolCall, ToolSpec};
 
 fn call(id: &str, arguments: Value) -> ToolCall {
     ToolCall {
