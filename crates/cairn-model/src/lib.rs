@@ -65,6 +65,8 @@ mod message;
 mod openai;
 mod provider;
 mod script;
+#[cfg(test)]
+mod split_tests;
 mod sse;
 
 pub use crate::anthropic::{

@@ -96,3 +96,59 @@ pub fn pieces(text: &str, size: usize) -> Vec<String> {
     let chars: Vec<char> = text.chars().collect();
     chars.chunks(size).map(|c| c.iter().collect()).collect()
 }
+
+/// The SSE body of fixture `name` (a path under `tests/fixtures/`).
+pub fn fixture(name: &str) -> String {
+    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("fixture {path}: {e}"))
+}
+
+/// A mock server answering POSTs to `endpoint` with `fixtures` in turn (the
+/// last one repeats).
+pub async fn serve_fixtures(endpoint: &str, fixtures: &[&str]) -> wiremock::MockServer {
+    let server = wiremock::MockServer::start().await;
+    let responses = fixtures.iter().map(|name| sse(fixture(name))).collect();
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .and(wiremock::matchers::path(endpoint))
+        .respond_with(Sequence::new(responses))
+        .mount(&server)
+        .await;
+    server
+}
+
+/// The JSON bodies of every request the server received, in order.
+pub async fn bodies(server: &wiremock::MockServer) -> Vec<Value> {
+    server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.body_json().unwrap())
+        .collect()
+}
+
+/// A tool with an open object schema.
+pub fn tool(name: &str) -> cairn_model::ToolSpec {
+    cairn_model::ToolSpec {
+        name: name.into(),
+        description: format!("The {name} tool"),
+        parameters: serde_json::json!({"type": "object"}),
+    }
+}
+
+/// The tool result answering every call of `response`.
+pub fn results_for(
+    response: &cairn_model::ModelResponse,
+    output: &str,
+) -> Vec<cairn_model::Message> {
+    response
+        .tool_calls
+        .iter()
+        .map(|call| cairn_model::Message::ToolResult {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            output: output.into(),
+            is_error: false,
+        })
+        .collect()
+}
