@@ -42,7 +42,8 @@ const OFFICIAL_HOST: &str = "api.openai.com";
 ///      assistant message: OpenRouter keeps reasoning across tool calls this
 ///      way and wants the items unmodified and in order;
 ///    - otherwise its reasoning text, under the field it came in
-///      (`reasoning_content` or `reasoning`), on the assistant messages of
+///      (`reasoning_content` or `reasoning`; any other name is not sent),
+///      on the assistant messages of
 ///      every round (the messages between two user messages) in which the
 ///      model called a tool, the current tool loop included. DeepSeek's and
 ///      Moonshot's thinking modes refuse (HTTP 400) a later request that lacks
@@ -320,7 +321,9 @@ fn pass_back_reasoning(
     if !in_tool_round || reasoning.text.is_empty() {
         return;
     }
-    if let Some(field) = reasoning.field.as_deref().filter(|f| !f.is_empty()) {
+    // The name is recorded data: only a reasoning field may be set by it.
+    let known = |f: &&str| stream::REASONING_FIELDS.contains(f);
+    if let Some(field) = reasoning.field.as_deref().filter(known) {
         out.insert(field.to_owned(), json!(reasoning.text));
     }
 }

@@ -105,7 +105,7 @@ async fn max_tokens_inside_a_tool_input_is_truncated_and_keeps_it_as_received() 
         ENDPOINT,
         &[
             "anthropic/max_tokens_in_tool_use.sse",
-            "anthropic/no_message_stop.sse",
+            "anthropic/thinking_final.sse",
         ],
     )
     .await;
@@ -282,10 +282,50 @@ async fn streams_missing_content_are_requested_again() {
         "anthropic/cut_in_text.sse",
         "anthropic/open_block_at_end.sse",
     ] {
-        let server = serve_fixtures(ENDPOINT, &[cut, "anthropic/no_message_stop.sse"]).await;
+        let server = serve_fixtures(ENDPOINT, &[cut, "anthropic/text_and_tool.sse"]).await;
         let (got, sink) = complete(&server, &request(vec![Message::user("test")], None)).await;
-        assert_eq!(got, done_response(), "{cut}");
+        assert_eq!(got, text_and_tool_response(), "{cut}");
         assert_eq!(sink.restarts, 1, "{cut}");
         assert_eq!(bodies(&server).await.len(), 2, "{cut}");
     }
+}
+
+#[tokio::test]
+async fn a_connection_dropped_after_a_complete_response_is_accepted_once() {
+    let (uri, served) = common::dropping_server(vec![(
+        common::fixture("anthropic/no_message_stop.sse"),
+        false,
+    )])
+    .await;
+    let provider =
+        AnthropicProvider::new("claude-test", Some(&uri), Some("k".into()), &fast_config(4))
+            .unwrap();
+    let mut sink = Recorder::default();
+    let got = provider
+        .complete(&request(vec![Message::user("test")], None), &mut sink)
+        .await
+        .unwrap();
+    assert_eq!(got, done_response());
+    assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_connection_dropped_inside_a_block_is_requested_again() {
+    let (uri, served) = common::dropping_server(vec![
+        (common::fixture("anthropic/cut_in_text.sse"), false),
+        (common::fixture("anthropic/text_and_tool.sse"), true),
+    ])
+    .await;
+    let provider =
+        AnthropicProvider::new("claude-test", Some(&uri), Some("k".into()), &fast_config(4))
+            .unwrap();
+    let got = provider
+        .complete(
+            &request(vec![Message::user("test")], None),
+            &mut Recorder::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(got, text_and_tool_response());
+    assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 2);
 }

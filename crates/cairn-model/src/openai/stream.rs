@@ -46,7 +46,7 @@ use crate::sse::SseEvent;
 use super::PROVIDER;
 
 /// The delta fields that carry reasoning text, in the order they are tried.
-const REASONING_FIELDS: [&str; 2] = ["reasoning_content", "reasoning"];
+pub(super) const REASONING_FIELDS: [&str; 2] = ["reasoning_content", "reasoning"];
 
 /// The `reasoning_details` fields whose streamed pieces are concatenated.
 const DETAIL_PIECES: [&str; 4] = ["text", "summary", "data", "signature"];

@@ -168,6 +168,16 @@ fn reasoning_goes_back_in_rounds_with_tool_calls_and_details_always() {
                 Value::Array(details),
             )]],
         ),
+        // A recorded field name other than the two reasoning fields is not
+        // used: it could overwrite the message's own fields.
+        (
+            vec![
+                Message::user("q"),
+                assistant(true, text("content", "x")),
+                result(),
+            ],
+            vec![vec![]],
+        ),
         // Reasoning text without a field name is not sent: no name to use.
         (
             vec![
@@ -336,4 +346,16 @@ mod decoding {
             assert_eq!(decoder.complete(), want, "row {n}");
         }
     }
+}
+
+#[test]
+fn a_recorded_field_name_cannot_overwrite_the_message() {
+    let messages = [
+        Message::user("q"),
+        assistant(true, text("content", "injected")),
+        result(),
+    ];
+    let sent = chat_messages(&messages);
+    assert_eq!(sent[1]["content"], json!("t"));
+    assert_eq!(sent[1].as_object().unwrap().len(), 3, "{}", sent[1]);
 }
