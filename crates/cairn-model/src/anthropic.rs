@@ -1,17 +1,18 @@
 //! The Anthropic Messages API, streamed.
+//!
+//! This file maps requests; `stream.rs` decodes the response stream.
 
-use std::collections::BTreeMap;
+mod stream;
 
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::{json, Map, Value};
 
-use crate::error::{excerpt, ModelError};
-use crate::http::{is_host, parse_base_url, trimmed, ApiKey, Decoder, Failure, Http, Step};
-use crate::message::{
-    parse_arguments, Message, ModelRequest, ModelResponse, StreamSink, ToolCall, Usage,
-};
+use crate::error::ModelError;
+use crate::http::{is_host, parse_base_url, trimmed, ApiKey, Http};
+use crate::message::{Message, ModelRequest, ModelResponse, StreamSink, Thinking};
 use crate::provider::{env_var, Provider, ProviderConfig};
-use crate::sse::SseEvent;
+
+pub(crate) use self::stream::MessagesDecoder;
 
 /// The official endpoint, used when no base URL is given.
 pub const ANTHROPIC_DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -32,18 +33,27 @@ const MIN_THINKING_BUDGET: u32 = 1024;
 /// The mapping, in order:
 ///
 /// 1. The system prompt becomes the top-level `system` field.
-/// 2. User text becomes a `text` block, an assistant turn `text` and `tool_use`
-///    blocks (non-object arguments are wrapped as `{"value": ...}`), a tool result a
-///    `tool_result` block in a user message. Messages of the same role in a row are
-///    merged into one, with `tool_result` blocks first; empty text is dropped.
+/// 2. User text becomes a `text` block, an assistant turn its thinking blocks
+///    (`thinking` with its `signature`, `redacted_thinking` with its `data`),
+///    exactly as received and in order, then `text` and `tool_use` blocks
+///    (non-object arguments are wrapped as `{"value": ...}`), a tool result a
+///    `tool_result` block in a user message. Messages of the same role in a row
+///    are merged into one, with `tool_result` blocks first in a user message and
+///    thinking blocks first in an assistant message; empty text is dropped.
 /// 3. Tools become `{"name", "description", "input_schema"}`.
 /// 4. `max_tokens` is `max_output_tokens`, else [`ANTHROPIC_DEFAULT_MAX_TOKENS`] (plus
 ///    the thinking budget when thinking is on).
 /// 5. `thinking` of `low`, `medium`/`on`, `high` or a number sends a thinking budget of
-///    2048, 4096, 8192 or that many tokens, kept below `max_tokens`. Thinking blocks
-///    are not part of the conversation model, and the API refuses a tool-use loop
-///    whose assistant turns lack them, so thinking is sent only when the last
-///    assistant message made no tool calls.
+///    2048, 4096, 8192 or that many tokens, kept below `max_tokens`, as
+///    `{"type": "enabled", "budget_tokens": N}`: the same parameter on every
+///    request, tool loops included, as the API requires (a tool loop is one
+///    assistant turn, with one thinking configuration). One exception: when the
+///    request continues a tool loop (its last message carries tool results)
+///    whose first assistant message has no thinking block — a turn made with
+///    thinking off, as in a session resumed with thinking on — the API would
+///    refuse `thinking`, so the requests of that loop are sent without it (and
+///    without the budget in `max_tokens`); thinking resumes with the next user
+///    turn.
 ///
 /// The base URL is used as the official SDK uses it: requests go to
 /// `{base}/v1/messages`; a base that already ends in `/v1` has it removed first.
@@ -145,13 +155,9 @@ impl Provider for AnthropicProvider {
 
 /// The Messages request body for `request`.
 fn messages_body(model: &str, request: &ModelRequest) -> Value {
-    let budget = thinking_budget(request.thinking.as_deref()).filter(|_| {
-        let last_assistant = request.messages.iter().rev().find_map(|m| match m {
-            Message::Assistant { tool_calls, .. } => Some(tool_calls.is_empty()),
-            _ => None,
-        });
-        last_assistant.unwrap_or(true)
-    });
+    let messages = api_messages(&request.messages);
+    let budget = thinking_budget(request.thinking.as_deref())
+        .filter(|_| !turn_started_without_thinking(&messages));
     let (max_tokens, budget) = match (request.max_output_tokens, budget) {
         (None, None) => (ANTHROPIC_DEFAULT_MAX_TOKENS, None),
         (None, Some(budget)) => (
@@ -173,10 +179,7 @@ fn messages_body(model: &str, request: &ModelRequest) -> Value {
     if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
         body.insert("system".into(), json!(system));
     }
-    body.insert(
-        "messages".into(),
-        Value::Array(api_messages(&request.messages)),
-    );
+    body.insert("messages".into(), Value::Array(messages));
     if !request.tools.is_empty() {
         let tools = request
             .tools
@@ -198,6 +201,35 @@ fn messages_body(model: &str, request: &ModelRequest) -> Value {
         );
     }
     Value::Object(body)
+}
+
+/// Whether the request continues an assistant turn — a tool loop: the last
+/// message carries tool results — whose first assistant message has no
+/// thinking block. That turn was made with thinking off, and the API refuses a
+/// change of thinking configuration within a turn. (Later messages of a turn
+/// made with thinking on may lack thinking blocks: without interleaved
+/// thinking the model thinks once, at the start of the turn.)
+fn turn_started_without_thinking(messages: &[Value]) -> bool {
+    let has = |message: &Value, kinds: &[&str]| {
+        message["content"]
+            .as_array()
+            .is_some_and(|blocks| blocks.iter().any(|b| kinds.iter().any(|k| b["type"] == *k)))
+    };
+    let continues_turn = messages
+        .last()
+        .is_some_and(|last| last["role"] == "user" && has(last, &["tool_result"]));
+    if !continues_turn {
+        return false;
+    }
+    let mut first = None;
+    for message in messages.iter().rev() {
+        if message["role"] == "assistant" {
+            first = Some(message);
+        } else if !has(message, &["tool_result"]) {
+            break;
+        }
+    }
+    first.is_some_and(|m| !has(m, &["thinking", "redacted_thinking"]))
 }
 
 fn thinking_budget(thinking: Option<&str>) -> Option<u32> {
@@ -226,7 +258,13 @@ fn api_messages(messages: &[Message]) -> Vec<Value> {
     }
     out.into_iter()
         .map(|(role, mut blocks)| {
-            blocks.sort_by_key(|b| b["type"] != "tool_result");
+            // Stable: the order within each kind is kept.
+            let first = if role == "user" {
+                &["tool_result"][..]
+            } else {
+                &["thinking", "redacted_thinking"][..]
+            };
+            blocks.sort_by_key(|b| !first.iter().any(|kind| b["type"] == *kind));
             json!({"role": role, "content": blocks})
         })
         .collect()
@@ -237,9 +275,13 @@ fn content_blocks(message: &Message) -> (&'static str, Vec<Value>) {
     match message {
         Message::User { text } => ("user", text_block(text).into_iter().collect()),
         Message::Assistant {
-            text, tool_calls, ..
+            text,
+            tool_calls,
+            thinking,
+            ..
         } => {
-            let mut blocks: Vec<Value> = text_block(text).into_iter().collect();
+            let mut blocks: Vec<Value> = thinking.iter().map(thinking_block).collect();
+            blocks.extend(text_block(text));
             blocks.extend(tool_calls.iter().map(|call| {
                 let input = match &call.arguments {
                     Value::Object(_) => call.arguments.clone(),
@@ -269,183 +311,15 @@ fn content_blocks(message: &Message) -> (&'static str, Vec<Value>) {
     }
 }
 
-/// One content block being assembled.
-enum Block {
-    Text,
-    ToolUse {
-        id: String,
-        name: String,
-        initial: Value,
-        json: String,
-    },
-    Other,
-}
-
-/// Assembles a streamed Messages response.
-struct MessagesDecoder {
-    text: String,
-    blocks: BTreeMap<u64, Block>,
-    usage: Usage,
-    model: String,
-    stop_reason: Option<String>,
-}
-
-impl MessagesDecoder {
-    fn new(model: &str) -> MessagesDecoder {
-        MessagesDecoder {
-            text: String::new(),
-            blocks: BTreeMap::new(),
-            usage: Usage::default(),
-            model: model.to_owned(),
-            stop_reason: None,
-        }
-    }
-
-    fn emit(&mut self, text: &str, sink: &mut dyn StreamSink) {
-        if !text.is_empty() {
-            sink.text(text);
-            self.text.push_str(text);
-        }
-    }
-}
-
-/// Every prompt token of a `usage` object: plain, cache creation and cache read.
-fn input_tokens(usage: &Value) -> Option<u64> {
-    let count = |field: &str| usage.get(field).and_then(Value::as_u64);
-    let plain = count("input_tokens")?;
-    let cached = count("cache_creation_input_tokens").unwrap_or(0)
-        + count("cache_read_input_tokens").unwrap_or(0);
-    Some(plain + cached)
-}
-
-impl Decoder for MessagesDecoder {
-    type Output = ModelResponse;
-
-    const END_MARKER: &'static str = "`message_stop`";
-
-    fn event(&mut self, event: SseEvent, sink: &mut dyn StreamSink) -> Result<Step, Failure> {
-        let data: Value = serde_json::from_str(&event.data).map_err(|e| ModelError::Protocol {
-            provider: PROVIDER,
-            message: format!("a stream event is not JSON ({e}): {}", excerpt(&event.data)),
-        })?;
-        let kind = data
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or(&event.event);
-        let index = data.get("index").and_then(Value::as_u64).unwrap_or(0);
-        match kind {
-            "message_start" => {
-                let message = &data["message"];
-                if let Some(model) = message.get("model").and_then(Value::as_str) {
-                    self.model = model.to_owned();
-                }
-                let usage = &message["usage"];
-                self.usage.input_tokens = input_tokens(usage).unwrap_or(0);
-                self.usage.output_tokens = usage["output_tokens"].as_u64().unwrap_or(0);
-            }
-            "content_block_start" => {
-                let block = &data["content_block"];
-                let started = match block.get("type").and_then(Value::as_str) {
-                    Some("text") => {
-                        let text = block.get("text").and_then(Value::as_str).unwrap_or("");
-                        self.emit(text, sink);
-                        Block::Text
-                    }
-                    Some("tool_use") => Block::ToolUse {
-                        id: block["id"].as_str().unwrap_or("").to_owned(),
-                        name: block["name"].as_str().unwrap_or("").to_owned(),
-                        initial: block.get("input").cloned().unwrap_or(Value::Null),
-                        json: String::new(),
-                    },
-                    _ => Block::Other,
-                };
-                self.blocks.insert(index, started);
-            }
-            "content_block_delta" => {
-                let delta = &data["delta"];
-                match delta.get("type").and_then(Value::as_str) {
-                    Some("text_delta") => {
-                        let text = delta["text"].as_str().unwrap_or("");
-                        self.emit(text, sink);
-                    }
-                    Some("input_json_delta") => {
-                        if let Some(Block::ToolUse { json, .. }) = self.blocks.get_mut(&index) {
-                            json.push_str(delta["partial_json"].as_str().unwrap_or(""));
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            "message_delta" => {
-                if let Some(reason) = data["delta"]["stop_reason"].as_str() {
-                    self.stop_reason = Some(reason.to_owned());
-                }
-                let usage = &data["usage"];
-                if let Some(output) = usage["output_tokens"].as_u64() {
-                    self.usage.output_tokens = output;
-                }
-                if let Some(input) = input_tokens(usage) {
-                    self.usage.input_tokens = input;
-                }
-            }
-            "message_stop" => return Ok(Step::Done),
-            "error" => return Err(stream_error(&data["error"])),
-            _ => {}
-        }
-        Ok(Step::Continue)
-    }
-
-    fn finish(self) -> ModelResponse {
-        let tool_calls = self
-            .blocks
-            .into_values()
-            .filter_map(|block| match block {
-                Block::ToolUse {
-                    id,
-                    name,
-                    initial,
-                    json,
-                } => {
-                    let arguments = if json.is_empty() && initial.is_object() {
-                        initial
-                    } else {
-                        parse_arguments(&json)
-                    };
-                    Some(ToolCall {
-                        id,
-                        name,
-                        arguments,
-                    })
-                }
-                Block::Text | Block::Other => None,
-            })
-            .collect();
-        ModelResponse {
-            text: self.text,
-            tool_calls,
-            usage: self.usage,
-            model: self.model,
-            stop: crate::Stop::from_reason(self.stop_reason.as_deref()),
-            stop_reason: self.stop_reason,
-            ..ModelResponse::default()
-        }
-    }
-}
-
-/// An `error` event. Overload, rate-limit and server errors are retried.
-fn stream_error(error: &Value) -> Failure {
-    let kind = error["type"].as_str().unwrap_or("error").to_owned();
-    let message = excerpt(error["message"].as_str().unwrap_or(""));
-    match kind.as_str() {
-        "overloaded_error" | "api_error" | "rate_limit_error" => Failure::Retry {
-            detail: format!("error in stream ({kind}): {message}"),
-            retry_after: None,
-        },
-        _ => Failure::Fatal(ModelError::Api {
-            provider: PROVIDER,
-            kind,
-            message,
-        }),
+/// A thinking block as the API sent it: `{"type": "thinking", "thinking",
+/// "signature"}` or `{"type": "redacted_thinking", "data"}`.
+fn thinking_block(block: &Thinking) -> Value {
+    match block {
+        Thinking::Thinking {
+            thinking,
+            signature,
+        } => json!({"type": "thinking", "thinking": thinking, "signature": signature}),
+        Thinking::RedactedThinking { data } => json!({"type": "redacted_thinking", "data": data}),
     }
 }
 

@@ -1,5 +1,17 @@
 //! What the network providers share: the HTTP client, keys, base URLs, and the
 //! retry loop that sends a request and decodes its event stream.
+//!
+//! When a response is accepted (the rule the retry loop keeps):
+//!
+//! 1. The decoder returned [`Step::Done`] for the stream's end marker
+//!    (`data: [DONE]`, `message_stop`): the response is accepted.
+//! 2. The body ended — cleanly, or with a transport error such as a reset or a
+//!    read timeout — before the end marker: the response is accepted when
+//!    [`Decoder::complete`] says everything that makes it whole has arrived, and
+//!    the request is sent again otherwise. A paid answer is never bought twice
+//!    for want of a marker.
+//! 3. A last event not ended by a blank line is not dispatched (the SSE rules,
+//!    [`SseParser`]): it counts only as far as rule 2 says.
 
 use std::fmt;
 use std::time::Duration;
@@ -166,8 +178,69 @@ pub(crate) trait Decoder {
     /// Handles one event, forwarding text to the sink.
     fn event(&mut self, event: SseEvent, sink: &mut dyn StreamSink) -> Result<Step, Failure>;
 
-    /// The response, once [`Step::Done`] was returned.
+    /// Whether everything that makes the response whole has arrived, so that a
+    /// stream ending without its end marker can be accepted as it is.
+    fn complete(&self) -> bool;
+
+    /// The response, once [`Step::Done`] was returned or [`Decoder::complete`]
+    /// holds.
     fn finish(self) -> Self::Output;
+}
+
+/// What feeding a chunk of a stream gave.
+pub(crate) enum Fed {
+    /// The end marker has not arrived yet.
+    More,
+    /// The decoder saw the end marker: later bytes are ignored.
+    Done,
+}
+
+/// One response stream being decoded: the SSE parser and the decoder together,
+/// so the network path and the tests drive exactly the same steps.
+pub(crate) struct Decoding<D> {
+    parser: SseParser,
+    decoder: D,
+}
+
+impl<D: Decoder> Decoding<D> {
+    pub(crate) fn new(decoder: D) -> Decoding<D> {
+        Decoding {
+            parser: SseParser::new(),
+            decoder,
+        }
+    }
+
+    /// Feeds the next bytes of the body, dispatching every event they complete.
+    pub(crate) fn feed(&mut self, bytes: &[u8], sink: &mut dyn StreamSink) -> Result<Fed, Failure> {
+        for event in self.parser.feed(bytes) {
+            if let Step::Done = self.decoder.event(event, sink)? {
+                return Ok(Fed::Done);
+            }
+        }
+        Ok(Fed::More)
+    }
+
+    /// The response after the end marker.
+    pub(crate) fn finish(self) -> D::Output {
+        self.decoder.finish()
+    }
+
+    /// The body ended before the end marker (`broken`: with a transport
+    /// error): the response when the decoder holds it complete, else `broken`
+    /// or a retry naming the missing marker.
+    pub(crate) fn ended(self, broken: Option<Failure>) -> Result<D::Output, Failure> {
+        if self.decoder.complete() {
+            tracing::debug!(
+                marker = D::END_MARKER,
+                "the stream ended before its end marker but the response is complete; accepted"
+            );
+            return Ok(self.decoder.finish());
+        }
+        Err(broken.unwrap_or_else(|| Failure::Retry {
+            detail: format!("the response stream ended before {}", D::END_MARKER),
+            retry_after: None,
+        }))
+    }
 }
 
 /// Sends requests for one provider, with retries.
@@ -260,7 +333,7 @@ impl Http {
     async fn attempt<D: Decoder>(
         &self,
         request: RequestBuilder,
-        mut decoder: D,
+        decoder: D,
         sink: &mut dyn StreamSink,
     ) -> Result<D::Output, Failure> {
         let response = request.send().await.map_err(transport)?;
@@ -286,20 +359,18 @@ impl Http {
                 ),
             }));
         }
-        let mut parser = SseParser::new();
+        let mut decoding = Decoding::new(decoder);
         let mut chunks = response.bytes_stream();
         while let Some(chunk) = chunks.next().await {
-            let chunk = chunk.map_err(transport)?;
-            for event in parser.feed(&chunk) {
-                if let Step::Done = decoder.event(event, sink)? {
-                    return Ok(decoder.finish());
-                }
+            let chunk = match chunk {
+                Ok(chunk) => chunk,
+                Err(error) => return decoding.ended(Some(transport(error))),
+            };
+            if let Fed::Done = decoding.feed(&chunk, sink)? {
+                return Ok(decoding.finish());
             }
         }
-        Err(Failure::Retry {
-            detail: format!("the response stream ended before {}", D::END_MARKER),
-            retry_after: None,
-        })
+        decoding.ended(None)
     }
 
     fn classify(&self, status: StatusCode, body: &str, retry_after: Option<Duration>) -> Failure {

@@ -5,7 +5,8 @@
 //! [`ToolCall`]s, [`Usage`]) through a [`Provider`]. There are three:
 //!
 //! - `script:PATH` ([`ScriptProvider`]) replays a file of turns, for tests, demos
-//!   and offline runs;
+//!   and offline runs (a turn may also carry a stop reason, a refusal, thinking
+//!   blocks and reasoning, to test what an agent does with them);
 //! - `openai:MODEL` ([`OpenAiProvider`]) speaks streamed Chat Completions to OpenAI or
 //!   any compatible server (OpenRouter, Ollama, llama.cpp, vLLM);
 //! - `anthropic:MODEL` ([`AnthropicProvider`]) speaks the streamed Messages API.
@@ -16,9 +17,22 @@
 //!   [`ModelResponse::text`] is exactly what was streamed. If a stream breaks and
 //!   the request is retried, the sink is told ([`StreamSink::restart`]) before the
 //!   text is sent again.
+//! - A response is what the model said. A refusal is kept
+//!   ([`ModelResponse::refusal`], [`Stop::Refused`]); a response cut off by the
+//!   output limit says so ([`Stop::Truncated`]) and keeps a cut tool call's
+//!   arguments exactly as received, never as a JSON object to run; Anthropic
+//!   thinking blocks ([`Thinking`]) and the reasoning of OpenAI-compatible
+//!   servers ([`Reasoning`]) are kept byte for byte and passed back on later
+//!   requests as each API requires (the rules are in [`AnthropicProvider`] and
+//!   [`OpenAiProvider`]).
 //! - Transient failures (HTTP 408, 409, 429, 5xx, connection errors, a stream cut
 //!   short) are retried with exponential backoff and jitter per [`RetryPolicy`],
 //!   honouring `Retry-After`. Refusals (400, 401, 403, 404, ...) fail at once.
+//! - A stream that ends, or breaks, before its end marker is accepted when its
+//!   response is complete — Anthropic: a stop reason arrived and every content
+//!   block was closed; OpenAI: a finish reason and the usage arrived — and is
+//!   requested again only when something is missing: a whole answer is not
+//!   bought twice.
 //! - API keys come only from `OPENAI_API_KEY` / `ANTHROPIC_API_KEY` (or an explicit
 //!   constructor argument), read once when the provider is built; they never
 //!   appear in logs, errors or `Debug` output.
@@ -65,6 +79,8 @@ mod message;
 mod openai;
 mod provider;
 mod script;
+#[cfg(test)]
+mod split_tests;
 mod sse;
 
 pub use crate::anthropic::{
@@ -73,7 +89,7 @@ pub use crate::anthropic::{
 pub use crate::error::ModelError;
 pub use crate::message::{
     Message, ModelRequest, ModelResponse, NullSink, Reasoning, Stop, StreamSink, Thinking,
-    ToolCall, ToolSpec, Usage,
+    ToolCall, ToolSpec, Usage, REFUSAL_WITHOUT_TEXT,
 };
 pub use crate::openai::{OpenAiProvider, OPENAI_DEFAULT_BASE_URL};
 pub use crate::provider::{

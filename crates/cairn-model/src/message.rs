@@ -21,7 +21,10 @@ pub struct ToolCall {
     /// The tool called.
     pub name: String,
     /// The arguments. When a model emits arguments that are not valid JSON, the raw
-    /// text is kept here as a JSON string rather than failing the turn.
+    /// text is kept here as a JSON string rather than failing the turn; so are
+    /// the arguments of a call the output limit cut off ([`Stop::Truncated`]),
+    /// exactly as received, unless they form a whole JSON object. Anything but
+    /// a JSON object is not a call to run.
     pub arguments: serde_json::Value,
 }
 
@@ -200,6 +203,20 @@ impl Stop {
     }
 }
 
+/// The [`ModelResponse::refusal`] recorded when the stop reason says
+/// `refusal` but the model gave neither a refusal text nor any other text.
+pub const REFUSAL_WITHOUT_TEXT: &str = "the model refused (stop reason `refusal`) and gave no text";
+
+/// The refusal of a response whose stop reason says `refusal`: its text, or
+/// [`REFUSAL_WITHOUT_TEXT`] when it has none.
+pub(crate) fn refusal_from_text(text: &str) -> String {
+    if text.is_empty() {
+        REFUSAL_WITHOUT_TEXT.to_owned()
+    } else {
+        text.to_owned()
+    }
+}
+
 /// One call to a model.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ModelRequest {
@@ -224,31 +241,47 @@ pub struct ModelRequest {
     pub thinking: Option<String>,
 }
 
-/// A model's complete answer to one [`ModelRequest`].
+/// A model's complete answer to one [`ModelRequest`]: what the model said, as
+/// the provider said it.
+///
+/// A response is returned only once it is whole: its end marker arrived, or
+/// everything that makes it whole did (a stop reason, every content block
+/// closed, the usage). A response cut off by the output limit is whole too:
+/// its [`stop`](ModelResponse::stop) says so.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ModelResponse {
-    /// The whole text, exactly the concatenation of what was streamed to the sink.
+    /// The whole text, exactly the concatenation of what was streamed to the
+    /// sink. A refusal streamed apart from the text (OpenAI's `delta.refusal`)
+    /// is not text: it is in [`refusal`](ModelResponse::refusal).
     pub text: String,
-    /// The tool calls, in order.
+    /// The tool calls, in order. When the stop is [`Stop::Truncated`], the last
+    /// one may be cut off: see [`ToolCall::arguments`].
     pub tool_calls: Vec<ToolCall>,
-    /// Tokens used.
+    /// Tokens used; zero when the server reported none.
     pub usage: Usage,
     /// The model that answered, as the provider named it.
     pub model: String,
     /// Why generation stopped, in the provider's words (`stop`, `tool_calls`,
-    /// `end_turn`, `max_tokens`, ...), when it said.
+    /// `length`, `content_filter`, `end_turn`, `max_tokens`, `refusal`, ...),
+    /// when it said.
     pub stop_reason: Option<String>,
-    /// What the stop reason means ([`Stop::from_reason`]; a refusal is
-    /// [`Stop::Refused`] whatever the reason said).
+    /// What the stop reason means ([`Stop::from_reason`]), except that a
+    /// response with a [`refusal`](ModelResponse::refusal) is always
+    /// [`Stop::Refused`].
     #[serde(default)]
     pub stop: Stop,
-    /// The model's refusal, in its words, when it refused.
+    /// The model's refusal, when it refused: OpenAI's `delta.refusal` pieces
+    /// concatenated (the text is then usually empty); for a stop reason
+    /// `refusal` (Anthropic's) without such pieces, the turn's text, or
+    /// [`REFUSAL_WITHOUT_TEXT`] when there is none. Set exactly when
+    /// [`stop`](ModelResponse::stop) is [`Stop::Refused`].
     #[serde(default)]
     pub refusal: Option<String>,
-    /// Anthropic thinking blocks, in order.
+    /// Anthropic thinking and redacted-thinking blocks, complete and in stream
+    /// order, byte for byte (signatures included); empty when thinking was off.
     #[serde(default)]
     pub thinking: Vec<Thinking>,
-    /// Reasoning from an OpenAI-compatible server.
+    /// Reasoning an OpenAI-compatible server streamed; `None` when none came.
     #[serde(default)]
     pub reasoning: Option<Reasoning>,
 }
@@ -317,6 +350,17 @@ pub(crate) fn parse_arguments(raw: &str) -> serde_json::Value {
     serde_json::from_str(raw).unwrap_or_else(|_| serde_json::Value::String(raw.to_owned()))
 }
 
+/// Maps the arguments of a call the output limit may have cut off: a whole
+/// JSON object is kept as parsed; anything else — empty text included, which
+/// for a finished call would mean `{}` — is kept exactly as received, as a
+/// JSON string, so that it is journaled and never run.
+pub(crate) fn parse_cut_arguments(raw: &str) -> serde_json::Value {
+    match serde_json::from_str::<serde_json::Value>(raw) {
+        Ok(object @ serde_json::Value::Object(_)) => object,
+        _ => serde_json::Value::String(raw.to_owned()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -353,6 +397,20 @@ mod tests {
         assert_eq!(parse_arguments(""), json!({}));
         assert_eq!(parse_arguments(r#"{"a":1}"#), json!({"a": 1}));
         assert_eq!(parse_arguments(r#"{"a":"#), json!(r#"{"a":"#));
+    }
+
+    #[test]
+    fn cut_arguments_are_kept_as_received_unless_a_whole_object() {
+        let rows = [
+            ("", json!("")),
+            ("  ", json!("  ")),
+            (r#"{"path": "src/ma"#, json!(r#"{"path": "src/ma"#)),
+            ("12", json!("12")),
+            (r#"{"a": 1}"#, json!({"a": 1})),
+        ];
+        for (raw, want) in rows {
+            assert_eq!(parse_cut_arguments(raw), want, "{raw:?}");
+        }
     }
 
     #[test]

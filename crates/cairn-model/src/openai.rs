@@ -1,16 +1,19 @@
 //! OpenAI-compatible Chat Completions, streamed: OpenAI, OpenRouter, Ollama,
 //! llama.cpp, vLLM and anything else that speaks `POST {base}/chat/completions`.
+//!
+//! This file maps requests; `stream.rs` decodes the response stream.
 
-use std::collections::BTreeMap;
+mod stream;
 
 use reqwest::header::{HeaderMap, AUTHORIZATION};
 use serde_json::{json, Map, Value};
 
-use crate::error::{excerpt, ModelError};
-use crate::http::{is_host, parse_base_url, trimmed, ApiKey, Decoder, Failure, Http, Step};
-use crate::message::{parse_arguments, Message, ModelRequest, ModelResponse, StreamSink, Usage};
+use crate::error::ModelError;
+use crate::http::{is_host, parse_base_url, trimmed, ApiKey, Http};
+use crate::message::{Message, ModelRequest, ModelResponse, Reasoning, StreamSink};
 use crate::provider::{env_var, Provider, ProviderConfig};
-use crate::sse::SseEvent;
+
+pub(crate) use self::stream::ChatDecoder;
 
 /// The official endpoint, used when no base URL is given.
 pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -34,6 +37,27 @@ const OFFICIAL_HOST: &str = "api.openai.com";
 /// 4. `max_output_tokens` is sent as `max_completion_tokens` to api.openai.com and as
 ///    `max_tokens` to other servers, which mostly know only the older name.
 /// 5. `thinking` other than `off` is sent as `reasoning_effort` (`on` means `medium`).
+/// 6. An assistant turn's [`Reasoning`] is passed back on its message:
+///    - its `reasoning_details`, when it has them, exactly as received, on every
+///      assistant message: OpenRouter keeps reasoning across tool calls this
+///      way and wants the items unmodified and in order;
+///    - otherwise its reasoning text, under the field it came in
+///      (`reasoning_content` or `reasoning`; any other name is not sent),
+///      on the assistant messages of
+///      every round (the messages between two user messages) in which the
+///      model called a tool, the current tool loop included. DeepSeek's and
+///      Moonshot's thinking modes refuse (HTTP 400) a later request that lacks
+///      a tool-calling round's `reasoning_content`, and gpt-oss servers want
+///      the current tool loop's reasoning back. Rounds without tool calls get
+///      none: DeepSeek ignores it there, and `deepseek-reasoner` refuses it;
+///    - a tool-calling assistant message of such a round whose turn streamed
+///      no reasoning gets `"reasoning_content": ""` when the conversation's
+///      reasoning came as `reasoning_content`, since those servers refuse a
+///      tool call without the field.
+///
+/// What the response holds is the decoder's business: see
+/// [`ModelResponse`] and the rules in the `stream` module (refusals, finish
+/// reasons, reasoning fields, the completeness rule).
 ///
 /// The base URL is used as the official SDK uses it: requests go to
 /// `{base}/chat/completions`, so it normally ends in `/v1`. A base URL with no path
@@ -137,7 +161,7 @@ fn chat_body(model: &str, request: &ModelRequest, official: bool) -> Value {
     if let Some(system) = &request.system {
         messages.push(json!({"role": "system", "content": system}));
     }
-    messages.extend(request.messages.iter().map(chat_message));
+    messages.extend(chat_messages(&request.messages));
     let mut body = Map::new();
     body.insert("model".into(), json!(model));
     body.insert("messages".into(), Value::Array(messages));
@@ -183,11 +207,53 @@ fn reasoning_effort(thinking: Option<&str>) -> Option<String> {
     }
 }
 
-fn chat_message(message: &Message) -> Value {
+/// The field DeepSeek and Moonshot stream reasoning in, and require back.
+const REASONING_CONTENT: &str = "reasoning_content";
+
+/// The conversation as Chat Completions messages, reasoning passed back per
+/// rule 6 of [`OpenAiProvider`].
+fn chat_messages(messages: &[Message]) -> Vec<Value> {
+    let tool_rounds = tool_rounds(messages);
+    let field = messages.iter().rev().find_map(|message| match message {
+        Message::Assistant {
+            reasoning: Some(reasoning),
+            ..
+        } => reasoning.field.as_deref(),
+        _ => None,
+    });
+    messages
+        .iter()
+        .zip(tool_rounds)
+        .map(|(message, in_tool_round)| chat_message(message, in_tool_round, field))
+        .collect()
+}
+
+/// For each message, whether it belongs to a round — the messages between two
+/// user messages — in which the model called a tool.
+fn tool_rounds(messages: &[Message]) -> Vec<bool> {
+    let mut rounds = vec![false; messages.len()];
+    let mut start = 0;
+    for end in 0..=messages.len() {
+        if end < messages.len() && !matches!(messages[end], Message::User { .. }) {
+            continue;
+        }
+        let called = messages[start..end].iter().any(|message| {
+            matches!(message, Message::Assistant { tool_calls, .. } if !tool_calls.is_empty())
+        });
+        rounds[start..end].fill(called);
+        start = end + 1;
+    }
+    rounds
+}
+
+fn chat_message(message: &Message, in_tool_round: bool, field: Option<&str>) -> Value {
     match message {
         Message::User { text } => json!({"role": "user", "content": text}),
         Message::Assistant {
-            text, tool_calls, ..
+            text,
+            tool_calls,
+            reasoning,
+            ..
         } => {
             let mut out = Map::new();
             out.insert("role".into(), json!("assistant"));
@@ -214,6 +280,14 @@ fn chat_message(message: &Message) -> Value {
                     .collect();
                 out.insert("tool_calls".into(), Value::Array(calls));
             }
+            let calls_tools = !tool_calls.is_empty();
+            pass_back_reasoning(
+                &mut out,
+                reasoning.as_ref(),
+                in_tool_round,
+                calls_tools,
+                field,
+            );
             Value::Object(out)
         }
         Message::ToolResult {
@@ -222,246 +296,37 @@ fn chat_message(message: &Message) -> Value {
     }
 }
 
-/// One tool call being assembled from `delta.tool_calls[]` fragments.
-#[derive(Default)]
-struct PartialCall {
-    id: String,
-    name: String,
-    arguments: String,
-}
-
-/// Assembles a streamed chat completion.
-struct ChatDecoder {
-    text: String,
-    calls: BTreeMap<u64, PartialCall>,
-    usage: Usage,
-    model: String,
-    stop_reason: Option<String>,
-}
-
-impl ChatDecoder {
-    fn new(model: &str) -> ChatDecoder {
-        ChatDecoder {
-            text: String::new(),
-            calls: BTreeMap::new(),
-            usage: Usage::default(),
-            model: model.to_owned(),
-            stop_reason: None,
+/// Puts an assistant turn's reasoning back on its message (rule 6 of
+/// [`OpenAiProvider`]); `field` is the conversation's reasoning field.
+fn pass_back_reasoning(
+    out: &mut Map<String, Value>,
+    reasoning: Option<&Reasoning>,
+    in_tool_round: bool,
+    calls_tools: bool,
+    field: Option<&str>,
+) {
+    let Some(reasoning) = reasoning.filter(|r| !r.is_empty()) else {
+        if in_tool_round && calls_tools && field == Some(REASONING_CONTENT) {
+            out.insert(REASONING_CONTENT.into(), json!(""));
         }
-    }
-
-    fn tool_fragment(&mut self, position: usize, fragment: &Value) {
-        let index = fragment
-            .get("index")
-            .and_then(Value::as_u64)
-            .unwrap_or(position as u64);
-        let call = self.calls.entry(index).or_default();
-        if let Some(id) = fragment.get("id").and_then(Value::as_str) {
-            if call.id.is_empty() {
-                call.id = id.to_owned();
-            }
-        }
-        let Some(function) = fragment.get("function") else {
-            return;
-        };
-        if let Some(name) = function.get("name").and_then(Value::as_str) {
-            if call.name.is_empty() {
-                call.name = name.to_owned();
-            }
-        }
-        match function.get("arguments") {
-            Some(Value::String(piece)) => call.arguments.push_str(piece),
-            Some(Value::Null) | None => {}
-            Some(whole) => call.arguments.push_str(&whole.to_string()),
-        }
-    }
-}
-
-impl Decoder for ChatDecoder {
-    type Output = ModelResponse;
-
-    const END_MARKER: &'static str = "`data: [DONE]`";
-
-    fn event(&mut self, event: SseEvent, sink: &mut dyn StreamSink) -> Result<Step, Failure> {
-        let data = event.data.trim();
-        if data == "[DONE]" {
-            return Ok(Step::Done);
-        }
-        if data.is_empty() {
-            return Ok(Step::Continue);
-        }
-        let chunk: Value = serde_json::from_str(data).map_err(|e| ModelError::Protocol {
-            provider: PROVIDER,
-            message: format!("a stream event is not JSON ({e}): {}", excerpt(data)),
-        })?;
-        if let Some(error) = chunk.get("error").filter(|e| !e.is_null()) {
-            return Err(stream_error(error));
-        }
-        if let Some(model) = chunk.get("model").and_then(Value::as_str) {
-            if !model.is_empty() {
-                self.model = model.to_owned();
-            }
-        }
-        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
-            let count = |field: &str| usage.get(field).and_then(Value::as_u64).unwrap_or(0);
-            self.usage = Usage {
-                input_tokens: count("prompt_tokens"),
-                output_tokens: count("completion_tokens"),
-            };
-        }
-        let choices = chunk.get("choices").and_then(Value::as_array);
-        for choice in choices.into_iter().flatten() {
-            if choice.get("index").and_then(Value::as_u64).unwrap_or(0) != 0 {
-                continue;
-            }
-            if let Some(delta) = choice.get("delta") {
-                if let Some(content) = delta.get("content").and_then(Value::as_str) {
-                    if !content.is_empty() {
-                        sink.text(content);
-                        self.text.push_str(content);
-                    }
-                }
-                let fragments = delta.get("tool_calls").and_then(Value::as_array);
-                for (position, fragment) in fragments.into_iter().flatten().enumerate() {
-                    self.tool_fragment(position, fragment);
-                }
-            }
-            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
-                self.stop_reason = Some(reason.to_owned());
-            }
-        }
-        Ok(Step::Continue)
-    }
-
-    fn finish(self) -> ModelResponse {
-        let tool_calls = self
-            .calls
-            .into_iter()
-            .map(|(index, call)| crate::message::ToolCall {
-                id: if call.id.is_empty() {
-                    format!("call_{index}")
-                } else {
-                    call.id
-                },
-                name: call.name,
-                arguments: parse_arguments(&call.arguments),
-            })
-            .collect();
-        ModelResponse {
-            text: self.text,
-            tool_calls,
-            usage: self.usage,
-            model: self.model,
-            stop: crate::Stop::from_reason(self.stop_reason.as_deref()),
-            stop_reason: self.stop_reason,
-            ..ModelResponse::default()
-        }
-    }
-}
-
-/// An `{"error": ...}` object inside the stream. Overload and server errors are
-/// retried; anything else is final.
-fn stream_error(error: &Value) -> Failure {
-    let field = |name: &str| -> String {
-        match error.get(name) {
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Null) | None => String::new(),
-            Some(other) => other.to_string(),
-        }
+        return;
     };
-    let message = match error {
-        Value::String(s) => s.clone(),
-        _ => field("message"),
-    };
-    let kind = [field("type"), field("code")]
-        .into_iter()
-        .find(|k| !k.is_empty())
-        .unwrap_or_else(|| "error".to_owned());
-    let code = error.get("code").and_then(Value::as_u64).unwrap_or(0);
-    let transient = matches!(code, 429 | 500..=599)
-        || matches!(
-            kind.as_str(),
-            "server_error" | "overloaded" | "rate_limit_exceeded"
+    if !reasoning.details.is_empty() {
+        out.insert(
+            "reasoning_details".into(),
+            Value::Array(reasoning.details.clone()),
         );
-    if transient {
-        Failure::Retry {
-            detail: format!("error in stream ({kind}): {}", excerpt(&message)),
-            retry_after: None,
-        }
-    } else {
-        Failure::Fatal(ModelError::Api {
-            provider: PROVIDER,
-            kind,
-            message: excerpt(&message),
-        })
+        return;
+    }
+    if !in_tool_round || reasoning.text.is_empty() {
+        return;
+    }
+    // The name is recorded data: only a reasoning field may be set by it.
+    let known = |f: &&str| stream::REASONING_FIELDS.contains(f);
+    if let Some(field) = reasoning.field.as_deref().filter(known) {
+        out.insert(field.to_owned(), json!(reasoning.text));
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn thinking_maps_to_reasoning_effort() {
-        let rows = [
-            (None, None),
-            (Some("off"), None),
-            (Some("on"), Some("medium")),
-            (Some("High"), Some("high")),
-            (Some("low"), Some("low")),
-        ];
-        for (thinking, want) in rows {
-            assert_eq!(reasoning_effort(thinking).as_deref(), want, "{thinking:?}");
-        }
-    }
-
-    #[test]
-    fn max_tokens_field_depends_on_the_host() {
-        let request = ModelRequest {
-            max_output_tokens: Some(100),
-            ..ModelRequest::default()
-        };
-        let official = chat_body("m", &request, true);
-        assert_eq!(official["max_completion_tokens"], json!(100));
-        assert!(official.get("max_tokens").is_none());
-        let local = chat_body("m", &request, false);
-        assert_eq!(local["max_tokens"], json!(100));
-    }
-
-    #[test]
-    fn base_urls_are_normalised() {
-        let config = ProviderConfig::default();
-        let rows = [
-            (None, "https://api.openai.com/v1"),
-            (Some("http://localhost:11434"), "http://localhost:11434/v1"),
-            (Some("http://localhost:11434/"), "http://localhost:11434/v1"),
-            (
-                Some("http://localhost:8000/v1/"),
-                "http://localhost:8000/v1",
-            ),
-            (
-                Some("https://openrouter.ai/api/v1"),
-                "https://openrouter.ai/api/v1",
-            ),
-        ];
-        for (given, want) in rows {
-            let provider = OpenAiProvider::new("m", given, Some("k".into()), &config).unwrap();
-            assert_eq!(provider.base_url(), Some(want));
-            assert_eq!(provider.endpoint, format!("{want}/chat/completions"));
-        }
-    }
-
-    #[test]
-    fn a_key_is_needed_only_for_the_official_host() {
-        let config = ProviderConfig::default();
-        let err = OpenAiProvider::new("m", None, None, &config).unwrap_err();
-        assert!(err.to_string().starts_with("OPENAI_API_KEY is not set"));
-        let local = OpenAiProvider::new("m", Some("http://127.0.0.1:1/v1"), None, &config);
-        assert!(local.is_ok());
-        let debug = format!(
-            "{:?}",
-            OpenAiProvider::new("m", None, Some("sk-secret".into()), &config).unwrap()
-        );
-        assert!(!debug.contains("sk-secret"), "{debug}");
-    }
-}
+mod tests;

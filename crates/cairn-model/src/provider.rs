@@ -160,7 +160,8 @@ impl FromStr for ModelSpec {
 /// How transient failures are retried.
 ///
 /// Retried: HTTP 408, 409, 429 and 5xx (Anthropic's 529 included), connection
-/// failures and timeouts, a stream that ends before its end marker, and in-stream
+/// failures and timeouts, a stream that ends before its end marker with its
+/// response incomplete (a complete one is accepted as it is), and in-stream
 /// errors the provider marks as overload or server trouble. The wait before retry
 /// `n` (1-based) is `base_delay * 2^(n-1)` scaled by a random factor in `[0.5, 1]`,
 /// or the server's `Retry-After` when it sent one, and never more than `max_delay`.

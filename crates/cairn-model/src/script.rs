@@ -6,7 +6,9 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::error::ModelError;
-use crate::message::{ModelRequest, ModelResponse, StreamSink, ToolCall, Usage};
+use crate::message::{
+    ModelRequest, ModelResponse, Reasoning, Stop, StreamSink, Thinking, ToolCall, Usage,
+};
 use crate::provider::{env_var, Provider, ProviderConfig};
 
 /// One turn of a script file.
@@ -19,6 +21,14 @@ struct Turn {
     tool_calls: Vec<ScriptCall>,
     #[serde(default)]
     usage: Usage,
+    #[serde(default)]
+    stop_reason: Option<String>,
+    #[serde(default)]
+    refusal: Option<String>,
+    #[serde(default)]
+    thinking: Vec<Thinking>,
+    #[serde(default)]
+    reasoning: Option<Reasoning>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -47,12 +57,27 @@ struct Script {
 /// [{"id": "...", "name": "...", "arguments": {...}}], "usage": {"input_tokens": N,
 /// "output_tokens": N}}`. Every field of a turn is optional (empty text, no calls,
 /// zero usage); a call without an `id` gets `call_{turn}_{n}`, without `arguments`
-/// gets `{}`. Unknown fields in a turn are an error, so that a typo such as
-/// `tool_call` is caught rather than silently replayed as a final turn.
+/// gets `{}` (any other JSON value is replayed as it is, so a string stands for
+/// arguments that are not a JSON object). Unknown fields in a turn are an error,
+/// so that a typo such as `tool_call` is caught rather than silently replayed as
+/// a final turn.
+///
+/// A turn may also say what a real provider adds beside the text, so that an
+/// agent's handling of it can be tested offline:
+///
+/// - `"stop_reason": "..."`, in a provider's words (`max_tokens`, `length`,
+///   `content_filter`, `refusal`, ...). Without it the stop reason is
+///   `refusal` when the turn has a refusal, `tool_use` when it calls tools,
+///   else `end_turn`. The [`Stop`] is derived from it ([`Stop::from_reason`]).
+/// - `"refusal": "..."`: the model's refusal; the stop is then
+///   [`Stop::Refused`] whatever the stop reason says.
+/// - `"thinking": [{"type": "thinking", "thinking": "...", "signature": "..."},
+///   {"type": "redacted_thinking", "data": "..."}]`: [`Thinking`] blocks.
+/// - `"reasoning": {"text": "...", "field": "reasoning_content", "details":
+///   [...]}`: [`Reasoning`].
 ///
 /// The file is read and checked once, when the provider is built. The text is sent
 /// to the sink word by word, with an optional pause between words.
-/// The stop reason is `tool_use` when the turn calls tools, else `end_turn`.
 #[derive(Debug)]
 pub struct ScriptProvider {
     path: PathBuf,
@@ -163,19 +188,31 @@ impl Provider for ScriptProvider {
                 arguments: call.arguments.clone(),
             })
             .collect();
-        let stop_reason = if tool_calls.is_empty() {
-            "end_turn"
-        } else {
-            "tool_use"
+        let stop_reason = match (&turn.stop_reason, &turn.refusal) {
+            (Some(given), _) => given.clone(),
+            (None, Some(_)) => "refusal".to_owned(),
+            (None, None) if tool_calls.is_empty() => "end_turn".to_owned(),
+            (None, None) => "tool_use".to_owned(),
+        };
+        let stop = match turn.refusal {
+            Some(_) => Stop::Refused,
+            None => Stop::from_reason(Some(&stop_reason)),
+        };
+        let refusal = match (&turn.refusal, stop) {
+            (Some(refusal), _) => Some(refusal.clone()),
+            (None, Stop::Refused) => Some(crate::message::refusal_from_text(&turn.text)),
+            (None, _) => None,
         };
         Ok(ModelResponse {
             text: turn.text.clone(),
             tool_calls,
             usage: turn.usage,
             model: self.model.clone(),
-            stop: crate::Stop::from_reason(Some(stop_reason)),
-            stop_reason: Some(stop_reason.to_owned()),
-            ..ModelResponse::default()
+            stop,
+            stop_reason: Some(stop_reason),
+            refusal,
+            thinking: turn.thinking.clone(),
+            reasoning: turn.reasoning.clone(),
         })
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use cairn_model::{
     provider_from_spec, Message, ModelError, ModelRequest, ModelResponse, ModelSpec,
-    ProviderConfig, ScriptProvider, ToolCall, Usage,
+    ProviderConfig, Reasoning, ScriptProvider, Stop, Thinking, ToolCall, Usage,
 };
 use common::Recorder;
 use serde_json::json;
@@ -159,6 +159,10 @@ fn malformed_scripts_are_clear_errors() {
             "{\"turns\": [{\"tool_calls\": [{\"id\": \"c\"}]}]}",
             "missing field `name`",
         ),
+        (
+            "{\"turns\": [{\"thinking\": [{\"type\": \"thoughts\"}]}]}",
+            "unknown variant `thoughts`",
+        ),
     ];
     for (n, (text, want)) in rows.into_iter().enumerate() {
         let path = write(dir.path(), &format!("bad{n}.json"), text);
@@ -181,5 +185,91 @@ fn a_missing_script_names_its_path() {
     assert!(
         error.to_string().contains("/nonexistent/turns.json"),
         "{error}"
+    );
+}
+
+#[tokio::test]
+async fn turns_can_say_how_they_stopped_and_what_came_beside_the_text() {
+    let script = r#"{"turns": [
+        {"text": "Writing.", "tool_calls": [{"id": "w", "name": "write_file", "arguments": "{\"path\": \"a"}],
+         "stop_reason": "max_tokens"},
+        {"refusal": "I can't help with that."},
+        {"text": "No.", "stop_reason": "refusal"},
+        {"text": "Filtered", "stop_reason": "content_filter"},
+        {"text": "Thought about it.",
+         "thinking": [{"type": "thinking", "thinking": "hm", "signature": "sig"},
+                      {"type": "redacted_thinking", "data": "enc"}],
+         "reasoning": {"text": "r", "field": "reasoning_content",
+                       "details": [{"type": "reasoning.text", "text": "r", "index": 0}]}}
+    ]}"#;
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "turns.json", script);
+    let provider = ScriptProvider::open(&path, Duration::ZERO).unwrap();
+    let mut got = Vec::new();
+    for n in 1..=5 {
+        got.push(
+            cairn_model::Provider::complete(&provider, &turn(n), &mut Recorder::default())
+                .await
+                .unwrap(),
+        );
+    }
+    let model = path.display().to_string();
+    let base = |reason: &str, stop: Stop| ModelResponse {
+        model: model.clone(),
+        stop_reason: Some(reason.into()),
+        stop,
+        ..ModelResponse::default()
+    };
+    let thinking = vec![
+        Thinking::Thinking {
+            thinking: "hm".into(),
+            signature: "sig".into(),
+        },
+        Thinking::RedactedThinking { data: "enc".into() },
+    ];
+    let reasoning = Reasoning {
+        text: "r".into(),
+        field: Some("reasoning_content".into()),
+        details: vec![json!({"type": "reasoning.text", "text": "r", "index": 0})],
+    };
+    let want = vec![
+        ModelResponse {
+            text: "Writing.".into(),
+            tool_calls: vec![ToolCall {
+                id: "w".into(),
+                name: "write_file".into(),
+                arguments: json!("{\"path\": \"a"),
+            }],
+            ..base("max_tokens", Stop::Truncated)
+        },
+        ModelResponse {
+            refusal: Some("I can't help with that.".into()),
+            ..base("refusal", Stop::Refused)
+        },
+        ModelResponse {
+            text: "No.".into(),
+            refusal: Some("No.".into()),
+            ..base("refusal", Stop::Refused)
+        },
+        ModelResponse {
+            text: "Filtered".into(),
+            ..base("content_filter", Stop::Filtered)
+        },
+        ModelResponse {
+            text: "Thought about it.".into(),
+            thinking: thinking.clone(),
+            reasoning: Some(reasoning.clone()),
+            ..base("end_turn", Stop::Done)
+        },
+    ];
+    assert_eq!(got, want);
+    assert_eq!(
+        got[4].to_message(),
+        Message::Assistant {
+            text: "Thought about it.".into(),
+            tool_calls: vec![],
+            thinking,
+            reasoning: Some(reasoning),
+        }
     );
 }

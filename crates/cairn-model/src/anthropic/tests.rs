@@ -1,5 +1,5 @@
 use super::*;
-use crate::message::ToolSpec;
+use crate::message::{Thinking, ToolCall, ToolSpec};
 
 fn call(id: &str, arguments: Value) -> ToolCall {
     ToolCall {
@@ -139,4 +139,150 @@ fn base_urls_are_normalised() {
     }
     let err = AnthropicProvider::new("m", None, None, &config).unwrap_err();
     assert!(err.to_string().starts_with("ANTHROPIC_API_KEY is not set"));
+}
+
+fn thought() -> Vec<Thinking> {
+    vec![
+        Thinking::Thinking {
+            thinking: "plan".into(),
+            signature: "sig".into(),
+        },
+        Thinking::RedactedThinking { data: "enc".into() },
+    ]
+}
+
+fn turn(thinking: Vec<Thinking>, calls: bool) -> Message {
+    Message::Assistant {
+        text: "t".into(),
+        tool_calls: if calls {
+            vec![call("t1", json!({}))]
+        } else {
+            Vec::new()
+        },
+        thinking,
+        reasoning: None,
+    }
+}
+
+#[test]
+fn thinking_stays_on_through_a_tool_loop_unless_the_loop_began_without_it() {
+    let q = || Message::user("q");
+    let done = || result("t1", "x", false);
+    // (messages, thinking parameter sent)
+    let rows: Vec<(Vec<Message>, bool)> = vec![
+        (vec![q()], true),
+        // A loop begun with thinking: on, though later turns have no block.
+        (vec![q(), turn(thought(), true), done()], true),
+        (
+            vec![
+                q(),
+                turn(thought(), true),
+                done(),
+                turn(vec![], true),
+                done(),
+            ],
+            true,
+        ),
+        // Text cairn adds beside tool results does not end the loop.
+        (
+            vec![q(), turn(thought(), true), done(), Message::user("note")],
+            true,
+        ),
+        // A loop begun without thinking (thinking was off): off until it ends.
+        (vec![q(), turn(vec![], true), done()], false),
+        (
+            vec![q(), turn(vec![], true), done(), turn(vec![], true), done()],
+            false,
+        ),
+        (
+            vec![q(), turn(vec![], true), done(), Message::user("note")],
+            false,
+        ),
+        // A new user turn may change the configuration.
+        (
+            vec![q(), turn(vec![], true), done(), turn(vec![], false), q()],
+            true,
+        ),
+        (vec![q(), turn(vec![], false), q()], true),
+    ];
+    for (n, (messages, want)) in rows.into_iter().enumerate() {
+        let request = ModelRequest {
+            messages,
+            thinking: Some("on".into()),
+            ..ModelRequest::default()
+        };
+        let body = messages_body("m", &request);
+        assert_eq!(body.get("thinking").is_some(), want, "row {n}");
+        let max = if want { 8192 + 4096 } else { 8192 };
+        assert_eq!(body["max_tokens"], json!(max), "row {n}");
+    }
+}
+
+#[test]
+fn thinking_blocks_go_first_and_unmodified() {
+    let messages = vec![
+        Message::user("q"),
+        turn(thought(), true),
+        result("t1", "x", false),
+        turn(Vec::new(), false),
+    ];
+    let sent = api_messages(&messages);
+    assert_eq!(
+        sent[1]["content"],
+        json!([
+            {"type": "thinking", "thinking": "plan", "signature": "sig"},
+            {"type": "redacted_thinking", "data": "enc"},
+            {"type": "text", "text": "t"},
+            {"type": "tool_use", "id": "t1", "name": "read_file", "input": {}},
+        ])
+    );
+    assert_eq!(sent[3]["content"], json!([{"type": "text", "text": "t"}]));
+    // Two assistant messages in a row merge with every thinking block first.
+    let merged = api_messages(&[turn(Vec::new(), false), turn(thought(), false)]);
+    let kinds: Vec<&str> = merged[0]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["thinking", "redacted_thinking", "text", "text"]);
+}
+
+#[test]
+fn complete_needs_a_stop_reason_and_every_block_closed() {
+    use crate::http::Decoder;
+    use crate::sse::SseEvent;
+
+    let start =
+        json!({"type": "message_start", "message": {"model": "m", "usage": {"input_tokens": 1}}});
+    let open = |i: u64| json!({"type": "content_block_start", "index": i, "content_block": {"type": "thinking", "thinking": ""}});
+    let close = |i: u64| json!({"type": "content_block_stop", "index": i});
+    let stop = json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}});
+    let rows = [
+        (vec![], false),
+        (vec![start.clone()], false),
+        (vec![stop.clone()], false),
+        (vec![start.clone(), stop.clone()], true),
+        (vec![start.clone(), open(0), stop.clone()], false),
+        (
+            vec![start.clone(), open(0), close(0), open(1), stop.clone()],
+            false,
+        ),
+        (
+            vec![start.clone(), open(0), close(0), open(1), close(1), stop],
+            true,
+        ),
+        (vec![start, open(0), close(0)], false),
+    ];
+    for (n, (events, want)) in rows.into_iter().enumerate() {
+        let mut decoder = MessagesDecoder::new("m");
+        for data in events {
+            let event = SseEvent {
+                event: "message".into(),
+                data: data.to_string(),
+            };
+            assert!(decoder.event(event, &mut String::new()).is_ok());
+        }
+        assert_eq!(decoder.complete(), want, "row {n}");
+    }
 }
