@@ -85,7 +85,6 @@ fn assistants(records: &[Value]) -> Vec<&Value> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "until the providers decode refusals and thinking"]
 async fn an_openai_refusal_is_journaled_shown_and_ends_the_run_failed() {
     let stream = openai(&[
         json!({"model": "gpt-4o", "choices": [{"index": 0, "delta": {"role": "assistant", "content": null, "refusal": ""}}]}),
@@ -301,7 +300,6 @@ fn anthropic_cmd(s: &Scratch, base: &str) -> std::process::Command {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "until the providers decode refusals and thinking"]
 async fn a_thinking_tool_loop_resumed_after_a_kill_sends_what_a_continuous_run_sends() {
     // A continuous run.
     let server = serve("/v1/messages", thinking_loop()).await;
@@ -393,4 +391,49 @@ async fn a_thinking_tool_loop_resumed_after_a_kill_sends_what_a_continuous_run_s
     let resumed = bodies(&server).await;
     assert_eq!(resumed.len(), 2, "turn 1 was not bought again");
     assert_eq!(resumed[1], continuous[1], "the resumed request differs");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reasoning_is_journaled_folded_in_the_transcript_and_sent_back_in_its_tool_round() {
+    let turn1 = openai(&[
+        json!({"model": "deepseek-chat", "choices": [{"index": 0, "delta": {"role": "assistant", "content": null, "reasoning_content": "The user wants "}}]}),
+        json!({"choices": [{"index": 0, "delta": {"reasoning_content": "a listing."}}]}),
+        json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "list_dir", "arguments": "{\"path\": \".\"}"}}]}}]}),
+        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+        usage_chunk("deepseek-chat"),
+    ]);
+    let turn2 = openai(&[
+        json!({"model": "deepseek-chat", "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Empty."}}]}),
+        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+        usage_chunk("deepseek-chat"),
+    ]);
+    let server = serve("/v1/chat/completions", vec![turn1, turn2]).await;
+    let s = Scratch::new();
+    let out = run_openai(&s, &format!("{}/v1", server.uri()), "openai:deepseek-chat");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = s.only_session();
+    let recs = s.records(&id);
+    let turn = assistants(&recs)[0];
+    assert_eq!(turn["reasoning"]["text"], "The user wants a listing.");
+    assert_eq!(turn["reasoning"]["field"], "reasoning_content");
+    let sent = bodies(&server).await;
+    let assistant = sent[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .unwrap()
+        .clone();
+    assert_eq!(assistant["reasoning_content"], "The user wants a listing.");
+    let show = s.run(&["session", "show", &id]);
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(text.contains("(reasoning: 25 chars, folded)"), "{text}");
+    assert!(
+        !text.contains("The user wants"),
+        "reasoning is folded: {text}"
+    );
 }
