@@ -1,0 +1,4 @@
+//! cairn's model gateway (DESIGN §7): every completed model response is kept,
+//! so a call interrupted after the provider answered is served from the
+//! store instead of being bought twice.
+#![deny(missing_docs)]
