@@ -239,7 +239,10 @@ impl RunState {
                 self.status = Status::Ended(t.reason);
                 self.detail.clone_from(&t.detail);
             }
-            RecordBody::Reconcile(_) | RecordBody::Checkpoint(_) | RecordBody::Versioning(_) => {}
+            RecordBody::Reconcile(_)
+            | RecordBody::Checkpoint(_)
+            | RecordBody::Versioning(_)
+            | RecordBody::ModelCall(_) => {}
         }
     }
 }
@@ -257,6 +260,13 @@ fn count(totals: &mut Totals, body: &RecordBody) {
             totals.cost = totals.cost + a.cost;
         }
         RecordBody::ToolStart(_) => totals.tool_calls = totals.tool_calls.saturating_add(1),
+        // A call through the gateway spends tokens and money, but it is not
+        // one of the loop's turns.
+        RecordBody::ModelCall(m) => {
+            totals.input_tokens = totals.input_tokens.saturating_add(m.usage.input_tokens);
+            totals.output_tokens = totals.output_tokens.saturating_add(m.usage.output_tokens);
+            totals.cost = totals.cost + m.cost;
+        }
         _ => {}
     }
 }

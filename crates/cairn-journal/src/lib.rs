@@ -69,9 +69,9 @@ pub use reader::{
     read_journal, scan_journal_bytes, verify_bytes, verify_journal, Scan, TornTail, VerifyReport,
 };
 pub use record::{
-    now_rfc3339, Assistant, Budgets, CheckpointRef, Cost, CostState, Fingerprint, ForcedField,
-    ForkPin, Meta, Outcome, Override, Reasoning, Reconcile, Record, RecordBody, Routing, Snapshot,
-    Terminal, TerminalReason, Thinking, ToolCall, ToolResult, ToolStart, Totals, Usage, User,
-    Versioning, VersioningState, SCHEMA_VERSION,
+    now_rfc3339, Assistant, Budgets, CheckpointRef, Cost, CostState, Delivered, Fingerprint,
+    ForcedField, ForkPin, Meta, ModelCall, Outcome, Override, Reasoning, Reconcile, Record,
+    RecordBody, Routing, Snapshot, Terminal, TerminalReason, Thinking, ToolCall, ToolResult,
+    ToolStart, Totals, Usage, User, Versioning, VersioningState, SCHEMA_VERSION,
 };
 pub use writer::{Appended, JournalIo, JournalWriter};

@@ -15,7 +15,7 @@ use crate::chain::ChainHash;
 /// ([`RecordBody::version`]): an older cairn reads every record it
 /// understands and refuses, with a message to upgrade, one it would misread.
 ///
-/// Version log: 1 — the kinds of DESIGN §2; 2 — `versioning`, a
+/// Version log: 1 — the kinds of DESIGN §2; 2 — `versioning`, `model_call`, a
 /// `reconcile` whose change list is unknown, and an `assistant` carrying
 /// `thinking` or `reasoning` (which a resume must send back).
 pub const SCHEMA_VERSION: u32 = 2;
@@ -61,6 +61,8 @@ pub enum RecordBody {
     Override(Override),
     /// Workspace versioning stopped for this stretch of work, and why.
     Versioning(Versioning),
+    /// A model call made through the gateway (DESIGN §7).
+    ModelCall(ModelCall),
     /// The end of a stretch of work.
     Terminal(Terminal),
 }
@@ -86,7 +88,7 @@ impl RecordBody {
     /// say what it says (see [`SCHEMA_VERSION`]).
     pub fn version(&self) -> u32 {
         match self {
-            RecordBody::Versioning(_) => 2,
+            RecordBody::Versioning(_) | RecordBody::ModelCall(_) => 2,
             RecordBody::Reconcile(r) if r.unknown.is_some() => 2,
             RecordBody::Assistant(a) if !a.thinking.is_empty() || a.reasoning.is_some() => 2,
             _ => 1,
@@ -106,6 +108,7 @@ impl RecordBody {
             RecordBody::Checkpoint(_) => "checkpoint",
             RecordBody::Override(_) => "override",
             RecordBody::Versioning(_) => "versioning",
+            RecordBody::ModelCall(_) => "model_call",
             RecordBody::Terminal(_) => "terminal",
         }
     }
@@ -386,6 +389,66 @@ pub struct Assistant {
     pub reasoning: Option<Reasoning>,
 }
 
+/// One model call through the gateway: what was asked, what came back (both
+/// bodies in the object pool, by hash), and what it cost. Schema version 2.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelCall {
+    /// The API path, e.g. `/v1/chat/completions`.
+    pub endpoint: String,
+    /// The model asked for (from the request body).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The model that answered, when the response says and it differs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered_by: Option<String>,
+    /// The call's key (DESIGN §7): what a retry is matched by.
+    pub key: String,
+    /// Object hash of the request body (credentials are never in it: they
+    /// travel in headers, which are not stored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
+    /// Object hash of the response body as the upstream sent it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<String>,
+    /// The HTTP status the client got (502 when the upstream was unreachable).
+    pub status: u16,
+    /// Token usage, from the response.
+    #[serde(default)]
+    pub usage: Usage,
+    /// What it cost: zero for a replay.
+    pub cost: Cost,
+    /// Whether the client asked for a stream.
+    #[serde(default)]
+    pub stream: bool,
+    /// True when it was served from the response store, not bought.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replay: bool,
+    /// Whether the client was still there for the end of the response.
+    pub delivered: Delivered,
+    /// Milliseconds from the request to the end of the response.
+    #[serde(default)]
+    pub duration_ms: u64,
+    /// The client's own session id, when it sent one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
+    /// Why the call failed, when it did (an unreachable upstream, a cut
+    /// upstream stream).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Whether a response reached its client.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Delivered {
+    /// The client was connected for the final event.
+    #[default]
+    Complete,
+    /// The client went away first; the response was read to its end and
+    /// kept (the money was spent), for its retry.
+    ClientGone,
+}
+
 /// One block of extended thinking, kept byte for byte.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -619,6 +682,7 @@ impl Record {
             "checkpoint" => RecordBody::Checkpoint(parse(line)?),
             "override" => RecordBody::Override(parse(line)?),
             "versioning" => RecordBody::Versioning(parse(line)?),
+            "model_call" => RecordBody::ModelCall(parse(line)?),
             "terminal" => RecordBody::Terminal(parse(line)?),
             other => {
                 return Err(serde::de::Error::custom(format!(

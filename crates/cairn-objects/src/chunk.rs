@@ -26,6 +26,12 @@
 //! These are constants, not settings: chunks dedupe only against chunks cut
 //! the same way, so changing them would make every file new again. Only the
 //! threshold (which files are chunked at all) is configurable.
+//!
+//! A second, smaller class ([`Chunker::body`]: 1/4/16 KiB) cuts model
+//! request and response bodies ([`crate::ObjectBatch::put_body`]): a
+//! conversation is re-sent whole with every turn and grows by a few KiB, so
+//! what a turn costs is what it appended plus about one 4 KiB chunk, not a
+//! 64 KiB one. Its chunks dedupe only with other bodies, which is the point.
 
 use std::ops::Range;
 
@@ -88,11 +94,22 @@ pub struct ChunkRef {
     pub size: u64,
 }
 
-/// FastCDC 2020 with cairn's fixed sizes (see the module notes).
+/// The smallest, average and largest chunk of the body class.
+pub const BODY_MIN_CHUNK: usize = 1 << 10;
+/// The average chunk of the body class.
+pub const BODY_AVG_CHUNK: usize = 4 << 10;
+/// The largest chunk of the body class.
+pub const BODY_MAX_CHUNK: usize = 16 << 10;
+
+/// FastCDC 2020 with one of cairn's two fixed size classes (see the module
+/// notes).
 #[derive(Clone, Copy, Debug)]
 pub struct Chunker {
     mask_s: u64,
     mask_l: u64,
+    min: usize,
+    avg: usize,
+    max: usize,
 }
 
 impl Default for Chunker {
@@ -102,24 +119,41 @@ impl Default for Chunker {
 }
 
 impl Chunker {
-    /// The chunker every pool uses.
+    /// The chunker every pool uses for files (16/64/256 KiB).
     pub fn new() -> Self {
-        let bits = v2020::logarithm2(AVG_CHUNK as u32);
+        Self::sized(MIN_CHUNK, AVG_CHUNK, MAX_CHUNK)
+    }
+
+    /// The chunker for model bodies (1/4/16 KiB).
+    pub fn body() -> Self {
+        Self::sized(BODY_MIN_CHUNK, BODY_AVG_CHUNK, BODY_MAX_CHUNK)
+    }
+
+    fn sized(min: usize, avg: usize, max: usize) -> Self {
+        let bits = v2020::logarithm2(avg as u32);
         let norm = v2020::Normalization::Level1.bits();
         Chunker {
             mask_s: v2020::MASKS[(bits + norm) as usize],
             mask_l: v2020::MASKS[(bits - norm) as usize],
+            min,
+            avg,
+            max,
         }
     }
 
+    /// The largest chunk this chunker cuts.
+    pub fn max_chunk(&self) -> usize {
+        self.max
+    }
+
     /// The length of the chunk that starts at `data[0]`. `data` must hold at
-    /// least [`MAX_CHUNK`] bytes unless it is the rest of the input.
+    /// least [`Chunker::max_chunk`] bytes unless it is the rest of the input.
     pub fn cut(&self, data: &[u8]) -> usize {
         let (_, len) = v2020::cut(
             data,
-            MIN_CHUNK,
-            AVG_CHUNK,
-            MAX_CHUNK,
+            self.min,
+            self.avg,
+            self.max,
             self.mask_s,
             self.mask_l,
             self.mask_s << 1,
@@ -149,7 +183,8 @@ pub(crate) fn encode_list(chunks: &[ChunkRef]) -> Vec<u8> {
     let mut out = Vec::with_capacity(chunks.len() * LIST_ENTRY_LEN);
     for c in chunks {
         out.extend_from_slice(c.hash.as_bytes());
-        // A chunk is at most MAX_CHUNK bytes; the cast cannot truncate.
+        // A chunk is at most MAX_CHUNK bytes (either class); the cast
+        // cannot truncate.
         out.extend_from_slice(&(c.size as u32).to_le_bytes());
     }
     out

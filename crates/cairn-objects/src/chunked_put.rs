@@ -134,3 +134,56 @@ impl ObjectBatch<'_> {
         }
     }
 }
+
+impl ObjectBatch<'_> {
+    /// Stages `bytes` (a model request or response body) cut by the body
+    /// class ([`Chunker::body`]) into chunks plus a chunk list named by the
+    /// hash of the whole; a body of one chunk is stored whole. A body that
+    /// repeats a stored one with a few KiB more costs those KiB and about one
+    /// chunk.
+    ///
+    /// # Errors
+    /// As [`ObjectBatch::put_bytes`].
+    pub fn put_body(&self, bytes: &[u8]) -> Result<Put, ObjectError> {
+        let chunker = Chunker::body();
+        if bytes.len() <= chunker.max_chunk() {
+            return self.put_bytes(bytes);
+        }
+        let hash = crate::ObjectHash::of(bytes);
+        let mut list = Vec::new();
+        let mut stored = 0u64;
+        for r in chunker.chunks(bytes) {
+            let p = self.put_bytes(&bytes[r])?;
+            stored += p.stored_bytes;
+            list.push(ChunkRef {
+                hash: p.hash,
+                size: p.size,
+            });
+        }
+        let size = bytes.len() as u64;
+        if list.len() < 2 {
+            return self.put_bytes(bytes);
+        }
+        let Some(fan) = self.claim(hash)? else {
+            return Ok(Put {
+                hash,
+                size,
+                new: false,
+                stored_bytes: stored,
+            });
+        };
+        let body = encode_list(&list);
+        match self.stage_encoded(&fan, hash, ObjectKind::ChunkList, size, &body) {
+            Ok(list_bytes) => Ok(Put {
+                hash,
+                size,
+                new: true,
+                stored_bytes: stored + list_bytes,
+            }),
+            Err(e) => {
+                self.unclaim(&hash);
+                Err(e)
+            }
+        }
+    }
+}

@@ -86,7 +86,10 @@ mod progress;
 mod prune;
 
 pub use batch::{BatchReport, ObjectBatch};
-pub use chunk::{ChunkConfig, ChunkRef, Chunker, AVG_CHUNK, MAX_CHUNK, MIN_CHUNK};
+pub use chunk::{
+    ChunkConfig, ChunkRef, Chunker, AVG_CHUNK, BODY_AVG_CHUNK, BODY_MAX_CHUNK, BODY_MIN_CHUNK,
+    MAX_CHUNK, MIN_CHUNK,
+};
 pub use chunked_read::{BadObject, ObjectCheck};
 pub use error::{ObjectError, SourceError};
 pub use format::ObjectKind;

@@ -310,3 +310,37 @@ fn the_threshold_is_configurable() {
     let put = pool.put_file(&lock(&pool), &path).unwrap();
     assert_eq!(pool.info(&put.hash).unwrap().kind, ObjectKind::Blob);
 }
+
+#[test]
+fn a_body_resent_with_more_appended_costs_what_was_appended_and_a_chunk() {
+    let (_d, pool) = pool();
+    let lock = lock(&pool);
+    // A conversation of 50 turns, re-sent whole each turn, 2 KiB a turn.
+    let mut body = noise(20 << 10, 1);
+    let mut stored = 0u64;
+    let mut sent = 0u64;
+    for turn in 0..50 {
+        body.extend_from_slice(&noise(2 << 10, 100 + turn));
+        let batch = pool.batch(&lock);
+        let put = batch.put_body(&body).unwrap();
+        batch.commit(&NoProgress).unwrap();
+        stored += put.stored_bytes;
+        sent += body.len() as u64;
+        assert_eq!(pool.get(&put.hash).unwrap(), body, "turn {turn} reads back");
+        assert_eq!(put.hash, ObjectHash::of(&body));
+    }
+    let last = body.len() as u64;
+    // Incompressible bytes: what is stored is the new bytes plus about one
+    // body chunk a turn, far below the sum of what was sent.
+    assert!(
+        stored < last + 50 * (BODY_CHUNK_BOUND as u64),
+        "{stored} for {last}"
+    );
+    assert!(stored * 10 < sent, "{stored} of {sent}");
+    // The chunk list verifies like a file's.
+    let check = pool.check(&ObjectHash::of(&body)).unwrap();
+    assert!(check.ok());
+}
+
+/// Two body-class chunks: the most one re-sent turn adds besides its new bytes.
+const BODY_CHUNK_BOUND: usize = 2 * cairn_objects::BODY_AVG_CHUNK + 512;

@@ -148,6 +148,24 @@ pub fn show(ctx: &Context, args: &ShowArgs) -> anyhow::Result<Code> {
             for e in &l.state.conversation {
                 s.push_str(&conversation_line(e));
             }
+            let calls: Vec<&cairn_journal::ModelCall> = l
+                .scan
+                .records
+                .iter()
+                .filter_map(|r| match &r.body {
+                    cairn_journal::RecordBody::ModelCall(m) => Some(m),
+                    _ => None,
+                })
+                .collect();
+            if !calls.is_empty() {
+                s.push_str(&format!(
+                    "\nmodel calls through the gateway: {}\n",
+                    calls.len()
+                ));
+                for m in calls {
+                    s.push_str(&format!("  {}\n", model_call_line(m)));
+                }
+            }
         }
     }
     output::text(&s)?;
@@ -270,6 +288,7 @@ fn describe(body: &cairn_journal::RecordBody) -> String {
             Some(why) => format!("what changed outside the run is unknown: {why}"),
             None => format!("{} path(s) changed outside the run", r.changed.len()),
         },
+        B::ModelCall(m) => model_call_line(m),
         B::Versioning(v) => format!(
             "workspace versioning stopped{}: {}",
             v.at.as_deref()
@@ -325,4 +344,33 @@ fn thinking_size(thinking: &[cairn_journal::Thinking]) -> String {
         s.push_str(&format!(", {redacted} redacted"));
     }
     s
+}
+
+/// One model call through the gateway, for people.
+fn model_call_line(m: &cairn_journal::ModelCall) -> String {
+    let mut line = format!(
+        "{} {} {} [{} in / {} out, {}]",
+        m.endpoint,
+        m.model.as_deref().unwrap_or("?"),
+        m.status,
+        m.usage.input_tokens,
+        m.usage.output_tokens,
+        output::cost(&m.cost)
+    );
+    if let Some(a) = &m.answered_by {
+        line.push_str(&format!(", answered by {a}"));
+    }
+    if m.stream {
+        line.push_str(", streamed");
+    }
+    if m.replay {
+        line.push_str(", replayed from the store");
+    }
+    if m.delivered == cairn_journal::Delivered::ClientGone {
+        line.push_str(", client gone before the end");
+    }
+    if let Some(e) = &m.error {
+        line.push_str(&format!(", failed: {}", output::one_line(e, 60)));
+    }
+    line
 }
