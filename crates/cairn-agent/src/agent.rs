@@ -34,9 +34,10 @@ use crate::boundaries::{self, Boundaries, Stopped, Taken};
 use crate::convert;
 use crate::events::{Events, Sink};
 use crate::fingerprint::{compare, fingerprint, Verdict};
-use crate::responses::{ResponseStore, StoredResponse};
+use crate::responses;
 use crate::stop::{Stop, StopLevel};
 use crate::{AgentError, Pricing, Session};
+use cairn_gateway::ResponseStore;
 
 /// What the model is asked with, besides the conversation.
 #[derive(Clone, Debug, Default)]
@@ -599,7 +600,7 @@ impl Agent {
         ev: &mut dyn Events,
     ) -> Result<Called, AgentError> {
         let run = self.session.id().to_string();
-        let key = ResponseStore::key(
+        let key = responses::key(
             &run,
             turn,
             self.provider.kind(),
@@ -607,10 +608,10 @@ impl Agent {
             self.provider.base_url(),
             request,
         );
-        if let Some(stored) = self.responses.get(&key)? {
+        if let Some(stored) = responses::get(&self.responses, &key)? {
             ev.turn_started(turn, true);
-            ev.text(&stored.response.text);
-            return Ok(Called::Done(Box::new(stored.response), true));
+            ev.text(&stored.text);
+            return Ok(Called::Done(Box::new(stored), true));
         }
         ev.turn_started(turn, false);
         let result = {
@@ -625,13 +626,7 @@ impl Agent {
             None => Ok(Called::Interrupted),
             Some(Err(e)) => Ok(Called::Failed(e.to_string())),
             Some(Ok(response)) => {
-                self.responses.put(&StoredResponse {
-                    key,
-                    run,
-                    turn,
-                    stored: cairn_journal::now_rfc3339(),
-                    response: response.clone(),
-                })?;
+                responses::put(&self.responses, &key, &run, self.provider.kind(), &response)?;
                 #[cfg(feature = "fault-injection")]
                 if self.faults.crash_after_response_stored {
                     std::process::abort();

@@ -45,6 +45,9 @@ pub enum AgentError {
         /// Why.
         reason: String,
     },
+    /// The response store failed.
+    #[error(transparent)]
+    Gateway(#[from] cairn_gateway::GatewayError),
     /// The system prompt file could not be read.
     #[error("cannot read the system prompt {path}: {source}")]
     SystemPrompt {

@@ -43,11 +43,11 @@ mod responses;
 mod stop;
 
 pub use agent::{Agent, Config, Ending, Faults};
+pub use cairn_gateway::ResponseStore;
 pub use cairn_sessions::Session;
 pub use error::AgentError;
 pub use events::{Events, Silent};
 pub use fingerprint::{compare, fingerprint, Verdict};
 pub use plan::{Plan, Request, SystemPrompt};
 pub use pricing::{is_local, Price, PriceTable, Pricing};
-pub use responses::{ResponseStore, StoredResponse};
 pub use stop::{stop_pair, Stop, StopHandle, StopLevel};

@@ -1,48 +1,24 @@
-//! The response store, in process (DESIGN §7).
+//! The agent loop's use of the response store (DESIGN §7): the one store of
+//! `cairn-gateway`, shared with the proxy.
 //!
-//! Invariant: a completed model response is made durable under its
-//! idempotency key BEFORE the assistant record that uses it is written. So if
-//! the process dies between the two, the retry finds the response here and is
-//! served from the store instead of being bought again, and the journal says
-//! it was a replay.
+//! Invariant: a completed model response is made durable under its key
+//! BEFORE the assistant record that uses it is written. So if the process
+//! dies between the two, the retry finds the response in the store and is
+//! served from it instead of being bought again, and the journal says it was
+//! a replay.
 //!
-//! The key is derived from the run, the turn and the exact request (canonical
-//! JSON of provider, model, base URL and request): a different request is a
-//! different call and is never served a stored answer.
-//!
-//! Layout: `<store>/gateway/responses/<aa>/<key>.json`, each written by the
-//! durable-write helper (temp file, fsync, rename, directory fsync).
+//! The key is derived from the run, the turn and the exact request
+//! (canonical JSON of provider, model, base URL and request): a different
+//! request is a different call and is never served a stored answer. The body
+//! stored is the response as JSON.
 
-use std::path::PathBuf;
-
+use cairn_gateway::{Entry, ResponseStore};
 use cairn_model::{ModelRequest, ModelResponse};
-use cairn_store::{durable, Store};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::AgentError;
 
-/// One stored response.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct StoredResponse {
-    /// The idempotency key.
-    pub key: String,
-    /// The run that bought it.
-    pub run: String,
-    /// The turn it answered.
-    pub turn: u64,
-    /// When it was stored.
-    pub stored: String,
-    /// The response.
-    pub response: ModelResponse,
-}
-
-/// Completed responses by idempotency key.
-#[derive(Clone, Debug)]
-pub struct ResponseStore {
-    dir: PathBuf,
-}
-
-/// What identifies one model call.
+/// What identifies one model call of the loop.
 #[derive(Serialize)]
 struct KeyParts<'a> {
     run: &'a str,
@@ -53,85 +29,73 @@ struct KeyParts<'a> {
     request: &'a ModelRequest,
 }
 
-impl ResponseStore {
-    /// The response store of `store`.
-    pub fn new(store: &Store) -> Self {
-        ResponseStore {
-            dir: store.gateway_dir().join("responses"),
-        }
-    }
+/// The key of a call.
+pub(crate) fn key(
+    run: &str,
+    turn: u64,
+    provider: &str,
+    model: &str,
+    base_url: Option<&str>,
+    request: &ModelRequest,
+) -> String {
+    crate::canonical::hash(
+        "cairn/response/v1\n",
+        &KeyParts {
+            run,
+            turn,
+            provider,
+            model,
+            base_url,
+            request,
+        },
+    )
+}
 
-    /// The idempotency key of a call.
-    pub fn key(
-        run: &str,
-        turn: u64,
-        provider: &str,
-        model: &str,
-        base_url: Option<&str>,
-        request: &ModelRequest,
-    ) -> String {
-        crate::canonical::hash(
-            "cairn/response/v1\n",
-            &KeyParts {
-                run,
-                turn,
-                provider,
-                model,
-                base_url,
-                request,
-            },
-        )
-    }
-
-    fn path(&self, key: &str) -> PathBuf {
-        self.dir
-            .join(&key[..2.min(key.len())])
-            .join(format!("{key}.json"))
-    }
-
-    /// The stored response for `key`, if any.
-    ///
-    /// # Errors
-    /// [`AgentError::StoredResponse`] when the file exists but does not read.
-    pub fn get(&self, key: &str) -> Result<Option<StoredResponse>, AgentError> {
-        let path = self.path(key);
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => {
-                return Err(AgentError::StoredResponse {
-                    path,
-                    reason: e.to_string(),
-                })
-            }
-        };
-        match serde_json::from_slice::<StoredResponse>(&bytes) {
-            Ok(s) if s.key == key => Ok(Some(s)),
-            Ok(_) => Err(AgentError::StoredResponse {
-                path,
-                reason: "it is stored under the wrong key".into(),
-            }),
-            Err(e) => Err(AgentError::StoredResponse {
-                path,
-                reason: e.to_string(),
-            }),
-        }
-    }
-
-    /// Stores a response durably.
-    ///
-    /// # Errors
-    /// IO errors from the durable write.
-    pub fn put(&self, stored: &StoredResponse) -> Result<(), AgentError> {
-        let path = self.path(&stored.key);
-        if let Some(dir) = path.parent() {
-            durable::create_dir_private(dir)?;
-        }
-        let bytes = serde_json::to_vec(stored).map_err(|e| AgentError::StoredResponse {
-            path: path.clone(),
+/// The stored response for `key`, if any.
+///
+/// # Errors
+/// [`AgentError::Gateway`] when an entry exists but does not read.
+pub(crate) fn get(store: &ResponseStore, key: &str) -> Result<Option<ModelResponse>, AgentError> {
+    let Some(stored) = store.get(key)? else {
+        return Ok(None);
+    };
+    let body = store.body(&stored)?;
+    serde_json::from_slice(&body)
+        .map(Some)
+        .map_err(|e| AgentError::StoredResponse {
+            path: std::path::PathBuf::from(format!("stored response {key}")),
             reason: e.to_string(),
-        })?;
-        durable::write_atomic(&path, &bytes)?;
-        Ok(())
-    }
+        })
+}
+
+/// Stores `response` durably under `key`, bought by `run` from `provider`.
+///
+/// # Errors
+/// The store's write fails.
+pub(crate) fn put(
+    store: &ResponseStore,
+    key: &str,
+    run: &str,
+    provider: &str,
+    response: &ModelResponse,
+) -> Result<(), AgentError> {
+    let body = serde_json::to_vec(response).map_err(|e| AgentError::StoredResponse {
+        path: std::path::PathBuf::from(format!("stored response {key}")),
+        reason: e.to_string(),
+    })?;
+    let entry = Entry {
+        key: key.to_owned(),
+        run: run.to_owned(),
+        endpoint: format!("agent:{provider}"),
+        status: 200,
+        stream: false,
+        content_type: "application/json".into(),
+        body: String::new(),
+        request: None,
+        idempotency_key: None,
+        delivered: false,
+        stored: cairn_journal::now_rfc3339(),
+    };
+    store.put(entry, &body, None)?;
+    Ok(())
 }

@@ -2,3 +2,9 @@
 //! so a call interrupted after the provider answered is served from the
 //! store instead of being bought twice.
 #![deny(missing_docs)]
+
+mod error;
+mod store;
+
+pub use error::GatewayError;
+pub use store::{Entry, ResponseStore, Stored};

@@ -60,7 +60,10 @@ pub fn classify(err: &anyhow::Error) -> Code {
                 AgentError::Journal(j) => journal_code(j),
                 AgentError::Session(s) => session_code(s),
                 AgentError::Guard { .. } => Code::Refused,
-                AgentError::StoredResponse { .. } => Code::Integrity,
+                AgentError::StoredResponse { .. }
+                | AgentError::Gateway(cairn_gateway::GatewayError::StoredResponse { .. }) => {
+                    Code::Integrity
+                }
                 AgentError::NotResumable { .. }
                 | AgentError::SystemPrompt { .. }
                 | AgentError::Plan { .. } => Code::Usage,

@@ -317,6 +317,12 @@ pub fn rm(ctx: &Context, args: &RmArgs) -> anyhow::Result<Code> {
     let id = ctx.existing_run(&args.id)?;
     let options = cairn_sessions::RemoveOptions::new().with_forks(args.with_forks);
     let removed = cairn_sessions::remove(&ctx.store, &id, options)?;
+    // Their stored model responses hold prompts: they go too.
+    let responses = cairn_gateway::ResponseStore::new(&ctx.store);
+    let mut dropped = 0;
+    for run in &removed.runs {
+        dropped += responses.remove_run(run)?;
+    }
     let mut s = String::new();
     for run in &removed.runs {
         if *run == id {
@@ -324,6 +330,9 @@ pub fn rm(ctx: &Context, args: &RmArgs) -> anyhow::Result<Code> {
         } else {
             s.push_str(&format!("removed fork {run}\n"));
         }
+    }
+    if dropped > 0 {
+        s.push_str(&format!(", and {dropped} stored model response(s)"));
     }
     s.push_str(" (workspace objects stay in the store until `cairn prune`)\n");
     output::text(&s)?;

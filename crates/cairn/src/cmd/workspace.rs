@@ -223,7 +223,9 @@ pub fn prune(ctx: &Context, args: &PruneArgs) -> anyhow::Result<Code> {
     let pool = cairn_objects::ObjectPool::open(&store)?;
     let snapshots = cairn_workspace::SnapshotManifests::new(&store);
     let checkpoints = cairn_checkpoint::CheckpointManifests::new(&store);
-    let sources: Vec<&dyn cairn_objects::ManifestSource> = vec![&snapshots, &checkpoints];
+    let responses = cairn_gateway::ResponseStore::new(&store);
+    let sources: Vec<&dyn cairn_objects::ManifestSource> =
+        vec![&snapshots, &checkpoints, &responses];
     let report = cairn_objects::prune(
         &pool,
         &sources,

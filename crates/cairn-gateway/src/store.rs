@@ -1,0 +1,425 @@
+//! The response store (DESIGN §7): every completed model response, by key,
+//! for the proxy and for cairn's own agent loop alike.
+//!
+//! Layout: `<store>/gateway/responses/<aa>/<key>.json`, one small entry per
+//! response (written by the durable-write helper: temporary file, fsync,
+//! rename, directory fsync) naming the response body — and the request body,
+//! for the proxy — in the store-global object pool, cut into body-class
+//! chunks so a conversation re-sent with each turn costs what it appended.
+//! `<store>/gateway/idempotency/<aa>/<sha256 of the Idempotency-Key>` holds
+//! the key a client's `Idempotency-Key` was first used with.
+//!
+//! Invariants:
+//! 1. An entry is put — its bodies durable in the pool first, then the entry
+//!    — before anything relies on it: the record that journals the call, the
+//!    final event that tells a client the response is complete.
+//! 2. `delivered` is set only after the client got the last byte. A crash or
+//!    a cut connection before that leaves it unset, and the call's retry is
+//!    served from the store instead of being bought again.
+//! 3. Nothing stored is a credential: request headers are not kept, and the
+//!    key holds only a hash of the credential.
+//! 4. A damaged entry is an error naming its file, never "no response": a
+//!    miss would buy the call again.
+
+use std::path::{Path, PathBuf};
+
+use cairn_objects::{NoProgress, ObjectHash, ObjectPool, StoreLock};
+use cairn_store::{durable, RunId, Store};
+use serde::{Deserialize, Serialize};
+
+use crate::GatewayError;
+
+/// One stored response.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// The call's key.
+    pub key: String,
+    /// The session that bought it.
+    pub run: String,
+    /// What was called: an API path (`/v1/messages`), or `agent:<provider>`
+    /// for cairn's own loop.
+    pub endpoint: String,
+    /// The upstream's HTTP status.
+    pub status: u16,
+    /// Whether the body is a stream (`text/event-stream`) or whole.
+    pub stream: bool,
+    /// The body's content type as the upstream sent it.
+    pub content_type: String,
+    /// The response body, in the object pool.
+    pub body: String,
+    /// The request body, in the object pool (the proxy keeps it; the agent
+    /// journals its requests already).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
+    /// The client's `Idempotency-Key`, when it sent one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    /// Whether the client got the whole response (see invariant 2).
+    #[serde(default)]
+    pub delivered: bool,
+    /// When it was stored, RFC 3339 UTC.
+    pub stored: String,
+}
+
+/// Entries written by cairn before the store kept bodies in the pool: the
+/// agent loop's responses, inline.
+#[derive(Deserialize)]
+struct Legacy {
+    key: String,
+    run: String,
+    stored: String,
+    response: serde_json::Value,
+}
+
+/// What an entry held, read back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stored {
+    /// The entry.
+    pub entry: Entry,
+    /// Bytes of a legacy entry's inline body (the pool holds all others).
+    inline: Option<Vec<u8>>,
+}
+
+/// Completed responses by key.
+#[derive(Clone, Debug)]
+pub struct ResponseStore {
+    store: Store,
+    pool: ObjectPool,
+    dir: PathBuf,
+    idempotency: PathBuf,
+}
+
+impl ResponseStore {
+    /// The response store of `store`.
+    pub fn new(store: &Store) -> Self {
+        ResponseStore {
+            store: store.clone(),
+            pool: ObjectPool::at(store),
+            dir: store.gateway_dir().join("responses"),
+            idempotency: store.gateway_dir().join("idempotency"),
+        }
+    }
+
+    fn path(&self, key: &str) -> PathBuf {
+        fan(&self.dir, key, ".json")
+    }
+
+    /// The entry for `key`, if any.
+    ///
+    /// # Errors
+    /// [`GatewayError::StoredResponse`] when the entry exists but does not
+    /// read or names another key.
+    pub fn get(&self, key: &str) -> Result<Option<Stored>, GatewayError> {
+        let path = self.path(key);
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(damaged(&path, e.to_string())),
+        };
+        let stored = match serde_json::from_slice::<Entry>(&bytes) {
+            Ok(entry) => Stored {
+                entry,
+                inline: None,
+            },
+            Err(e) => match serde_json::from_slice::<Legacy>(&bytes) {
+                Ok(l) => Stored {
+                    inline: Some(
+                        serde_json::to_vec(&l.response)
+                            .map_err(|e| damaged(&path, e.to_string()))?,
+                    ),
+                    entry: Entry {
+                        key: l.key,
+                        run: l.run,
+                        endpoint: "agent".into(),
+                        status: 200,
+                        stream: false,
+                        content_type: "application/json".into(),
+                        body: String::new(),
+                        request: None,
+                        idempotency_key: None,
+                        delivered: false,
+                        stored: l.stored,
+                    },
+                },
+                Err(_) => return Err(damaged(&path, e.to_string())),
+            },
+        };
+        if stored.entry.key != key {
+            return Err(damaged(&path, "it is stored under the wrong key".into()));
+        }
+        Ok(Some(stored))
+    }
+
+    /// The response body of `stored`, verified against its hash.
+    ///
+    /// # Errors
+    /// [`GatewayError::StoredResponse`] when the body is missing or damaged.
+    pub fn body(&self, stored: &Stored) -> Result<Vec<u8>, GatewayError> {
+        if let Some(b) = &stored.inline {
+            return Ok(b.clone());
+        }
+        let path = self.path(&stored.entry.key);
+        let hash = ObjectHash::parse(&stored.entry.body)
+            .map_err(|e| damaged(&path, format!("its body hash: {e}")))?;
+        self.pool
+            .get(&hash)
+            .map_err(|e| damaged(&path, format!("its body {hash}: {e}")))
+    }
+
+    /// Stores a response durably: `body` (and `request`) into the pool, then
+    /// `entry` with their hashes filled in. Returns the entry as stored.
+    ///
+    /// # Errors
+    /// Writing the objects or the entry fails; nothing then names them.
+    pub fn put(
+        &self,
+        mut entry: Entry,
+        body: &[u8],
+        request: Option<&[u8]>,
+    ) -> Result<Entry, GatewayError> {
+        let lock = StoreLock::shared(&self.store)?;
+        let batch = self.pool.batch(&lock);
+        let b = batch.put_body(body)?;
+        let r = request.map(|r| batch.put_body(r)).transpose()?;
+        batch.commit(&NoProgress)?;
+        drop(lock);
+        entry.body = b.hash.to_string();
+        entry.request = r.map(|p| p.hash.to_string());
+        self.write(&entry)?;
+        if let Some(idem) = &entry.idempotency_key {
+            self.remember_idempotency(idem, &entry.key)?;
+        }
+        Ok(entry)
+    }
+
+    /// Records that the client got the whole response of `key`.
+    ///
+    /// # Errors
+    /// The entry cannot be read or rewritten.
+    pub fn mark_delivered(&self, key: &str) -> Result<(), GatewayError> {
+        let Some(mut stored) = self.get(key)? else {
+            return Ok(());
+        };
+        if stored.entry.delivered || stored.inline.is_some() {
+            return Ok(());
+        }
+        stored.entry.delivered = true;
+        self.write(&stored.entry)
+    }
+
+    fn write(&self, entry: &Entry) -> Result<(), GatewayError> {
+        let path = self.path(&entry.key);
+        create_parents(&path)?;
+        let bytes = serde_json::to_vec(entry).map_err(|e| damaged(&path, e.to_string()))?;
+        durable::write_atomic(&path, &bytes)?;
+        Ok(())
+    }
+
+    fn idempotency_path(&self, idem: &str) -> PathBuf {
+        use sha2::{Digest, Sha256};
+        let h = hex::encode(Sha256::digest(idem.as_bytes()));
+        fan(&self.idempotency, &h, "")
+    }
+
+    /// The key an `Idempotency-Key` was first used with, if it was.
+    ///
+    /// # Errors
+    /// The record exists but does not read.
+    pub fn idempotency(&self, idem: &str) -> Result<Option<String>, GatewayError> {
+        let path = self.idempotency_path(idem);
+        match std::fs::read_to_string(&path) {
+            Ok(k) => Ok(Some(k.trim().to_owned())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(damaged(&path, e.to_string())),
+        }
+    }
+
+    fn remember_idempotency(&self, idem: &str, key: &str) -> Result<(), GatewayError> {
+        let path = self.idempotency_path(idem);
+        if path.exists() {
+            return Ok(());
+        }
+        create_parents(&path)?;
+        durable::write_atomic(&path, key.as_bytes())?;
+        Ok(())
+    }
+
+    /// Every entry, for prune and for removing a session's.
+    ///
+    /// # Errors
+    /// A directory cannot be listed, or an entry does not read.
+    pub fn entries(&self) -> Result<Vec<Stored>, GatewayError> {
+        let mut out = Vec::new();
+        for fan in read_dir_if_any(&self.dir)? {
+            for file in read_dir_if_any(&fan)? {
+                let Some(key) = file
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(|n| n.strip_suffix(".json"))
+                else {
+                    continue; // a temporary of an interrupted write
+                };
+                if let Some(s) = self.get(key)? {
+                    out.push(s);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Removes every entry bought by session `run` (they hold prompts), and
+    /// returns how many. Their bodies stay in the pool until `cairn prune`.
+    ///
+    /// # Errors
+    /// As [`ResponseStore::entries`], or a removal fails.
+    pub fn remove_run(&self, run: &RunId) -> Result<usize, GatewayError> {
+        let mut n = 0;
+        for s in self.entries()? {
+            if s.entry.run == run.as_str() {
+                let path = self.path(&s.entry.key);
+                std::fs::remove_file(&path).map_err(|e| damaged(&path, e.to_string()))?;
+                if let Some(dir) = path.parent() {
+                    durable::fsync_dir(dir)?;
+                }
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+}
+
+/// What prune must keep: every body an entry names.
+impl cairn_objects::ManifestSource for ResponseStore {
+    fn name(&self) -> String {
+        "stored model responses".into()
+    }
+
+    fn referenced(
+        &self,
+        mark: &mut dyn FnMut(ObjectHash),
+    ) -> Result<(), cairn_objects::SourceError> {
+        for s in self.entries().map_err(|e| e.to_string())? {
+            for h in std::iter::once(&s.entry.body)
+                .chain(s.entry.request.iter())
+                .filter(|h| !h.is_empty())
+            {
+                mark(
+                    ObjectHash::parse(h).map_err(|e| {
+                        format!("stored response {}: body hash {h}: {e}", s.entry.key)
+                    })?,
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+fn fan(dir: &Path, name: &str, suffix: &str) -> PathBuf {
+    dir.join(name.get(..2).unwrap_or("00"))
+        .join(format!("{name}{suffix}"))
+}
+
+fn create_parents(path: &Path) -> Result<(), GatewayError> {
+    if let Some(parent) = path.parent() {
+        if let Some(grand) = parent.parent() {
+            durable::create_dir_private(grand)?;
+        }
+        durable::create_dir_private(parent)?;
+    }
+    Ok(())
+}
+
+fn read_dir_if_any(dir: &Path) -> Result<Vec<PathBuf>, GatewayError> {
+    match std::fs::read_dir(dir) {
+        Ok(entries) => entries
+            .map(|e| e.map(|e| e.path()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| damaged(dir, e.to_string())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(damaged(dir, e.to_string())),
+    }
+}
+
+fn damaged(path: &Path, reason: String) -> GatewayError {
+    GatewayError::StoredResponse {
+        path: path.to_owned(),
+        reason,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(key: &str, run: &str) -> Entry {
+        Entry {
+            key: key.into(),
+            run: run.into(),
+            endpoint: "/v1/messages".into(),
+            status: 200,
+            stream: true,
+            content_type: "text/event-stream".into(),
+            body: String::new(),
+            request: None,
+            idempotency_key: Some("idem-1".into()),
+            delivered: false,
+            stored: "2026-01-01T00:00:00Z".into(),
+        }
+    }
+
+    #[test]
+    fn a_put_reads_back_verified_and_delivery_is_marked_after() {
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(d.path()).unwrap();
+        let rs = ResponseStore::new(&store);
+        let key = "ab".repeat(32);
+        assert!(rs.get(&key).unwrap().is_none());
+        let put = rs
+            .put(
+                entry(&key, "R1"),
+                b"data: one\n\n",
+                Some(b"{\"model\":\"m\"}"),
+            )
+            .unwrap();
+        let got = rs.get(&key).unwrap().unwrap();
+        assert_eq!(got.entry, put);
+        assert!(!got.entry.delivered);
+        assert_eq!(rs.body(&got).unwrap(), b"data: one\n\n");
+        rs.mark_delivered(&key).unwrap();
+        assert!(rs.get(&key).unwrap().unwrap().entry.delivered);
+        assert_eq!(rs.idempotency("idem-1").unwrap(), Some(key.clone()));
+        assert_eq!(rs.idempotency("other").unwrap(), None);
+        // Prune keeps both bodies.
+        let mut marked = Vec::new();
+        cairn_objects::ManifestSource::referenced(&rs, &mut |h| marked.push(h)).unwrap();
+        assert_eq!(marked.len(), 2);
+        assert_eq!(rs.remove_run(&RunId::parse("R1").unwrap()).unwrap(), 1);
+        assert!(rs.get(&key).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_damaged_entry_is_an_error_not_a_miss() {
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(d.path()).unwrap();
+        let rs = ResponseStore::new(&store);
+        let key = "cd".repeat(32);
+        let path = rs.path(&key);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, b"{ not json").unwrap();
+        assert!(rs.get(&key).is_err());
+    }
+
+    #[test]
+    fn an_entry_of_an_older_cairn_still_serves_its_inline_response() {
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(d.path()).unwrap();
+        let rs = ResponseStore::new(&store);
+        let key = "ef".repeat(32);
+        let path = rs.path(&key);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let legacy = serde_json::json!({"key": key, "run": "R", "turn": 3, "stored": "t", "response": {"text": "hi"}});
+        std::fs::write(&path, serde_json::to_vec(&legacy).unwrap()).unwrap();
+        let got = rs.get(&key).unwrap().unwrap();
+        assert_eq!(rs.body(&got).unwrap(), br#"{"text":"hi"}"#);
+    }
+}
