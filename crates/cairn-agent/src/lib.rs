@@ -38,7 +38,6 @@ mod error;
 mod events;
 mod fingerprint;
 mod plan;
-mod pricing;
 mod responses;
 mod stop;
 
@@ -49,5 +48,5 @@ pub use error::AgentError;
 pub use events::{Events, Silent};
 pub use fingerprint::{compare, fingerprint, Verdict};
 pub use plan::{Plan, Request, SystemPrompt};
-pub use pricing::{is_local, Price, PriceTable, Pricing};
+pub use cairn_gateway::{is_local, Price, PriceTable, Pricing};
 pub use stop::{stop_pair, Stop, StopHandle, StopLevel};

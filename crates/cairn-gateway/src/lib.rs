@@ -4,7 +4,9 @@
 #![deny(missing_docs)]
 
 mod error;
+mod pricing;
 mod store;
 
 pub use error::GatewayError;
+pub use pricing::{is_local, Price, PriceTable, Pricing};
 pub use store::{Entry, ResponseStore, Stored};
