@@ -43,10 +43,10 @@ mod stop;
 
 pub use agent::{Agent, Config, Ending, Faults};
 pub use cairn_gateway::ResponseStore;
+pub use cairn_gateway::{is_local, Price, PriceTable, Pricing};
 pub use cairn_sessions::Session;
 pub use error::AgentError;
 pub use events::{Events, Silent};
 pub use fingerprint::{compare, fingerprint, Verdict};
 pub use plan::{Plan, Request, SystemPrompt};
-pub use cairn_gateway::{is_local, Price, PriceTable, Pricing};
 pub use stop::{stop_pair, Stop, StopHandle, StopLevel};

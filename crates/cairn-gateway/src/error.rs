@@ -27,4 +27,24 @@ pub enum GatewayError {
     /// The journal failed.
     #[error(transparent)]
     Journal(#[from] cairn_journal::JournalError),
+    /// The gateway cannot listen where it was told.
+    #[error("cannot listen on {addr}: {source}; choose another address with --listen")]
+    Listen {
+        /// The address.
+        addr: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The configuration cannot work.
+    #[error("{reason}")]
+    Config {
+        /// What is wrong and what to do.
+        reason: String,
+    },
+    /// A bug: a lock poisoned by a panic, a task that did not finish.
+    #[error("internal gateway error: {reason}")]
+    Internal {
+        /// What happened.
+        reason: String,
+    },
 }

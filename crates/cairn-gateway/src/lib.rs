@@ -4,9 +4,13 @@
 #![deny(missing_docs)]
 
 mod error;
+mod journaled;
 mod pricing;
+mod replay;
 mod store;
 
 pub use error::GatewayError;
+pub use journaled::{check_model_call_objects, JournaledCalls};
 pub use pricing::{is_local, Price, PriceTable, Pricing};
+pub use replay::{decide, Decision, Match, ReplayMode, ReplayPolicy};
 pub use store::{Entry, ResponseStore, Stored};

@@ -177,19 +177,33 @@ impl ResponseStore {
         body: &[u8],
         request: Option<&[u8]>,
     ) -> Result<Entry, GatewayError> {
-        let lock = StoreLock::shared(&self.store)?;
-        let batch = self.pool.batch(&lock);
-        let b = batch.put_body(body)?;
-        let r = request.map(|r| batch.put_body(r)).transpose()?;
-        batch.commit(&NoProgress)?;
-        drop(lock);
-        entry.body = b.hash.to_string();
-        entry.request = r.map(|p| p.hash.to_string());
+        let (b, r) = self.put_bodies(body, request)?;
+        entry.body = b;
+        entry.request = r;
         self.write(&entry)?;
         if let Some(idem) = &entry.idempotency_key {
             self.remember_idempotency(idem, &entry.key)?;
         }
         Ok(entry)
+    }
+
+    /// Stores a response body (and a request body) durably in the pool
+    /// without an entry — for a call that is journaled but must never be
+    /// served (an error, a cut stream) — and returns their hashes.
+    ///
+    /// # Errors
+    /// Writing the objects fails.
+    pub fn put_bodies(
+        &self,
+        body: &[u8],
+        request: Option<&[u8]>,
+    ) -> Result<(String, Option<String>), GatewayError> {
+        let lock = StoreLock::shared(&self.store)?;
+        let batch = self.pool.batch(&lock);
+        let b = batch.put_body(body)?;
+        let r = request.map(|r| batch.put_body(r)).transpose()?;
+        batch.commit(&NoProgress)?;
+        Ok((b.hash.to_string(), r.map(|p| p.hash.to_string())))
     }
 
     /// Records that the client got the whole response of `key`.

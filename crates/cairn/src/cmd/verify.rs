@@ -34,7 +34,7 @@ pub fn run(ctx: &Context, args: &VerifyArgs) -> anyhow::Result<Code> {
         // The chain, and every terminal against the records (a fork's over
         // its whole lineage).
         let r = cairn_sessions::verify(&ctx.store, id)?;
-        reports.push(Report {
+        let mut report = Report {
             id: id.to_string(),
             ok: r.ok(),
             records: r.records,
@@ -42,7 +42,17 @@ pub fn run(ctx: &Context, args: &VerifyArgs) -> anyhow::Result<Code> {
             first_bad_seq: r.first_bad_seq,
             torn_tail: r.torn_tail,
             problem: r.problem,
-        });
+        };
+        if report.ok {
+            // The chain holds: check the bodies its model calls name.
+            let scan = cairn_journal::read_journal(&ctx.store.journal_path(id), id.as_str())?;
+            let problems = cairn_gateway::check_model_call_objects(&ctx.store, &scan.records);
+            if !problems.is_empty() {
+                report.ok = false;
+                report.problem = Some(problems.join("; "));
+            }
+        }
+        reports.push(report);
     }
     let all_ok = reports.iter().all(|r| r.ok);
     if args.json {
@@ -67,10 +77,12 @@ pub fn run(ctx: &Context, args: &VerifyArgs) -> anyhow::Result<Code> {
                     );
                 }
             } else {
+                let at = r
+                    .first_bad_seq
+                    .map_or_else(String::new, |s| format!("first bad seq {s}: "));
                 s.push_str(&format!(
-                    "DAMAGED  {}  first bad seq {}: {}",
+                    "DAMAGED  {}  {at}{}",
                     r.id,
-                    r.first_bad_seq.map_or("?".into(), |s| s.to_string()),
                     r.problem.as_deref().unwrap_or("")
                 ));
             }

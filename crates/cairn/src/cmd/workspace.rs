@@ -224,8 +224,9 @@ pub fn prune(ctx: &Context, args: &PruneArgs) -> anyhow::Result<Code> {
     let snapshots = cairn_workspace::SnapshotManifests::new(&store);
     let checkpoints = cairn_checkpoint::CheckpointManifests::new(&store);
     let responses = cairn_gateway::ResponseStore::new(&store);
+    let calls = cairn_gateway::JournaledCalls::new(&store);
     let sources: Vec<&dyn cairn_objects::ManifestSource> =
-        vec![&snapshots, &checkpoints, &responses];
+        vec![&snapshots, &checkpoints, &responses, &calls];
     let report = cairn_objects::prune(
         &pool,
         &sources,

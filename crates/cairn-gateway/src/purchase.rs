@@ -1,0 +1,542 @@
+//! A recorded call (DESIGN §7): served from the store, or bought from the
+//! upstream and kept.
+//!
+//! The order of a purchase, which is the gateway's promise:
+//! 1. the upstream's bytes are forwarded to the client as they arrive, and
+//!    teed into memory — all but the final event (`data: [DONE]`,
+//!    `message_stop`, `response.completed`; for a whole body, all of it);
+//! 2. when the upstream response is complete, it is made durable (bodies in
+//!    the pool, then its entry in the response store) and a `model_call`
+//!    record is appended to the session's journal;
+//! 3. only then is the final event released, so a client never sees the end
+//!    of a response that is not on disk;
+//! 4. after the client has taken the last byte, the entry is marked
+//!    delivered. A client that goes away does not stop the purchase: the
+//!    upstream is read to its end and kept (`delivered: client_gone`), and
+//!    the retry is served from the store.
+//!
+//! A replay is byte-identical to what the upstream sent (or, when the retry
+//! asks for the other form, the same response re-encoded), carries
+//! `cairn-replay: true`, and is journaled with cost zero.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::response::Response;
+use bytes::Bytes;
+use cairn_journal::{Cost, Delivered, ModelCall, RecordBody};
+use futures_util::{Stream, StreamExt};
+use http::{HeaderValue, StatusCode};
+use tokio::sync::mpsc;
+
+use crate::filing::SharedSession;
+use crate::forms::{self, Api, Parsed, StreamWatch};
+use crate::inflight::{self, Purchase, Turn};
+use crate::key::RequestFacts;
+use crate::replay::{decide, Decision, Match};
+use crate::server::{
+    client_headers, error, header, too_large, unreachable_upstream, upstream_for,
+    upstream_headers, Inner, Upstream,
+};
+use crate::store::{Entry, Stored};
+use crate::GatewayError;
+
+type Chunk = Result<Bytes, std::io::Error>;
+
+/// Rule 3 of the server: a recorded route.
+pub(crate) async fn recorded(g: Arc<Inner>, api: Api, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let declared = header(&parts.headers, "content-length").and_then(|l| l.parse::<usize>().ok());
+    if declared.is_some_and(|l| l > g.config.max_body) {
+        return too_large(g.config.max_body);
+    }
+    let body = match axum::body::to_bytes(body, g.config.max_body).await {
+        Ok(b) => b,
+        Err(_) => return too_large(g.config.max_body),
+    };
+    let path_and_query = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_owned();
+    let facts = RequestFacts::of(
+        parts.method.as_str(),
+        &path_and_query,
+        &parts.headers,
+        &body,
+    );
+    let key = facts.key.as_str().to_owned();
+    let mut idempotency_seen = false;
+    if let Some(idem) = facts.idempotency_key.clone() {
+        let g2 = g.clone();
+        match blocking(move || g2.responses.idempotency(&idem)).await {
+            Ok(Some(k)) if k != key => {
+                return error(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "idempotency_key_reused",
+                    "this Idempotency-Key was used with another request; use a new key for a new request",
+                )
+            }
+            Ok(Some(_)) => idempotency_seen = true,
+            Ok(None) => {}
+            Err(e) => return internal(&e),
+        }
+    }
+    let session = {
+        let (g2, client) = (g.clone(), facts.client_session.clone());
+        match blocking(move || g2.sessions.for_client(client.as_ref())).await {
+            Ok(s) => s,
+            Err(e) => return internal(&e),
+        }
+    };
+    let up = upstream_for(&g, parts.uri.path(), &parts.headers);
+    let mut waited = false;
+    loop {
+        let stored = {
+            let (g2, k) = (g.clone(), key.clone());
+            match blocking(move || g2.responses.get(&k)).await {
+                Ok(s) => s,
+                Err(e) => return internal(&e),
+            }
+        };
+        let found = stored.as_ref().map(|s| Match {
+            servable: (200..300).contains(&s.entry.status),
+            delivered: s.entry.delivered,
+        });
+        // A duplicate that waited for the purchase is served what it bought.
+        let decision = match found {
+            Some(m) if waited && m.servable => Decision::Serve,
+            _ => decide(g.config.replay, found, facts.retry, idempotency_seen),
+        };
+        match (decision, stored) {
+            (Decision::Serve, Some(stored)) => {
+                if let Some(r) = serve_stored(&g, api, &facts, &up, stored, &session).await {
+                    return r;
+                }
+                // Not servable in the form asked for: buy it.
+            }
+            (Decision::OfflineMiss, _) => {
+                return error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "cairn_offline_miss",
+                    &format!(
+                        "the gateway is offline and holds no response for this request (key {key}); run it without --offline to buy it"
+                    ),
+                )
+            }
+            _ => {}
+        }
+        match g.inflight.begin(&key) {
+            Turn::Buy(guard) => {
+                return buy(g, api, Call {
+                    facts,
+                    up,
+                    body,
+                    session,
+                    guard,
+                    method: parts.method,
+                    headers: parts.headers,
+                    path_and_query,
+                })
+                .await
+            }
+            Turn::Wait(rx) => {
+                inflight::wait(rx).await;
+                waited = true;
+            }
+        }
+    }
+}
+
+/// What a purchase needs.
+struct Call {
+    facts: RequestFacts,
+    up: Upstream,
+    body: Bytes,
+    session: SharedSession,
+    guard: Purchase,
+    method: http::Method,
+    headers: http::HeaderMap,
+    path_and_query: String,
+}
+
+async fn buy(g: Arc<Inner>, api: Api, call: Call) -> Response {
+    let started = Instant::now();
+    let url = format!("{}{}", call.up.base, call.path_and_query);
+    let sent = g
+        .client
+        .request(call.method.clone(), &url)
+        .headers(upstream_headers(&g, &call.up, &call.headers))
+        .body(call.body.clone())
+        .send()
+        .await;
+    let resp = match sent {
+        Ok(r) => r,
+        Err(e) => {
+            let reply = unreachable_upstream(&call.up, &e);
+            let record = ModelCall {
+                status: StatusCode::BAD_GATEWAY.as_u16(),
+                error: Some(format!("the upstream {} could not be reached: {e}", call.up.shown)),
+                ..base_record(api, &call.facts, started)
+            };
+            let (g2, session, body) = (g.clone(), call.session.clone(), call.body.clone());
+            let journaled = blocking(move || {
+                let (_, request) = g2.responses.put_bodies(b"", Some(&body))?;
+                append(&session, ModelCall { request, ..record })
+            })
+            .await;
+            if let Err(e) = journaled {
+                tracing::error!("a failed model call was not journaled: {e}");
+            }
+            return reply;
+        }
+    };
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    let content_type = header(&headers, "content-type").unwrap_or_default();
+    let (tx, rx) = mpsc::unbounded_channel();
+    let on_end = delivered_hook(&g, call.facts.key.as_str());
+    tokio::spawn(tee(
+        g,
+        api,
+        call,
+        Upstreamed {
+            resp,
+            status,
+            content_type,
+            started,
+        },
+        tx,
+    ));
+    let mut out = Response::new(Body::from_stream(Delivery::new(rx, on_end)));
+    *out.status_mut() = status;
+    *out.headers_mut() = client_headers(&headers);
+    out
+}
+
+/// The upstream's response, as it began.
+struct Upstreamed {
+    resp: reqwest::Response,
+    status: StatusCode,
+    content_type: String,
+    started: Instant,
+}
+
+/// Steps 1–3 of the module doc, on a task of its own: it goes on when the
+/// client is gone.
+async fn tee(g: Arc<Inner>, api: Api, call: Call, up: Upstreamed, tx: mpsc::UnboundedSender<Chunk>) {
+    let streamed = up.content_type.starts_with("text/event-stream");
+    let mut watch = streamed.then(|| StreamWatch::new(api));
+    let mut stream = up.resp.bytes_stream();
+    let (mut buf, mut sent, mut gone, mut cut) = (Vec::new(), 0usize, false, None);
+    while let Some(chunk) = stream.next().await {
+        match chunk {
+            Ok(c) => {
+                buf.extend_from_slice(&c);
+                if let Some(w) = watch.as_mut() {
+                    w.feed(&c);
+                    let upto = usize::try_from(w.forwardable()).unwrap_or(buf.len()).min(buf.len());
+                    if upto > sent {
+                        gone |= tx.send(Ok(Bytes::copy_from_slice(&buf[sent..upto]))).is_err();
+                        sent = upto;
+                    }
+                }
+            }
+            Err(e) => {
+                cut = Some(format!("the upstream stream broke: {e}"));
+                break;
+            }
+        }
+    }
+    let parsed = match watch.as_mut() {
+        Some(w) => {
+            w.finish();
+            w.parsed()
+        }
+        None => forms::parse_whole(api, &buf),
+    };
+    let complete = up.status.is_success() && cut.is_none() && (parsed.complete || !streamed);
+    if up.status.is_success() && !complete && cut.is_none() {
+        cut = Some("the upstream response ended before it was complete".into());
+    }
+    gone |= tx.is_closed();
+    let record = ModelCall {
+        status: up.status.as_u16(),
+        usage: parsed.usage.unwrap_or_default(),
+        cost: price(&g, &call.up, &call.facts, &parsed, up.status),
+        answered_by: parsed.model.clone().filter(|m| Some(m) != call.facts.model.as_ref()),
+        delivered: if gone {
+            Delivered::ClientGone
+        } else {
+            Delivered::Complete
+        },
+        error: cut.clone(),
+        ..base_record(api, &call.facts, up.started)
+    };
+    let entry = complete.then(|| Entry {
+        key: call.facts.key.as_str().to_owned(),
+        run: String::new(),
+        endpoint: api.path().to_owned(),
+        status: up.status.as_u16(),
+        stream: streamed,
+        content_type: up.content_type.clone(),
+        body: String::new(),
+        request: None,
+        idempotency_key: call.facts.idempotency_key.clone(),
+        delivered: false,
+        stored: cairn_journal::now_rfc3339(),
+    });
+    let (g2, session, request) = (g.clone(), call.session.clone(), call.body.clone());
+    let body = buf.clone();
+    let durable = blocking(move || -> Result<(), GatewayError> {
+        let run = session
+            .lock()
+            .map_err(|_| GatewayError::Internal {
+                reason: "a session lock was poisoned".into(),
+            })?
+            .id()
+            .to_string();
+        let (response, request) = match entry {
+            Some(e) => {
+                let e = g2.responses.put(Entry { run, ..e }, &body, Some(&request))?;
+                (e.body, e.request)
+            }
+            None => g2.responses.put_bodies(&body, Some(&request))?,
+        };
+        append(
+            &session,
+            ModelCall {
+                response: Some(response),
+                request,
+                ..record
+            },
+        )
+    })
+    .await;
+    match durable {
+        Ok(()) => {
+            if g.config.stall_before_final {
+                std::future::pending::<()>().await;
+            }
+            if sent < buf.len() {
+                let _ = tx.send(Ok(Bytes::copy_from_slice(&buf[sent..])));
+            }
+            if let Some(why) = cut {
+                // A cut response must not look complete to the client.
+                let _ = tx.send(Err(std::io::Error::other(why)));
+            }
+        }
+        Err(e) => {
+            // Not on disk: the client must not see the end of it.
+            tracing::error!("a model response was not made durable: {e}");
+            let _ = tx.send(Err(std::io::Error::other(e.to_string())));
+        }
+    }
+    drop(tx);
+    drop(call.guard);
+}
+
+/// The fields every `model_call` of a request shares.
+fn base_record(api: Api, facts: &RequestFacts, started: Instant) -> ModelCall {
+    ModelCall {
+        endpoint: api.path().to_owned(),
+        model: facts.model.clone(),
+        key: facts.key.as_str().to_owned(),
+        stream: facts.stream,
+        duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        client: facts.client_session.as_ref().map(|c| c.id.clone()),
+        cost: Cost::ZERO,
+        ..ModelCall::default()
+    }
+}
+
+/// What a bought call cost: priced by the model that answered; an error
+/// without usage is free, a success without usage unknown.
+fn price(
+    g: &Inner,
+    up: &Upstream,
+    facts: &RequestFacts,
+    parsed: &Parsed,
+    status: StatusCode,
+) -> Cost {
+    let Some(u) = parsed.usage else {
+        return if status.is_success() {
+            Cost::UNKNOWN
+        } else {
+            Cost::ZERO
+        };
+    };
+    let model = parsed
+        .model
+        .as_deref()
+        .or(facts.model.as_deref())
+        .unwrap_or("");
+    g.pricing.price(
+        up.provider,
+        model,
+        Some(&up.shown),
+        cairn_model::Usage {
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+        },
+    )
+}
+
+/// A stored response served again; `None` when it cannot be served in the
+/// form the request asks for (then it is bought).
+async fn serve_stored(
+    g: &Arc<Inner>,
+    api: Api,
+    facts: &RequestFacts,
+    up: &Upstream,
+    stored: Stored,
+    session: &SharedSession,
+) -> Option<Response> {
+    let started = Instant::now();
+    let g2 = g.clone();
+    let s2 = stored.clone();
+    let body = match blocking(move || g2.responses.body(&s2)).await {
+        Ok(b) => b,
+        Err(e) => return Some(internal(&e)),
+    };
+    let e = &stored.entry;
+    let (bytes, content_type, streamed) = if e.stream == facts.stream {
+        (body, e.content_type.clone(), e.stream)
+    } else if facts.stream {
+        match forms::whole_to_stream(api, &body) {
+            Ok(b) => (b, "text/event-stream".to_owned(), true),
+            Err(err) => {
+                tracing::warn!("stored response {} not served as a stream: {err}", e.key);
+                return None;
+            }
+        }
+    } else {
+        match forms::stream_to_whole(api, &body) {
+            Ok(b) => (b, "application/json".to_owned(), false),
+            Err(err) => {
+                tracing::warn!("stored response {} not served whole: {err}", e.key);
+                return None;
+            }
+        }
+    };
+    let parsed = if streamed {
+        let mut w = StreamWatch::new(api);
+        w.feed(&bytes);
+        w.finish();
+        w.parsed()
+    } else {
+        forms::parse_whole(api, &bytes)
+    };
+    let record = ModelCall {
+        status: e.status,
+        usage: parsed.usage.unwrap_or_default(),
+        cost: Cost::ZERO,
+        replay: true,
+        answered_by: parsed.model.filter(|m| Some(m) != facts.model.as_ref()),
+        request: e.request.clone(),
+        response: Some(e.body.clone()).filter(|b| !b.is_empty()),
+        ..base_record(api, facts, started)
+    };
+    let _ = up;
+    let s = session.clone();
+    if let Err(err) = blocking(move || append(&s, record)).await {
+        return Some(internal(&err));
+    }
+    let (tx, rx) = mpsc::unbounded_channel();
+    let _ = tx.send(Ok(Bytes::from(bytes)));
+    drop(tx);
+    let mut out = Response::new(Body::from_stream(Delivery::new(
+        rx,
+        delivered_hook(g, &e.key),
+    )));
+    *out.status_mut() = StatusCode::from_u16(e.status).unwrap_or(StatusCode::OK);
+    let h = out.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&content_type) {
+        h.insert(http::header::CONTENT_TYPE, v);
+    }
+    h.insert("cairn-replay", HeaderValue::from_static("true"));
+    Some(out)
+}
+
+fn append(session: &SharedSession, record: ModelCall) -> Result<(), GatewayError> {
+    session
+        .lock()
+        .map_err(|_| GatewayError::Internal {
+            reason: "a session lock was poisoned".into(),
+        })?
+        .append(RecordBody::ModelCall(record))?;
+    Ok(())
+}
+
+/// Marks `key` delivered once the client has taken the last byte.
+fn delivered_hook(g: &Arc<Inner>, key: &str) -> Box<dyn FnOnce() + Send> {
+    let (g, key) = (g.clone(), key.to_owned());
+    Box::new(move || {
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = g.responses.mark_delivered(&key) {
+                tracing::warn!("delivery of {key} not recorded: {e}");
+            }
+        });
+    })
+}
+
+/// Runs blocking IO (the store, the journal) off the async threads.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, GatewayError> + Send + 'static,
+) -> Result<T, GatewayError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| GatewayError::Internal {
+            reason: format!("a storage task failed: {e}"),
+        })?
+}
+
+fn internal(e: &GatewayError) -> Response {
+    tracing::error!("gateway: {e}");
+    error(StatusCode::INTERNAL_SERVER_ERROR, "cairn_gateway", &e.to_string())
+}
+
+/// The body of a client response: what the purchase sends, in order; the
+/// hook runs when the last of it was taken (not when the client went away
+/// or the stream ended in an error).
+struct Delivery {
+    rx: mpsc::UnboundedReceiver<Chunk>,
+    on_end: Option<Box<dyn FnOnce() + Send>>,
+    failed: bool,
+}
+
+impl Delivery {
+    fn new(rx: mpsc::UnboundedReceiver<Chunk>, on_end: Box<dyn FnOnce() + Send>) -> Self {
+        Delivery {
+            rx,
+            on_end: Some(on_end),
+            failed: false,
+        }
+    }
+}
+
+impl Stream for Delivery {
+    type Item = Chunk;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Chunk>> {
+        match self.rx.poll_recv(cx) {
+            Poll::Ready(Some(Err(e))) => {
+                self.failed = true;
+                Poll::Ready(Some(Err(e)))
+            }
+            Poll::Ready(None) => {
+                if !self.failed {
+                    if let Some(f) = self.on_end.take() {
+                        f();
+                    }
+                }
+                Poll::Ready(None)
+            }
+            other => other,
+        }
+    }
+}
