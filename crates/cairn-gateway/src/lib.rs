@@ -2,3 +2,5 @@
 //! so a call interrupted after the provider answered is served from the
 //! store instead of being bought twice.
 #![deny(missing_docs)]
+
+pub mod canonical;
