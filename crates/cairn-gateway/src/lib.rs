@@ -4,3 +4,9 @@
 #![deny(missing_docs)]
 
 pub mod canonical;
+mod key;
+
+pub use key::{
+    client_session, idempotency_key, requested_model, retry_marker, strip_credentials,
+    wants_stream, ClientSession, Key, KeyParseError, RequestFacts, SessionHeader,
+};
