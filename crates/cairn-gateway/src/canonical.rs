@@ -77,7 +77,10 @@ pub fn hash_value(prefix: &str, v: &Value) -> String {
 /// When `v` does not serialise to a JSON value (its `Serialize` fails, or it
 /// holds a map whose keys are not strings). A hash is never made of a value
 /// that could not be written, since two such values would collide.
-pub fn hash<T: serde::Serialize + ?Sized>(prefix: &str, v: &T) -> Result<String, serde_json::Error> {
+pub fn hash<T: serde::Serialize + ?Sized>(
+    prefix: &str,
+    v: &T,
+) -> Result<String, serde_json::Error> {
     Ok(hash_value(prefix, &serde_json::to_value(v)?))
 }
 
@@ -148,7 +151,8 @@ mod tests {
     fn bytes_equal_serde_json_for_sorted_values() {
         // The agent's fingerprints were hashed over serde_json's output of
         // key-sorted values; moving the code here must not change them.
-        let text = r#"{"a":[1,-2,3.25,1e21,"x\u0007"],"b":{"c":null,"d":true},"e":0.30000000000000004}"#;
+        let text =
+            r#"{"a":[1,-2,3.25,1e21,"x\u0007"],"b":{"c":null,"d":true},"e":0.30000000000000004}"#;
         let v: Value = serde_json::from_str(text).unwrap();
         assert_eq!(to_vec(&v), serde_json::to_vec(&v).unwrap());
     }

@@ -85,7 +85,13 @@ impl Key {
     /// The key of a request: `method`, the request target `path_and_query`
     /// (`/v1/messages?beta=true`), its headers and its body.
     pub fn of(method: &str, path_and_query: &str, headers: &HeaderMap, body: &[u8]) -> Key {
-        Key::with_body(method, path_and_query, headers, body, parse_json(body).as_ref())
+        Key::with_body(
+            method,
+            path_and_query,
+            headers,
+            body,
+            parse_json(body).as_ref(),
+        )
     }
 
     /// [`Key::of`] with the body already parsed (`None`: not JSON).
