@@ -3,14 +3,30 @@
 //! store instead of being bought twice.
 #![deny(missing_docs)]
 
+pub mod canonical;
 mod error;
+mod filing;
+mod forms;
+mod inflight;
 mod journaled;
+mod key;
 mod pricing;
+mod purchase;
 mod replay;
+mod server;
 mod store;
 
 pub use error::GatewayError;
+pub use filing::{Filing, SharedSession};
+pub use forms::{
+    parse_whole, stream_to_whole, whole_to_stream, Api, FormError, Parsed, StreamWatch,
+};
 pub use journaled::{check_model_call_objects, JournaledCalls};
+pub use key::{
+    client_session, idempotency_key, requested_model, retry_marker, strip_credentials,
+    wants_stream, ClientSession, Key, KeyParseError, RequestFacts, SessionHeader,
+};
 pub use pricing::{is_local, Price, PriceTable, Pricing};
 pub use replay::{decide, Decision, Match, ReplayMode, ReplayPolicy};
+pub use server::{Gateway, GatewayConfig, DEFAULT_MAX_BODY};
 pub use store::{Entry, ResponseStore, Stored};

@@ -114,7 +114,7 @@ pub(crate) async fn recorded(g: Arc<Inner>, api: Api, req: Request) -> Response 
         };
         match (decision, stored) {
             (Decision::Serve, Some(stored)) => {
-                if let Some(r) = serve_stored(&g, api, &facts, &up, stored, &session).await {
+                if let Some(r) = serve_stored(&g, api, &facts, stored, &session).await {
                     return r;
                 }
                 // Not servable in the form asked for: buy it.
@@ -392,7 +392,6 @@ async fn serve_stored(
     g: &Arc<Inner>,
     api: Api,
     facts: &RequestFacts,
-    up: &Upstream,
     stored: Stored,
     session: &SharedSession,
 ) -> Option<Response> {
@@ -441,7 +440,6 @@ async fn serve_stored(
         response: Some(e.body.clone()).filter(|b| !b.is_empty()),
         ..base_record(api, facts, started)
     };
-    let _ = up;
     let s = session.clone();
     if let Err(err) = blocking(move || append(&s, record)).await {
         return Some(internal(&err));

@@ -25,7 +25,6 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
-use bytes::Bytes;
 use cairn_store::Store;
 use futures_util::StreamExt;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
@@ -83,7 +82,6 @@ impl Default for GatewayConfig {
 /// What every handler shares.
 pub(crate) struct Inner {
     pub(crate) config: GatewayConfig,
-    pub(crate) store: Store,
     pub(crate) responses: ResponseStore,
     pub(crate) sessions: Sessions,
     pub(crate) pricing: Arc<dyn Pricing>,
@@ -146,7 +144,6 @@ impl Gateway {
             inner: Arc::new(Inner {
                 responses: ResponseStore::new(store),
                 sessions: Sessions::new(store, filing),
-                store: store.clone(),
                 config,
                 pricing,
                 client,
@@ -454,9 +451,4 @@ pub(crate) fn unreachable_upstream(up: &Upstream, e: &reqwest::Error) -> Respons
             up.shown
         ),
     )
-}
-
-/// The body of a response, as bytes, for the few places that need it whole.
-pub(crate) fn full(bytes: Vec<u8>) -> Body {
-    Body::from(Bytes::from(bytes))
 }
