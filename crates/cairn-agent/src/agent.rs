@@ -607,7 +607,7 @@ impl Agent {
             self.provider.model(),
             self.provider.base_url(),
             request,
-        );
+        )?;
         if let Some(stored) = responses::get(&self.responses, &key)? {
             ev.turn_started(turn, true);
             ev.text(&stored.text);

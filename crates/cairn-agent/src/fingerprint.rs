@@ -9,6 +9,7 @@
 //! Anything added after the fingerprint is computed (memory, cache hints,
 //! reminders) never blocks a resume.
 
+use cairn_gateway::canonical;
 use cairn_journal::{Budgets, Fingerprint, ForcedField};
 use cairn_tools::ToolInfo;
 
@@ -22,8 +23,11 @@ pub fn fingerprint(
 ) -> Fingerprint {
     Fingerprint {
         model: model.to_owned(),
-        system: system.map(|s| crate::canonical::hash("cairn/system\n", &s)),
-        tools: crate::canonical::hash("cairn/tools\n", &tools),
+        system: system.map(|s| canonical::hash_value("cairn/system\n", &serde_json::json!(s))),
+        // Tool descriptions are plain data and always serialise; if one
+        // ever did not, this never equals a real hash, so the guard asks.
+        tools: canonical::hash("cairn/tools\n", &tools)
+            .unwrap_or_else(|e| format!("unserialisable tool set: {e}")),
         thinking: thinking.map(str::to_owned),
         budgets: budgets.clone(),
     }

@@ -32,7 +32,6 @@
 
 mod agent;
 mod boundaries;
-mod canonical;
 mod convert;
 mod error;
 mod events;

@@ -37,8 +37,8 @@ pub(crate) fn key(
     model: &str,
     base_url: Option<&str>,
     request: &ModelRequest,
-) -> String {
-    crate::canonical::hash(
+) -> Result<String, AgentError> {
+    cairn_gateway::canonical::hash(
         "cairn/response/v1\n",
         &KeyParts {
             run,
@@ -49,6 +49,10 @@ pub(crate) fn key(
             request,
         },
     )
+    .map_err(|e| AgentError::StoredResponse {
+        path: std::path::PathBuf::from("the response key"),
+        reason: format!("the request does not serialise: {e}"),
+    })
 }
 
 /// The stored response for `key`, if any.

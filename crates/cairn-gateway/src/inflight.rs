@@ -90,6 +90,9 @@ mod tests {
         assert!(!waiter.is_finished());
         drop(first);
         waiter.await.unwrap();
-        assert!(matches!(f.begin("k"), Turn::Buy(_)), "the key is free again");
+        assert!(
+            matches!(f.begin("k"), Turn::Buy(_)),
+            "the key is free again"
+        );
     }
 }

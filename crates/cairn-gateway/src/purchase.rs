@@ -39,8 +39,8 @@ use crate::inflight::{self, Purchase, Turn};
 use crate::key::RequestFacts;
 use crate::replay::{decide, Decision, Match};
 use crate::server::{
-    client_headers, error, header, too_large, unreachable_upstream, upstream_for,
-    upstream_headers, Inner, Upstream,
+    client_headers, error, header, too_large, unreachable_upstream, upstream_for, upstream_headers,
+    Inner, Upstream,
 };
 use crate::store::{Entry, Stored};
 use crate::GatewayError;
@@ -132,16 +132,20 @@ pub(crate) async fn recorded(g: Arc<Inner>, api: Api, req: Request) -> Response 
         }
         match g.inflight.begin(&key) {
             Turn::Buy(guard) => {
-                return buy(g, api, Call {
-                    facts,
-                    up,
-                    body,
-                    session,
-                    guard,
-                    method: parts.method,
-                    headers: parts.headers,
-                    path_and_query,
-                })
+                return buy(
+                    g,
+                    api,
+                    Call {
+                        facts,
+                        up,
+                        body,
+                        session,
+                        guard,
+                        method: parts.method,
+                        headers: parts.headers,
+                        path_and_query,
+                    },
+                )
                 .await
             }
             Turn::Wait(rx) => {
@@ -180,7 +184,10 @@ async fn buy(g: Arc<Inner>, api: Api, call: Call) -> Response {
             let reply = unreachable_upstream(&call.up, &e);
             let record = ModelCall {
                 status: StatusCode::BAD_GATEWAY.as_u16(),
-                error: Some(format!("the upstream {} could not be reached: {e}", call.up.shown)),
+                error: Some(format!(
+                    "the upstream {} could not be reached: {e}",
+                    call.up.shown
+                )),
                 ..base_record(api, &call.facts, started)
             };
             let (g2, session, body) = (g.clone(), call.session.clone(), call.body.clone());
@@ -228,7 +235,13 @@ struct Upstreamed {
 
 /// Steps 1–3 of the module doc, on a task of its own: it goes on when the
 /// client is gone.
-async fn tee(g: Arc<Inner>, api: Api, call: Call, up: Upstreamed, tx: mpsc::UnboundedSender<Chunk>) {
+async fn tee(
+    g: Arc<Inner>,
+    api: Api,
+    call: Call,
+    up: Upstreamed,
+    tx: mpsc::UnboundedSender<Chunk>,
+) {
     let streamed = up.content_type.starts_with("text/event-stream");
     let mut watch = streamed.then(|| StreamWatch::new(api));
     let mut stream = up.resp.bytes_stream();
@@ -239,9 +252,13 @@ async fn tee(g: Arc<Inner>, api: Api, call: Call, up: Upstreamed, tx: mpsc::Unbo
                 buf.extend_from_slice(&c);
                 if let Some(w) = watch.as_mut() {
                     w.feed(&c);
-                    let upto = usize::try_from(w.forwardable()).unwrap_or(buf.len()).min(buf.len());
+                    let upto = usize::try_from(w.forwardable())
+                        .unwrap_or(buf.len())
+                        .min(buf.len());
                     if upto > sent {
-                        gone |= tx.send(Ok(Bytes::copy_from_slice(&buf[sent..upto]))).is_err();
+                        gone |= tx
+                            .send(Ok(Bytes::copy_from_slice(&buf[sent..upto])))
+                            .is_err();
                         sent = upto;
                     }
                 }
@@ -268,7 +285,10 @@ async fn tee(g: Arc<Inner>, api: Api, call: Call, up: Upstreamed, tx: mpsc::Unbo
         status: up.status.as_u16(),
         usage: parsed.usage.unwrap_or_default(),
         cost: price(&g, &call.up, &call.facts, &parsed, up.status),
-        answered_by: parsed.model.clone().filter(|m| Some(m) != call.facts.model.as_ref()),
+        answered_by: parsed
+            .model
+            .clone()
+            .filter(|m| Some(m) != call.facts.model.as_ref()),
         delivered: if gone {
             Delivered::ClientGone
         } else {
@@ -302,7 +322,9 @@ async fn tee(g: Arc<Inner>, api: Api, call: Call, up: Upstreamed, tx: mpsc::Unbo
             .to_string();
         let (response, request) = match entry {
             Some(e) => {
-                let e = g2.responses.put(Entry { run, ..e }, &body, Some(&request))?;
+                let e = g2
+                    .responses
+                    .put(Entry { run, ..e }, &body, Some(&request))?;
                 (e.body, e.request)
             }
             None => g2.responses.put_bodies(&body, Some(&request))?,
@@ -495,7 +517,11 @@ async fn blocking<T: Send + 'static>(
 
 fn internal(e: &GatewayError) -> Response {
     tracing::error!("gateway: {e}");
-    error(StatusCode::INTERNAL_SERVER_ERROR, "cairn_gateway", &e.to_string())
+    error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "cairn_gateway",
+        &e.to_string(),
+    )
 }
 
 /// The body of a client response: what the purchase sends, in order; the

@@ -122,10 +122,12 @@ impl Gateway {
                 addr: config.listen.to_string(),
                 source,
             })?;
-        let local = listener.local_addr().map_err(|source| GatewayError::Listen {
-            addr: config.listen.to_string(),
-            source,
-        })?;
+        let local = listener
+            .local_addr()
+            .map_err(|source| GatewayError::Listen {
+                addr: config.listen.to_string(),
+                source,
+            })?;
         for (name, up) in [
             ("--openai-upstream", &config.openai_upstream),
             ("--anthropic-upstream", &config.anthropic_upstream),
@@ -198,8 +200,8 @@ fn check_upstream(flag: &str, url: &str, local: SocketAddr) -> Result<(), Gatewa
     }
     let port = parsed.port_or_known_default();
     let host = parsed.host_str().unwrap_or("");
-    let loopback = matches!(host, "localhost" | "127.0.0.1" | "[::1]" | "::1")
-        || host.starts_with("127.");
+    let loopback =
+        matches!(host, "localhost" | "127.0.0.1" | "[::1]" | "::1") || host.starts_with("127.");
     if loopback && port == Some(local.port()) {
         return Err(GatewayError::Config {
             reason: format!(
@@ -376,7 +378,11 @@ pub(crate) fn client_headers(from: &HeaderMap) -> HeaderMap {
     for (name, value) in from {
         let drop = matches!(
             name.as_str(),
-            "connection" | "keep-alive" | "transfer-encoding" | "content-length" | "content-encoding"
+            "connection"
+                | "keep-alive"
+                | "transfer-encoding"
+                | "content-length"
+                | "content-encoding"
         );
         if !drop {
             out.append(name.clone(), value.clone());
@@ -410,7 +416,9 @@ async fn pass_through(g: Arc<Inner>, req: Request) -> Response {
         Ok(resp) => {
             let status = resp.status();
             let headers = client_headers(resp.headers());
-            let stream = resp.bytes_stream().map(|c| c.map_err(std::io::Error::other));
+            let stream = resp
+                .bytes_stream()
+                .map(|c| c.map_err(std::io::Error::other));
             let mut out = Response::new(Body::from_stream(stream));
             *out.status_mut() = status;
             *out.headers_mut() = headers;
