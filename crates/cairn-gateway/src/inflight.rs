@@ -71,6 +71,44 @@ pub(crate) async fn wait(mut rx: watch::Receiver<bool>) {
     let _ = rx.wait_for(|done| *done).await;
 }
 
+/// Purchases still reading their upstream (a client may be long gone): the
+/// server waits for them before it stops, so nothing paid for is dropped.
+#[derive(Default)]
+pub(crate) struct Running {
+    count: std::sync::atomic::AtomicUsize,
+    idle: tokio::sync::Notify,
+}
+
+/// Held by a running purchase.
+pub(crate) struct RunningGuard(Arc<Running>);
+
+impl Running {
+    pub(crate) fn start(self: &Arc<Self>) -> RunningGuard {
+        self.count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        RunningGuard(self.clone())
+    }
+
+    /// Waits until no purchase is running.
+    pub(crate) async fn idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            if self.count.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        self.0
+            .count
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.0.idle.notify_waiters();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,6 +17,10 @@ mod server;
 mod store;
 
 pub use error::GatewayError;
+
+/// True in builds with the `fault-injection` feature (the binary's tests):
+/// only then does [`GatewayConfig::stall_before_final`] do anything.
+pub const FAULT_INJECTION: bool = cfg!(feature = "fault-injection");
 pub use filing::{Filing, SharedSession};
 pub use forms::{
     parse_whole, stream_to_whole, whole_to_stream, Api, FormError, Parsed, StreamWatch,

@@ -19,6 +19,7 @@
 //! asks for the other form, the same response re-encoded), carries
 //! `cairn-replay: true`, and is journaled with cost zero.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -207,7 +208,9 @@ async fn buy(g: Arc<Inner>, api: Api, call: Call) -> Response {
     let content_type = header(&headers, "content-type").unwrap_or_default();
     let (tx, rx) = mpsc::unbounded_channel();
     let on_end = delivered_hook(&g, call.facts.key.as_str());
+    let running = g.running.start();
     tokio::spawn(tee(
+        running,
         g,
         api,
         call,
@@ -236,6 +239,7 @@ struct Upstreamed {
 /// Steps 1–3 of the module doc, on a task of its own: it goes on when the
 /// client is gone.
 async fn tee(
+    _running: crate::inflight::RunningGuard,
     g: Arc<Inner>,
     api: Api,
     call: Call,
@@ -341,7 +345,7 @@ async fn tee(
     .await;
     match durable {
         Ok(()) => {
-            if g.config.stall_before_final {
+            if crate::FAULT_INJECTION && g.config.stall_before_final {
                 std::future::pending::<()>().await;
             }
             if sent < buf.len() {
@@ -493,16 +497,21 @@ fn append(session: &SharedSession, record: ModelCall) -> Result<(), GatewayError
 }
 
 /// Marks `key` delivered once the client has taken the last byte.
-fn delivered_hook(g: &Arc<Inner>, key: &str) -> Box<dyn FnOnce() + Send> {
+fn delivered_hook(g: &Arc<Inner>, key: &str) -> EndHook {
     let (g, key) = (g.clone(), key.to_owned());
     Box::new(move || {
         tokio::task::spawn_blocking(move || {
             if let Err(e) = g.responses.mark_delivered(&key) {
                 tracing::warn!("delivery of {key} not recorded: {e}");
             }
-        });
+        })
     })
 }
+
+/// What runs when a body has been taken whole; the body ends only once it
+/// is done, so a client that read the end of a response finds it marked
+/// delivered.
+type EndHook = Box<dyn FnOnce() -> tokio::task::JoinHandle<()> + Send>;
 
 /// Runs blocking IO (the store, the journal) off the async threads.
 async fn blocking<T: Send + 'static>(
@@ -526,18 +535,20 @@ fn internal(e: &GatewayError) -> Response {
 
 /// The body of a client response: what the purchase sends, in order; the
 /// hook runs when the last of it was taken (not when the client went away
-/// or the stream ended in an error).
+/// or the stream ended in an error), and the body ends when the hook is done.
 struct Delivery {
     rx: mpsc::UnboundedReceiver<Chunk>,
-    on_end: Option<Box<dyn FnOnce() + Send>>,
+    on_end: Option<EndHook>,
+    ending: Option<tokio::task::JoinHandle<()>>,
     failed: bool,
 }
 
 impl Delivery {
-    fn new(rx: mpsc::UnboundedReceiver<Chunk>, on_end: Box<dyn FnOnce() + Send>) -> Self {
+    fn new(rx: mpsc::UnboundedReceiver<Chunk>, on_end: EndHook) -> Self {
         Delivery {
             rx,
             on_end: Some(on_end),
+            ending: None,
             failed: false,
         }
     }
@@ -547,19 +558,27 @@ impl Stream for Delivery {
     type Item = Chunk;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Chunk>> {
+        if let Some(h) = self.ending.as_mut() {
+            return match Pin::new(h).poll(cx) {
+                Poll::Ready(_) => {
+                    self.ending = None;
+                    Poll::Ready(None)
+                }
+                Poll::Pending => Poll::Pending,
+            };
+        }
         match self.rx.poll_recv(cx) {
             Poll::Ready(Some(Err(e))) => {
                 self.failed = true;
                 Poll::Ready(Some(Err(e)))
             }
-            Poll::Ready(None) => {
-                if !self.failed {
-                    if let Some(f) = self.on_end.take() {
-                        f();
-                    }
+            Poll::Ready(None) => match (self.failed, self.on_end.take()) {
+                (false, Some(f)) => {
+                    self.ending = Some(f());
+                    self.poll_next(cx)
                 }
-                Poll::Ready(None)
-            }
+                _ => Poll::Ready(None),
+            },
             other => other,
         }
     }

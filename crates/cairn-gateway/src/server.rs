@@ -31,7 +31,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 
 use crate::filing::{Filing, Sessions};
 use crate::forms::Api;
-use crate::inflight::InFlight;
+use crate::inflight::{InFlight, Running};
 use crate::replay::ReplayPolicy;
 use crate::{GatewayError, Pricing, ResponseStore};
 
@@ -87,6 +87,7 @@ pub(crate) struct Inner {
     pub(crate) pricing: Arc<dyn Pricing>,
     pub(crate) client: reqwest::Client,
     pub(crate) inflight: InFlight,
+    pub(crate) running: Arc<Running>,
     pub(crate) local: SocketAddr,
 }
 
@@ -150,6 +151,7 @@ impl Gateway {
                 pricing,
                 client,
                 inflight: InFlight::default(),
+                running: Arc::default(),
                 local,
             }),
             listener,
@@ -161,8 +163,8 @@ impl Gateway {
         self.inner.local
     }
 
-    /// Serves until `shutdown` completes, then ends the sessions it made
-    /// (a `terminal` each).
+    /// Serves until `shutdown` completes and every purchase still reading its
+    /// upstream is kept, then ends the sessions it made (a `terminal` each).
     ///
     /// # Errors
     /// The server fails, or the sessions cannot be closed.
@@ -179,6 +181,9 @@ impl Gateway {
                 addr: inner.local.to_string(),
                 source,
             })?;
+        // A purchase whose client went away is still reading its upstream:
+        // what was paid for is kept before the sessions close.
+        inner.running.idle().await;
         let closing = inner.clone();
         tokio::task::spawn_blocking(move || closing.sessions.close())
             .await

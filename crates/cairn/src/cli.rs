@@ -53,6 +53,56 @@ pub enum Command {
     Session(SessionCommand),
     /// Check the hash chain of a session's journal and name the first bad record
     Verify(VerifyArgs),
+    /// Run the model gateway: any agent's model calls journaled, never bought twice
+    Gateway(GatewayArgs),
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ReplayArg {
+    /// Serve a stored response to a retry (the stored one was not delivered
+    /// whole, or the request says it is a retry)
+    Retries,
+    /// Serve every stored match (a cassette, for evals and tests)
+    Always,
+}
+
+/// The gateway's upstreams and replay rules, shared by `gateway` and `exec --gateway`.
+#[derive(Debug, Args, Clone)]
+pub struct UpstreamArgs {
+    /// The OpenAI-compatible upstream [default: $OPENAI_BASE_URL, else https://api.openai.com/v1]
+    #[arg(long, value_name = "URL")]
+    pub openai_upstream: Option<String>,
+    /// The Anthropic upstream [default: $ANTHROPIC_BASE_URL, else https://api.anthropic.com]
+    #[arg(long, value_name = "URL")]
+    pub anthropic_upstream: Option<String>,
+    /// Which stored responses are served instead of bought
+    #[arg(long, value_enum, default_value = "retries")]
+    pub replay: ReplayArg,
+    /// Never go upstream: a request with no stored response is an error
+    #[arg(long)]
+    pub offline: bool,
+    /// Refuse request bodies larger than this (413)
+    #[arg(long, value_name = "MB", default_value_t = 32)]
+    pub max_body_mb: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct GatewayArgs {
+    /// Where to listen (a non-loopback address needs --token)
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
+    pub listen: std::net::SocketAddr,
+    /// Journal every call in this session [default: one session per client session]
+    #[arg(long, value_name = "ID", conflicts_with = "name")]
+    pub run: Option<String>,
+    /// Journal every call in a new session of this name
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Clients must send this token (`x-cairn-token`, or as their bearer key,
+    /// which is then replaced by $OPENAI_API_KEY / $ANTHROPIC_API_KEY upstream)
+    #[arg(long, value_name = "T")]
+    pub token: Option<String>,
+    #[command(flatten)]
+    pub upstream: UpstreamArgs,
 }
 
 /// Model routing and limits, shared by run, resume and continue.
@@ -139,6 +189,12 @@ pub struct ExecArgs {
     /// Print the summary object as JSON on stdout (the command's output goes to stderr)
     #[arg(long)]
     pub json: bool,
+    /// Run a model gateway for the command: OPENAI_BASE_URL and ANTHROPIC_BASE_URL
+    /// point at it, and its model calls are journaled in this session
+    #[arg(long)]
+    pub gateway: bool,
+    #[command(flatten)]
+    pub upstream: UpstreamArgs,
     /// The command and its arguments
     #[arg(last = true, required = true, num_args = 1.., value_name = "COMMAND")]
     pub command: Vec<std::ffi::OsString>,

@@ -64,5 +64,6 @@ fn run(cli: Cli) -> anyhow::Result<Code> {
         Command::Session(SessionCommand::Show(a)) => cmd::sessions::show(&ctx, &a),
         Command::Session(SessionCommand::Rm(a)) => cmd::sessions::rm(&ctx, &a),
         Command::Verify(a) => cmd::verify::run(&ctx, &a),
+        Command::Gateway(a) => cmd::gateway::run(&ctx, &a),
     }
 }

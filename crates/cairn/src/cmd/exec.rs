@@ -11,9 +11,10 @@ use std::io::{Read, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
+use cairn_gateway::{Filing, Gateway, SharedSession};
 use cairn_sessions::{Node, NodeExit, NodeOutcome, Session};
 use cairn_store::Store;
 use cairn_workspace::NodeName;
@@ -52,25 +53,45 @@ fn exec(ctx: &Context, args: &ExecArgs) -> anyhow::Result<i32> {
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
     let command = line.join(" ");
-    let mut session = match &args.run {
+    let session = match &args.run {
         Some(id) => Session::open(&store, &ctx.existing_run(id)?)?,
         None => new_session(ctx, &store, &command)?,
     };
-    let root = session.state().workspace.clone();
+    // Shared with the gateway, which journals model calls while the command
+    // runs; the node protocol locks it around its own records.
+    let session: SharedSession = Arc::new(Mutex::new(session));
+    let (id, root) = {
+        let s = lock(&session)?;
+        (s.id().clone(), s.state().workspace.clone())
+    };
     ctx.refuse_store_inside(Path::new(&root))?;
-    let ws = tracker(&store, session.id(), Path::new(&root))?;
+    let ws = tracker(&store, &id, Path::new(&root))?;
     let bars = Bars::new(args.json);
-    let node = Node::start(&mut session, &ws, &name, &bars)?;
+    let node = Node::start(&mut *lock(&session)?, &ws, &name, &bars)?;
     let at = node.at().clone();
     if !args.json {
-        output::note(format!(
-            "cairn: {command} in session {} ({at})",
-            session.id()
-        ));
+        output::note(format!("cairn: {command} in session {id} ({at})"));
     }
+    let gateway = if args.gateway {
+        Some(GatewayThread::start(&store, args, session.clone())?)
+    } else {
+        None
+    };
+    let child_env: Vec<(String, String)> = gateway
+        .as_ref()
+        .map(|g| {
+            vec![
+                ("OPENAI_BASE_URL".into(), format!("http://{}/v1", g.addr)),
+                ("ANTHROPIC_BASE_URL".into(), format!("http://{}", g.addr)),
+            ]
+        })
+        .unwrap_or_default();
 
     let started = Instant::now();
-    let ran = spawn_and_wait(args, &root);
+    let ran = spawn_and_wait(args, &root, &child_env);
+    if let Some(g) = gateway {
+        g.stop();
+    }
     let seconds = started.elapsed().as_secs_f64();
     let (code, exit, output_tail) = match ran {
         Ok((status, tail)) => match (status.code(), status.signal()) {
@@ -94,6 +115,7 @@ fn exec(ctx: &Context, args: &ExecArgs) -> anyhow::Result<i32> {
         seconds,
         output_tail,
     };
+    let mut session = lock(&session)?;
     let report = node.finish(&mut session, &ws, &outcome, &bars)?;
     if args.json {
         output::json(&RunSummary {
@@ -121,9 +143,11 @@ fn exec(ctx: &Context, args: &ExecArgs) -> anyhow::Result<i32> {
 fn spawn_and_wait(
     args: &ExecArgs,
     dir: &str,
+    env: &[(String, String)],
 ) -> std::io::Result<(std::process::ExitStatus, String)> {
     let mut child = Command::new(&args.command[0])
         .args(&args.command[1..])
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .current_dir(dir)
         .stdin(Stdio::inherit())
         .stdout(Stdio::piped())
@@ -181,4 +205,63 @@ fn pump(
             }
         }
     })
+}
+
+fn lock(s: &SharedSession) -> anyhow::Result<MutexGuard<'_, Session>> {
+    s.lock()
+        .map_err(|_| anyhow::anyhow!("the session lock was poisoned by a panic"))
+}
+
+/// The gateway of `exec --gateway`: its own runtime on a thread, on an
+/// ephemeral loopback port, for the command's lifetime.
+struct GatewayThread {
+    addr: std::net::SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl GatewayThread {
+    fn start(store: &Store, args: &ExecArgs, session: SharedSession) -> anyhow::Result<Self> {
+        let config = crate::cmd::gateway::config(
+            &args.upstream,
+            std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+            None,
+        );
+        let pricing = Arc::new(crate::cmd::prices::load()?);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        let gateway = rt.block_on(Gateway::bind(
+            config,
+            store,
+            Filing::Fixed(session),
+            pricing,
+        ))?;
+        let addr = gateway.local_addr();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let served = rt.block_on(gateway.serve(async {
+                let _ = stopped.await;
+            }));
+            if let Err(e) = served {
+                output::note(format!("cairn exec: the gateway failed: {e}"));
+            }
+        });
+        Ok(GatewayThread {
+            addr,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops it once the calls in flight are done.
+    fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }

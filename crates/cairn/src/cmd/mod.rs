@@ -3,6 +3,7 @@
 pub mod checkpoint;
 pub mod exec;
 pub mod fork;
+pub mod gateway;
 pub mod prices;
 pub mod progress;
 pub mod rewind;
