@@ -261,8 +261,9 @@ fn count(totals: &mut Totals, body: &RecordBody) {
         }
         RecordBody::ToolStart(_) => totals.tool_calls = totals.tool_calls.saturating_add(1),
         // A call through the gateway spends tokens and money, but it is not
-        // one of the loop's turns.
-        RecordBody::ModelCall(m) => {
+        // one of the loop's turns; a replay re-delivers a call already
+        // journaled, so it adds nothing.
+        RecordBody::ModelCall(m) if !m.replay => {
             totals.input_tokens = totals.input_tokens.saturating_add(m.usage.input_tokens);
             totals.output_tokens = totals.output_tokens.saturating_add(m.usage.output_tokens);
             totals.cost = totals.cost + m.cost;
