@@ -332,10 +332,8 @@ pub(super) fn read_partial_json(s: &str) -> Value {
                 push((after, closers.clone()));
             }
             // A number or literal counts once whole: at its last character.
-            c if token(c) => {
-                if !chars.peek().is_some_and(|&(_, n)| token(n)) {
-                    push((after, closers.clone()));
-                }
+            c if token(c) && !chars.peek().is_some_and(|&(_, n)| token(n)) => {
+                push((after, closers.clone()));
             }
             _ => {}
         }
