@@ -4,14 +4,13 @@
 #![deny(missing_docs)]
 
 pub mod canonical;
-mod key;
-
-pub use key::{
-    client_session, idempotency_key, requested_model, retry_marker, strip_credentials,
-    wants_stream, ClientSession, Key, KeyParseError, RequestFacts, SessionHeader,
-};
 mod forms;
+mod key;
 
 pub use forms::{
     parse_whole, stream_to_whole, whole_to_stream, Api, FormError, Parsed, StreamWatch,
+};
+pub use key::{
+    client_session, idempotency_key, requested_model, retry_marker, strip_credentials,
+    wants_stream, ClientSession, Key, KeyParseError, RequestFacts, SessionHeader,
 };
