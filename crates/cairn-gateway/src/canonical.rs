@@ -23,9 +23,18 @@ use serde_json::{Number, Value};
 
 /// Writes `v` canonically into `out`.
 pub fn write(v: &Value, out: &mut Vec<u8>) {
+    write_without_keys(v, &[], out);
+}
+
+/// [`write`], with the top-level keys `skip` of an object left out (the
+/// value is not copied to drop them).
+pub fn write_without_keys(v: &Value, skip: &[&str], out: &mut Vec<u8>) {
     match v {
         Value::Object(m) => {
-            let mut entries: Vec<(&String, &Value)> = m.iter().collect();
+            let mut entries: Vec<(&String, &Value)> = m
+                .iter()
+                .filter(|(k, _)| !skip.contains(&k.as_str()))
+                .collect();
             entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
             out.push(b'{');
             for (i, (k, x)) in entries.into_iter().enumerate() {
@@ -155,6 +164,14 @@ mod tests {
             r#"{"a":[1,-2,3.25,1e21,"x\u0007"],"b":{"c":null,"d":true},"e":0.30000000000000004}"#;
         let v: Value = serde_json::from_str(text).unwrap();
         assert_eq!(to_vec(&v), serde_json::to_vec(&v).unwrap());
+    }
+
+    #[test]
+    fn top_level_keys_can_be_left_out() {
+        let v: Value = serde_json::from_str(r#"{"s":1,"b":{"s":2},"a":[{"s":3}]}"#).unwrap();
+        let mut out = Vec::new();
+        write_without_keys(&v, &["s", "x"], &mut out);
+        assert_eq!(out, br#"{"a":[{"s":3}],"b":{"s":2}}"#);
     }
 
     #[test]

@@ -217,6 +217,10 @@ impl Track {
 /// Watches a streamed response as its bytes pass (see the module doc for
 /// what [`StreamWatch::forwardable`] promises).
 ///
+/// Feed it `text/event-stream` bodies. A body that is not one (a JSON error
+/// sent in place of a stream) has no blank line, so all of it is held until
+/// [`StreamWatch::finish`], and then forwardable.
+///
 /// ```
 /// use cairn_gateway::{Api, StreamWatch};
 ///

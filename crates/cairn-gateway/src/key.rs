@@ -128,16 +128,7 @@ impl Key {
         match json {
             Some(v) => {
                 let mut canonical = Vec::with_capacity(body.len());
-                match v {
-                    Value::Object(m) if DELIVERY_KEYS.iter().any(|k| m.contains_key(*k)) => {
-                        let mut m = m.clone();
-                        for k in DELIVERY_KEYS {
-                            m.remove(k);
-                        }
-                        crate::canonical::write(&Value::Object(m), &mut canonical);
-                    }
-                    other => crate::canonical::write(other, &mut canonical),
-                }
+                crate::canonical::write_without_keys(v, &DELIVERY_KEYS, &mut canonical);
                 field(&mut bytes, "body-json", &canonical);
             }
             None => field(&mut bytes, "body-raw", body),

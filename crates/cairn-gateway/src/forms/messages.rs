@@ -9,9 +9,10 @@
 //! 3. `content_block_delta`: `text_delta` text, `thinking_delta` thinking and
 //!    `signature_delta` signature are appended to the block's field;
 //!    `input_json_delta` pieces are concatenated and, at the end, parsed into
-//!    the block's `input` (a piece cut by `max_tokens` is completed the way
-//!    the SDKs' partial-JSON readers do: an open string is closed, an
-//!    unfinished key or value dropped, open arrays and objects closed);
+//!    the block's `input` (a piece cut by `max_tokens` is read the way the
+//!    Anthropic SDK reads it from a stream, jiter's partial mode: a string,
+//!    number or literal cut short is dropped with its key, open arrays and
+//!    objects are closed);
 //!    `citations_delta` citations are appended to `citations`; any other
 //!    delta's fields are appended when strings and set otherwise.
 //! 4. `message_delta.delta` fields (`stop_reason`, `stop_sequence`) are set
@@ -282,26 +283,32 @@ fn apply_delta(block: &mut Block, delta: &Map<String, Value>) {
 /// How many cut points [`read_partial_json`] tries, from the end.
 const PARTIAL_CUTS: usize = 256;
 
-/// Parses a tool input that may be cut short (module doc, rule 3): the
-/// longest prefix that reads as JSON once its open string and containers are
-/// closed, among the last [`PARTIAL_CUTS`] places it could be cut. When none
-/// reads, the text itself is kept, as a string: nothing received is dropped.
+/// Parses a tool input that may be cut short (module doc, rule 3), as
+/// jiter's partial mode (the Anthropic SDK's reader) does: the longest prefix
+/// that ends after a whole string, number, literal or container, or right
+/// after an opening bracket, and reads once its open containers are closed
+/// (so a value cut short is dropped with its key). Only the last [`PARTIAL_CUTS`] places are tried;
+/// when none reads, the text itself is kept, as a string, so nothing received
+/// is lost.
 pub(super) fn read_partial_json(s: &str) -> Value {
     if let Ok(v) = serde_json::from_str(s) {
         return v;
     }
-    // Candidate cut points, each with the containers open there (only the
-    // last ones are kept: the longest prefix that reads is near the end).
-    let mut cuts: VecDeque<(usize, String, bool)> = VecDeque::with_capacity(PARTIAL_CUTS);
-    let mut push = |cut: (usize, String, bool)| {
+    // Candidate cut points, each with the closers of the containers open
+    // there (only the last ones are kept: the longest prefix that reads is
+    // near the end).
+    let mut cuts: VecDeque<(usize, String)> = VecDeque::with_capacity(PARTIAL_CUTS);
+    let mut push = |cut: (usize, String)| {
         if cuts.len() == PARTIAL_CUTS {
             cuts.pop_front();
         }
         cuts.push_back(cut);
     };
-    let mut stack = String::new();
+    let token = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '+' | '-');
+    let mut closers = String::new();
     let (mut in_string, mut escape) = (false, false);
-    for (i, c) in s.char_indices() {
+    let mut chars = s.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
         let after = i + c.len_utf8();
         if in_string {
             if escape {
@@ -310,39 +317,30 @@ pub(super) fn read_partial_json(s: &str) -> Value {
                 escape = true;
             } else if c == '"' {
                 in_string = false;
-                push((after, stack.clone(), false));
-            } else {
-                // Cut inside a string: close it (only at a char boundary and
-                // never right after a backslash).
-                push((after, stack.clone(), true));
+                push((after, closers.clone()));
             }
             continue;
         }
         match c {
-            '"' => {
-                in_string = true;
-                push((i, stack.clone(), false));
-            }
+            '"' => in_string = true,
             '{' | '[' => {
-                stack.push(if c == '{' { '}' } else { ']' });
-                push((after, stack.clone(), false));
+                closers.push(if c == '{' { '}' } else { ']' });
+                push((after, closers.clone()));
             }
             '}' | ']' => {
-                stack.pop();
-                push((after, stack.clone(), false));
+                closers.pop();
+                push((after, closers.clone()));
             }
-            c if c.is_ascii_alphanumeric() => push((after, stack.clone(), false)),
-            _ => push((i, stack.clone(), false)),
+            // A number or literal counts once whole: at its last character.
+            c if token(c) && !chars.peek().is_some_and(|&(_, n)| token(n)) => {
+                push((after, closers.clone()));
+            }
+            _ => {}
         }
     }
-    for (at, open, close_string) in cuts.into_iter().rev() {
-        let mut candidate = s[..at].trim_end().to_owned();
-        if close_string {
-            candidate.push('"');
-        }
-        while candidate.ends_with(',') || candidate.ends_with(':') {
-            candidate.pop();
-        }
+    for (at, open) in cuts.into_iter().rev() {
+        // A cut after a key string does not read; the one before it does.
+        let mut candidate = s[..at].to_owned();
         candidate.extend(open.chars().rev());
         if let Ok(v) = serde_json::from_str(&candidate) {
             return v;
@@ -455,24 +453,28 @@ mod tests {
 
     #[test]
     fn a_cut_tool_input_reads_as_the_sdks_read_it() {
+        // The right-hand sides are what jiter's partial mode gives.
         let rows = [
             (r#"{"path": "src/main.rs"}"#, json!({"path": "src/main.rs"})),
-            (r#"{"path": "src/ma"#, json!({"path": "src/ma"})),
+            (r#"{"path": "src/ma"#, json!({})),
             (
                 r#"{"path": "src/main.rs", "con"#,
                 json!({"path": "src/main.rs"}),
             ),
             (r#"{"path": "a", "content": "#, json!({"path": "a"})),
             (r#"{"path": "a", "n": 12"#, json!({"path": "a", "n": 12})),
-            (
-                r#"{"a": [1, 2, {"b": "x\"y"#,
-                json!({"a": [1, 2, {"b": "x\"y"}]}),
-            ),
-            (r#"{"a": "x\"#, json!({"a": "x"})),
+            (r#"{"a": [1, 2, {"b": "x\"y"#, json!({"a": [1, 2, {}]})),
+            (r#"{"a": ["x", "y"#, json!({"a": ["x"]})),
             (r#"{"a": tr"#, json!({})),
+            (r#"{"a": true"#, json!({"a": true})),
+            (r#"{"a": 1."#, json!({})),
+            (r#"{"a": -"#, json!({})),
             (r#"{"#, json!({})),
-            (r#"{"a": "é"#, json!({"a": "é"})),
+            (r#"{"a": "é"#, json!({})),
+            (r#"{"a": {"b": 1}, "c": ["#, json!({"a": {"b": 1}, "c": []})),
+            ("[1, 2", json!([1, 2])),
             ("", json!("")),
+            ("oops", json!("oops")),
         ];
         for (input, want) in rows {
             assert_eq!(read_partial_json(input), want, "{input}");
