@@ -48,10 +48,11 @@ pub enum Error {
         /// What it printed.
         output: String,
     },
-    /// The interpreter named by `CAIRN_TEST_PYTHON` lacks the pinned SDKs.
+    /// An interpreter (`CAIRN_TEST_PYTHON`'s, or the venv's) lacks the pinned
+    /// SDKs.
     #[error(
-        "CAIRN_TEST_PYTHON={}: {problem}; install crates/cairn-testkit/python/requirements.txt \
-         into it, or unset CAIRN_TEST_PYTHON to let the tests make their own venv",
+        "the Python {}: {problem}; install crates/cairn-testkit/python/requirements.txt \
+         into it, or leave CAIRN_TEST_PYTHON unset to let the tests make their own venv",
         interpreter.display()
     )]
     Interpreter {

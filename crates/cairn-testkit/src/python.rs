@@ -95,23 +95,23 @@ pub fn interpreter() -> Result<Python, Error> {
         return Ok(Python { path: path.clone() });
     }
     let path = match std::env::var_os(PYTHON_VAR).filter(|v| !v.is_empty()) {
-        Some(given) => {
-            let given = PathBuf::from(given);
-            check_pins(&given)?;
-            given
-        }
-        None => ensure_venv(&workspace_root().join("target"))?,
+        Some(given) => Python::checked(given)?.path,
+        None => ensure_venv(&workspace_root().join("target"), &requirements_file())?,
     };
     Ok(Python {
         path: READY.get_or_init(|| path).clone(),
     })
 }
 
-/// The `name==version` pins of the requirements file.
-fn pins() -> Result<Vec<(String, String)>, Error> {
-    let file = scripts_dir().join("requirements.txt");
-    let text = std::fs::read_to_string(&file).map_err(|source| Error::Io {
-        path: file.clone(),
+/// `crates/cairn-testkit/python/requirements.txt`.
+pub fn requirements_file() -> PathBuf {
+    scripts_dir().join("requirements.txt")
+}
+
+/// The `name==version` pins of a requirements file.
+fn pins(requirements: &Path) -> Result<Vec<(String, String)>, Error> {
+    let text = std::fs::read_to_string(requirements).map_err(|source| Error::Io {
+        path: requirements.to_owned(),
         source,
     })?;
     Ok(text
@@ -122,9 +122,9 @@ fn pins() -> Result<Vec<(String, String)>, Error> {
         .collect())
 }
 
-/// Checks that `python` imports `openai` and `anthropic` at the pinned
-/// versions.
-fn check_pins(python: &Path) -> Result<(), Error> {
+/// Checks that `python` imports `openai` and `anthropic` at the versions
+/// `requirements` pins.
+fn check_pins(python: &Path, requirements: &Path) -> Result<(), Error> {
     let problem = |problem: String| Error::Interpreter {
         interpreter: python.to_owned(),
         problem,
@@ -147,7 +147,7 @@ fn check_pins(python: &Path) -> Result<(), Error> {
     }
     let found = String::from_utf8_lossy(&output.stdout).into_owned();
     let mut found = found.split_whitespace();
-    let pins = pins()?;
+    let pins = pins(requirements)?;
     for name in ["openai", "anthropic"] {
         let have = found.next().unwrap_or("none");
         match pins.iter().find(|(n, _)| n == name) {
@@ -161,8 +161,9 @@ fn check_pins(python: &Path) -> Result<(), Error> {
     Ok(())
 }
 
-/// Makes (or finds) the venv under `target`, under a file lock.
-fn ensure_venv(target: &Path) -> Result<PathBuf, Error> {
+/// Makes (or finds) the venv `cairn-test-venv` under `target` with the
+/// packages of `requirements`, under a file lock.
+fn ensure_venv(target: &Path, requirements: &Path) -> Result<PathBuf, Error> {
     let io = |path: &Path| {
         let path = path.to_owned();
         move |source| Error::Io { path, source }
@@ -183,8 +184,7 @@ fn ensure_venv(target: &Path) -> Result<PathBuf, Error> {
 
     let dir = target.join("cairn-test-venv");
     let python = dir.join("bin").join("python");
-    let requirements = scripts_dir().join("requirements.txt");
-    let wanted = std::fs::read(&requirements).map_err(io(&requirements))?;
+    let wanted = std::fs::read(requirements).map_err(io(requirements))?;
     let wanted = hex::encode(Sha256::digest(&wanted));
     let stamp = dir.join("cairn-requirements.sha256");
     if python.exists() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str()) {
@@ -205,9 +205,9 @@ fn ensure_venv(target: &Path) -> Result<PathBuf, Error> {
         "--no-input",
         "-r",
     ])
-    .arg(&requirements);
+    .arg(requirements);
     run_setup_step(&mut pip, &dir, "pip install -r requirements.txt")?;
-    check_pins(&python)?;
+    check_pins(&python, requirements)?;
     std::fs::write(&stamp, &wanted).map_err(io(&stamp))?;
     drop(lock);
     Ok(python)
@@ -242,6 +242,18 @@ fn run_setup_step(cmd: &mut Command, dir: &Path, step: &str) -> Result<(), Error
 }
 
 impl Python {
+    /// The interpreter at `path`, once it is seen to import the pinned
+    /// `openai` and `anthropic` versions.
+    ///
+    /// # Errors
+    /// It cannot be run ([`Error::Spawn`]) or lacks the pins
+    /// ([`Error::Interpreter`]).
+    pub fn checked(path: impl Into<PathBuf>) -> Result<Python, Error> {
+        let path = path.into();
+        check_pins(&path, &requirements_file())?;
+        Ok(Python { path })
+    }
+
     /// The interpreter's path.
     pub fn path(&self) -> &Path {
         &self.path
@@ -428,5 +440,83 @@ impl ScriptOutput {
             stdout: self.stdout.clone(),
             stderr: self.stderr.clone(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_interpreter_without_the_pinned_sdks_is_refused_with_what_to_do() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let venv = dir.path().join("bare");
+        let made = Command::new("python3")
+            .args(["-m", "venv", "--without-pip"])
+            .arg(&venv)
+            .status()
+            .unwrap_or_else(|e| panic!("python3: {e}"));
+        assert!(made.success());
+        let err = Python::checked(venv.join("bin/python"))
+            .map(|p| p.path)
+            .unwrap_err();
+        assert!(matches!(err, Error::Interpreter { .. }), "{err}");
+        let message = err.to_string();
+        assert!(message.contains("cannot import the SDKs"), "{message}");
+        assert!(message.contains("requirements.txt"), "{message}");
+    }
+
+    #[test]
+    fn a_missing_interpreter_is_a_spawn_error() {
+        let err = Python::checked("/nonexistent/python")
+            .map(|p| p.path)
+            .unwrap_err();
+        assert!(matches!(err, Error::Spawn { .. }), "{err}");
+    }
+
+    #[test]
+    fn pins_are_read_from_name_equals_version_lines() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let file = dir.path().join("requirements.txt");
+        std::fs::write(
+            &file,
+            "# a comment\nopenai==1.2.3  # why\n\nAnthropic == 4.5\nfoo>=1\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let got = pins(&file).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            got,
+            [
+                ("openai".to_owned(), "1.2.3".to_owned()),
+                ("anthropic".to_owned(), "4.5".to_owned())
+            ]
+        );
+    }
+
+    /// The whole first-use path: a stale venv (its stamp does not match the
+    /// requirements) is thrown away and built anew, then found again without
+    /// a rebuild. Slow: one pip install.
+    #[test]
+    fn the_venv_is_rebuilt_when_stale_and_reused_when_current() {
+        let target = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let requirements = requirements_file();
+        let dir = target.path().join("cairn-test-venv");
+        let marker = dir.join("marker");
+        let stamp = dir.join("cairn-requirements.sha256");
+        std::fs::create_dir_all(dir.join("bin")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&stamp, "stale").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&marker, "from before").unwrap_or_else(|e| panic!("{e}"));
+
+        let python = ensure_venv(target.path(), &requirements).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!marker.exists(), "the stale venv was kept");
+        let want = hex::encode(Sha256::digest(
+            std::fs::read(&requirements).unwrap_or_default(),
+        ));
+        assert_eq!(std::fs::read_to_string(&stamp).ok(), Some(want));
+        check_pins(&python, &requirements).unwrap_or_else(|e| panic!("{e}"));
+
+        std::fs::write(&marker, "still here").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ensure_venv(target.path(), &requirements).ok(), Some(python));
+        assert!(marker.exists(), "a current venv was rebuilt");
     }
 }

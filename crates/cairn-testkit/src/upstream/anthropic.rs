@@ -115,7 +115,12 @@ pub(crate) fn count_tokens(answer: &Answer<'_>) -> Value {
 
 /// `GET /v1/models` asked with an `anthropic-version` header.
 pub(crate) fn models() -> Value {
-    let model = |id: &str, name: &str| json!({"type": "model", "id": id, "display_name": name, "created_at": "2026-01-01T00:00:00Z"});
+    let model = |id: &str, name: &str| {
+        json!({
+            "type": "model", "id": id, "display_name": name,
+            "created_at": "2026-01-01T00:00:00Z", "lifecycle": "active", "deprecated_at": null
+        })
+    };
     json!({
         "data": [model("claude-sonnet-4-5", "Claude Sonnet 4.5"), model("claude-haiku-4-5", "Claude Haiku 4.5")],
         "has_more": false, "first_id": "claude-sonnet-4-5", "last_id": "claude-haiku-4-5"
