@@ -315,9 +315,6 @@ fn send(
     rendered: Rendered,
     headers: Vec<(String, String)>,
 ) -> Response {
-    if reply.cut == Some(Cut::BeforeResponse) {
-        return cut_response();
-    }
     let (status, content_type, chunks, whole) = match rendered {
         Rendered::Whole {
             status,
@@ -335,34 +332,34 @@ fn send(
     for (name, value) in &headers {
         builder = builder.header(name.as_str(), value.as_str());
     }
-    // A whole body without a cut goes out with its Content-Length.
-    let body = match (whole, reply.cut) {
-        (true, None) => {
-            shared.update(|log| log.finished += 1);
-            Body::from(chunks.concat())
-        }
-        (_, cut) => {
-            let (chunks, cut) = match cut {
-                None => (chunks, false),
-                Some(Cut::AfterEvents(k)) if !whole => (chunks.into_iter().take(k).collect(), true),
-                // A whole body has no events: cut it in the middle.
-                Some(Cut::AfterEvents(_)) => {
-                    let half = chunks.concat().len() / 2;
-                    (truncate(chunks, half), true)
-                }
-                Some(Cut::AfterBytes(n)) => (truncate(chunks, n), true),
-                Some(Cut::BeforeResponse) => (Vec::new(), true),
-            };
-            let mut steps = Vec::new();
-            for chunk in chunks {
-                if !reply.event_delay.is_zero() {
-                    steps.push(Step::Sleep(reply.event_delay));
-                }
-                steps.push(Step::Send(Bytes::from(chunk)));
+    // A whole body without a cut goes out with its Content-Length; anything
+    // else is played step by step.
+    let body = if whole && reply.cut.is_none() {
+        shared.update(|log| log.finished += 1);
+        Body::from(chunks.concat())
+    } else {
+        let (chunks, end) = match reply.cut {
+            None => (chunks, Step::Finish),
+            Some(Cut::BeforeResponse) => (Vec::new(), Step::Drop),
+            Some(Cut::AfterEvents(k)) if !whole => {
+                (chunks.into_iter().take(k).collect(), Step::Cut)
             }
-            steps.push(if cut { Step::Cut } else { Step::Finish });
-            Body::from_stream(stream_steps(Some(shared), steps))
+            // A whole body has no events: cut it in the middle.
+            Some(Cut::AfterEvents(_)) => {
+                let half = chunks.concat().len() / 2;
+                (truncate(chunks, half), Step::Cut)
+            }
+            Some(Cut::AfterBytes(n)) => (truncate(chunks, n), Step::Cut),
+        };
+        let mut steps = Vec::new();
+        for chunk in chunks {
+            if !reply.event_delay.is_zero() {
+                steps.push(Step::Sleep(reply.event_delay));
+            }
+            steps.push(Step::Send(Bytes::from(chunk)));
         }
+        steps.push(end);
+        Body::from_stream(stream_steps(Some(shared), steps))
     };
     match builder.body(body) {
         Ok(response) => response,

@@ -111,17 +111,18 @@ pub struct Usage {
 }
 
 /// Where a response is cut: the TCP connection is closed there, with no
-/// terminating chunk, no `[DONE]`, no `message_stop`.
+/// terminating chunk, no `[DONE]`, no `message_stop`. Each cut applies to a
+/// streamed answer and to a whole one alike.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cut {
     /// Close before any byte of the response (status line included).
     BeforeResponse,
-    /// A streamed answer: close after the first `k` SSE events. The status
-    /// line and headers are sent even for `k` = 0.
+    /// Close after the first `k` SSE events; the status line and headers are
+    /// sent even for `k` = 0. A whole answer, which has no events, is cut
+    /// after half its body.
     AfterEvents(usize),
-    /// A whole (non-streamed) answer: send the headers (chunked, since the
-    /// length cannot be honoured) and the first `n` bytes of the body, then
-    /// close.
+    /// Close after the first `n` bytes of the body. A whole answer cut so is
+    /// sent chunked, since its length cannot be honoured.
     AfterBytes(usize),
 }
 
