@@ -14,8 +14,9 @@
 //!
 //! [`Python::script`] runs one of the scripts in `crates/cairn-testkit/python/`
 //! (see the README there for each one's arguments and output) with a time
-//! limit, and without the caller's `OPENAI_*` / `ANTHROPIC_*` variables or
-//! proxies, so a test can never reach a real API by accident.
+//! limit, and without the caller's `OPENAI_*` / `ANTHROPIC_*` variables,
+//! proxies or `PYTHONPATH`, so a test can never reach a real API by accident
+//! nor run other packages than the pinned ones.
 
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
@@ -36,8 +37,12 @@ pub const PYTHON_VAR: &str = "CAIRN_TEST_PYTHON";
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The variables a script never inherits: credentials and endpoints of the
-/// real APIs, and proxies (loopback must not go through one).
+/// real APIs, proxies (loopback must not go through one), and what could
+/// make the interpreter import other packages than the pinned ones.
 const NOT_INHERITED: &[&str] = &[
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "PYTHONSTARTUP",
     "OPENAI_API_KEY",
     "OPENAI_BASE_URL",
     "OPENAI_ORG_ID",
@@ -362,8 +367,9 @@ impl ScriptCommand {
         let stdout = drain(child.stdout.take());
         let stderr = drain(child.stderr.take());
         let status = wait_until(&mut child, Instant::now() + self.timeout);
-        let stdout = stdout.join().unwrap_or_default();
-        let stderr = stderr.join().unwrap_or_default();
+        let lost = |_| "<cairn-testkit: the thread reading this output panicked>".to_owned();
+        let stdout = stdout.join().unwrap_or_else(lost);
+        let stderr = stderr.join().unwrap_or_else(lost);
         match status {
             Some(status) => Ok(ScriptOutput {
                 script: self.name.clone(),
@@ -464,6 +470,45 @@ mod tests {
         let message = err.to_string();
         assert!(message.contains("cannot import the SDKs"), "{message}");
         assert!(message.contains("requirements.txt"), "{message}");
+    }
+
+    #[test]
+    fn a_script_inherits_no_credentials_proxies_or_python_path() {
+        let python = Python {
+            path: PathBuf::from("python3"),
+        };
+        let cmd = python
+            .script("sdk_call.py")
+            .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+            .command();
+        let envs: Vec<(String, Option<String>)> = cmd
+            .get_envs()
+            .map(|(k, v)| {
+                let v = v.map(|v| v.to_string_lossy().into_owned());
+                (k.to_string_lossy().into_owned(), v)
+            })
+            .collect();
+        let value = |name: &str| envs.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        for removed in [
+            "OPENAI_API_KEY",
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_BASE_URL",
+            "HTTPS_PROXY",
+            "PYTHONPATH",
+        ] {
+            assert_eq!(value(removed), Some(None), "{removed}");
+        }
+        // What the caller sets is set after the removals.
+        assert_eq!(
+            value("OPENAI_BASE_URL"),
+            Some(Some("http://127.0.0.1:9/v1".to_owned()))
+        );
+        assert_eq!(
+            value("NO_PROXY"),
+            Some(Some("127.0.0.1,localhost,::1".to_owned()))
+        );
+        let args: Vec<_> = cmd.get_args().collect();
+        assert_eq!(args, [script_path("sdk_call.py").as_os_str()]);
     }
 
     #[test]
