@@ -27,6 +27,9 @@
 //!    bytes before it were flushed, with no terminating chunk;
 //! 5. it runs on its own threads, so it serves blocking tests and async
 //!    tests alike, and stops when the [`Upstream`] is dropped.
+//!
+//! Not like the real APIs: the keys of every JSON object come sorted
+//! (serde_json's map), which no client depends on.
 
 mod anthropic;
 mod openai;
