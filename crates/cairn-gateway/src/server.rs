@@ -138,6 +138,7 @@ impl Gateway {
         let client = reqwest::Client::builder()
             .user_agent(concat!("cairn-gateway/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(Duration::from_secs(30))
+            .tcp_nodelay(true)
             .read_timeout(Duration::from_secs(600))
             .build()
             .map_err(|e| GatewayError::Config {
@@ -172,9 +173,16 @@ impl Gateway {
         self,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> Result<(), GatewayError> {
+        use axum::serve::ListenerExt;
         let inner = self.inner.clone();
         let app = Router::new().fallback(handle).with_state(self.inner);
-        axum::serve(self.listener, app)
+        // Events go out as they arrive: no Nagle delay on small writes.
+        let listener = self.listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!("TCP_NODELAY not set on a client connection: {e}");
+            }
+        });
+        axum::serve(listener, app)
             .with_graceful_shutdown(shutdown)
             .await
             .map_err(|source| GatewayError::Listen {

@@ -9,6 +9,8 @@
 //! `<store>/gateway/idempotency/<aa>/<sha256 of the Idempotency-Key>` holds
 //! the key a client's `Idempotency-Key` was first used with.
 //!
+//! `<key>.delivered`, an empty file, marks that the client got it whole.
+//!
 //! Invariants:
 //! 1. An entry is put — its bodies durable in the pool first, then the entry
 //!    — before anything relies on it: the record that journals the call, the
@@ -54,8 +56,9 @@ pub struct Entry {
     /// The client's `Idempotency-Key`, when it sent one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
-    /// Whether the client got the whole response (see invariant 2).
-    #[serde(default)]
+    /// Whether the client got the whole response (see invariant 2): read
+    /// from the marker file `<key>.delivered`, never stored in the entry.
+    #[serde(default, skip_serializing)]
     pub delivered: bool,
     /// When it was stored, RFC 3339 UTC.
     pub stored: String,
@@ -147,6 +150,8 @@ impl ResponseStore {
         if stored.entry.key != key {
             return Err(damaged(&path, "it is stored under the wrong key".into()));
         }
+        let mut stored = stored;
+        stored.entry.delivered |= fan(&self.dir, key, ".delivered").exists();
         Ok(Some(stored))
     }
 
@@ -206,19 +211,27 @@ impl ResponseStore {
         Ok((b.hash.to_string(), r.map(|p| p.hash.to_string())))
     }
 
-    /// Records that the client got the whole response of `key`.
+    /// Records that the client got the whole response of `key`: an empty
+    /// marker file beside the entry.
+    ///
+    /// The marker is created without an fsync, on purpose: losing it in a
+    /// power cut only makes a later identical request a replay of what the
+    /// client already got, instead of a new sample — and an empty file has
+    /// no bytes a crash could tear, so the entry itself is never touched.
     ///
     /// # Errors
-    /// The entry cannot be read or rewritten.
+    /// The marker cannot be created.
     pub fn mark_delivered(&self, key: &str) -> Result<(), GatewayError> {
-        let Some(mut stored) = self.get(key)? else {
-            return Ok(());
-        };
-        if stored.entry.delivered || stored.inline.is_some() {
-            return Ok(());
+        let path = fan(&self.dir, key, ".delivered");
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+        {
+            Ok(_) => Ok(()),
+            Err(e) => Err(damaged(&path, e.to_string())),
         }
-        stored.entry.delivered = true;
-        self.write(&stored.entry)
     }
 
     fn write(&self, entry: &Entry) -> Result<(), GatewayError> {
@@ -292,6 +305,7 @@ impl ResponseStore {
             if s.entry.run == run.as_str() {
                 let path = self.path(&s.entry.key);
                 std::fs::remove_file(&path).map_err(|e| damaged(&path, e.to_string()))?;
+                let _ = std::fs::remove_file(fan(&self.dir, &s.entry.key, ".delivered"));
                 if let Some(dir) = path.parent() {
                     durable::fsync_dir(dir)?;
                 }

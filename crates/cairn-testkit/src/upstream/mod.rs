@@ -114,6 +114,11 @@ impl Upstream {
         let app = Router::new()
             .fallback(handle)
             .with_state(Arc::clone(&shared));
+        // Events go out as they are written, as a real API's do: no Nagle
+        // delay to make direct calls look slower than they are.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         runtime.spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
                 eprintln!("cairn mock upstream stopped: {e}");
