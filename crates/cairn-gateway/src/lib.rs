@@ -4,6 +4,7 @@
 #![deny(missing_docs)]
 
 pub mod canonical;
+mod commit;
 mod error;
 mod filing;
 mod forms;
@@ -33,4 +34,4 @@ pub use key::{
 pub use pricing::{is_local, Price, PriceTable, Pricing};
 pub use replay::{decide, Decision, Match, ReplayMode, ReplayPolicy};
 pub use server::{Gateway, GatewayConfig, DEFAULT_MAX_BODY};
-pub use store::{Entry, ResponseStore, Stored};
+pub use store::{Entry, GroupPut, ResponseStore, Stored};

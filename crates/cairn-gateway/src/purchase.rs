@@ -34,6 +34,7 @@ use futures_util::{Stream, StreamExt};
 use http::{HeaderValue, StatusCode};
 use tokio::sync::mpsc;
 
+use crate::commit::Job;
 use crate::filing::SharedSession;
 use crate::forms::{self, Api, Parsed, StreamWatch};
 use crate::inflight::{self, Purchase, Turn};
@@ -314,35 +315,22 @@ async fn tee(
         delivered: false,
         stored: cairn_journal::now_rfc3339(),
     });
-    let (g2, session, request) = (g.clone(), call.session.clone(), call.body.clone());
-    let body = buf.clone();
-    let durable = blocking(move || -> Result<(), GatewayError> {
-        let run = session
-            .lock()
-            .map_err(|_| GatewayError::Internal {
-                reason: "a session lock was poisoned".into(),
-            })?
-            .id()
-            .to_string();
-        let (response, request) = match entry {
-            Some(e) => {
-                let e = g2
-                    .responses
-                    .put(Entry { run, ..e }, &body, Some(&request))?;
-                (e.body, e.request)
-            }
-            None => g2.responses.put_bodies(&body, Some(&request))?,
-        };
-        append(
-            &session,
-            ModelCall {
-                response: Some(response),
-                request,
-                ..record
-            },
-        )
-    })
-    .await;
+    let run = call
+        .session
+        .lock()
+        .map(|s| s.id().to_string())
+        .unwrap_or_default();
+    let durable = g
+        .committer
+        .commit(|done| Job {
+            entry: entry.map(|e| Entry { run, ..e }),
+            body: buf.clone(),
+            request: call.body.to_vec(),
+            record,
+            session: call.session.clone(),
+            done,
+        })
+        .await;
     match durable {
         Ok(()) => {
             if crate::FAULT_INJECTION && g.config.stall_before_final {

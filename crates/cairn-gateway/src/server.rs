@@ -88,6 +88,7 @@ pub(crate) struct Inner {
     pub(crate) client: reqwest::Client,
     pub(crate) inflight: InFlight,
     pub(crate) running: Arc<Running>,
+    pub(crate) committer: crate::commit::Committer,
     pub(crate) local: SocketAddr,
 }
 
@@ -153,6 +154,7 @@ impl Gateway {
                 client,
                 inflight: InFlight::default(),
                 running: Arc::default(),
+                committer: crate::commit::Committer::start(ResponseStore::new(store))?,
                 local,
             }),
             listener,

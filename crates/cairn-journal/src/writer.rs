@@ -202,6 +202,37 @@ impl JournalWriter {
         self.append_many(bodies, false)
     }
 
+    /// [`JournalWriter::append_batch`] returning the records as a reader
+    /// would see them, so a caller can fold them without reading back.
+    ///
+    /// # Errors
+    /// As [`JournalWriter::append_batch`].
+    pub fn append_records(&mut self, bodies: Vec<RecordBody>) -> Result<Vec<Record>, JournalError> {
+        let first_seq = self.next_seq;
+        let mut prev = self.tail;
+        let mut prevs = Vec::with_capacity(bodies.len());
+        // The chain of the lines about to be written, computed the same way
+        // `append_many` computes it (the bytes are not known until written,
+        // so read them back from the writer's buffer afterwards).
+        self.append_many(&bodies, false)?;
+        for line in self.buf.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            prevs.push(prev);
+            prev = prev.next(line);
+        }
+        Ok(bodies
+            .into_iter()
+            .zip(prevs)
+            .enumerate()
+            .map(|(i, (body, prev))| Record {
+                v: body.version(),
+                seq: first_seq + i as u64,
+                prev,
+                ts: self.last_ts.clone(),
+                body,
+            })
+            .collect())
+    }
+
     fn append_many(
         &mut self,
         bodies: &[RecordBody],

@@ -220,3 +220,23 @@ fn a_fork_chains_from_its_pin() {
     let r = verify_journal(&store.journal_path(&child), child.as_str()).unwrap();
     assert!(r.ok() && r.records == 2, "{r:?}");
 }
+
+#[test]
+fn records_appended_as_a_group_are_what_a_reader_reads() {
+    let d = tempfile::tempdir().unwrap();
+    let store = Store::open(d.path()).unwrap();
+    let id = RunId::new();
+    let mut w = JournalWriter::create(&store, &id, common::meta("/w")).unwrap();
+    let bodies = vec![
+        RecordBody::User(User { text: "one".into() }),
+        RecordBody::User(User { text: "two".into() }),
+        RecordBody::User(User {
+            text: "three".into(),
+        }),
+    ];
+    let written = w.append_records(bodies).unwrap();
+    drop(w);
+    let scan = read_journal(&store.journal_path(&id), id.as_str()).unwrap();
+    assert_eq!(scan.records.len(), 4);
+    assert_eq!(&scan.records[1..], &written[..]);
+}

@@ -78,6 +78,12 @@ struct Staged {
 #[derive(Default)]
 struct State {
     staged: Vec<Staged>,
+    /// Files outside the pool that name this batch's objects (entries of
+    /// the response store): published after every object and list.
+    files: Vec<Staged>,
+    /// The batch size from which the barrier replaces per-file fsyncs
+    /// (`None`: [`BARRIER_MIN`]).
+    barrier_min: Option<usize>,
     claimed: HashSet<ObjectHash>,
     /// Fan-out directories to fsync at commit.
     dirs: BTreeSet<PathBuf>,
@@ -117,6 +123,46 @@ impl<'p> ObjectBatch<'p> {
         // A panic while holding this lock leaves the sets consistent enough:
         // at worst an object is written twice or an extra directory fsynced.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Uses the file-system barrier from `n` staged files on, instead of
+    /// [`BARRIER_MIN`]: for a group commit of many small writes (the
+    /// gateway's), where one barrier for the group is cheaper than an fsync
+    /// each even for a few dozen files. The barrier is still used only where
+    /// the kernel reports errors from it.
+    #[must_use]
+    pub fn barrier_from(self, n: usize) -> Self {
+        self.state().barrier_min = Some(n);
+        self
+    }
+
+    /// Stages `bytes` to become the file `dest` (outside the pool, in an
+    /// existing directory) when the batch commits: written to a temporary
+    /// file beside it now, made durable and renamed into place after every
+    /// object and chunk list of the batch, its directory then synced. So a
+    /// file that names the batch's objects is never visible before they are
+    /// durable. `dest` is replaced if it exists.
+    ///
+    /// # Errors
+    /// The temporary file cannot be written.
+    pub fn stage_file(&self, dest: &Path, bytes: &[u8]) -> Result<(), ObjectError> {
+        let dir = dest.parent().ok_or_else(|| {
+            ObjectError::io("staging", dest, std::io::ErrorKind::InvalidInput.into())
+        })?;
+        let mut temp = tempfile::Builder::new()
+            .prefix(".cairn-staged-")
+            .permissions(Permissions::from_mode(FILE_MODE))
+            .tempfile_in(dir)
+            .map_err(|e| ObjectError::io("creating a temporary file in", dir, e))?;
+        temp.write_all(bytes)
+            .map_err(|e| ObjectError::io("writing", temp.path().to_path_buf(), e))?;
+        self.state().files.push(Staged {
+            temp: temp.into_temp_path(),
+            dest: dest.to_path_buf(),
+            stored: 0,
+            list: false,
+        });
+        Ok(())
     }
 
     /// Number of objects staged so far.
@@ -322,7 +368,9 @@ impl<'p> ObjectBatch<'p> {
     pub fn commit(self, progress: &dyn Progress) -> Result<BatchReport, ObjectError> {
         let state = self.state.into_inner().unwrap_or_else(|p| p.into_inner());
         let total = state.staged.len();
-        if total == 0 && state.dirs.is_empty() {
+        let files = state.files;
+        let barrier_min = state.barrier_min.unwrap_or(BARRIER_MIN);
+        if total == 0 && state.dirs.is_empty() && files.is_empty() {
             return Ok(BatchReport::default());
         }
         progress.begin(Phase::Store, Some(total as u64));
@@ -336,7 +384,10 @@ impl<'p> ObjectBatch<'p> {
             .collect();
         // One barrier for every temporary file, when the batch is large and
         // the kernel reports errors from it; otherwise an fsync per file.
-        let held = state.barrier.as_ref().filter(|_| total >= BARRIER_MIN);
+        let held = state
+            .barrier
+            .as_ref()
+            .filter(|_| total + files.len() >= barrier_min);
         let barrier = match held {
             Some(dir) => filesystem_barrier(dir, self.pool.dir())?,
             None => false,
@@ -350,6 +401,23 @@ impl<'p> ObjectBatch<'p> {
         if !lists.is_empty() {
             stored_bytes += publish(lists, !barrier, progress)?;
             sync_dirs(list_dirs)?;
+        }
+        if !files.is_empty() {
+            // Their bytes were made durable by the first barrier, or are
+            // fsynced now; then the names, by their directories' fsyncs.
+            let file_dirs: Vec<PathBuf> = files
+                .iter()
+                .filter_map(|s| s.dest.parent().map(Path::to_path_buf))
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            publish(files, !barrier, &crate::NoProgress)?;
+            match (barrier, held) {
+                (true, Some(dir)) => {
+                    filesystem_barrier(dir, self.pool.dir())?;
+                }
+                _ => sync_dirs(file_dirs)?,
+            }
         }
         progress.end(Phase::Store);
         Ok(BatchReport {
@@ -577,5 +645,42 @@ mod tests {
         assert!(batch.state().barrier.is_some());
         batch.commit(&NoProgress).unwrap();
         assert_eq!(pool.get(&put.hash).unwrap(), b"first");
+    }
+
+    #[test]
+    fn a_staged_file_appears_only_with_its_objects_and_after_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let pool = ObjectPool::open(&store).unwrap();
+        let lock = StoreLock::shared(&store).unwrap();
+        let outside = dir.path().join("entries");
+        std::fs::create_dir(&outside).unwrap();
+        for barrier_from in [usize::MAX, 1] {
+            let batch = pool.batch(&lock).barrier_from(barrier_from);
+            let put = batch
+                .put_bytes(format!("body {barrier_from}").as_bytes())
+                .unwrap();
+            let entry = outside.join(format!("e{barrier_from}.json"));
+            batch
+                .stage_file(&entry, put.hash.to_string().as_bytes())
+                .unwrap();
+            assert!(!entry.exists(), "not visible before commit");
+            batch.commit(&NoProgress).unwrap();
+            assert_eq!(
+                std::fs::read_to_string(&entry).unwrap(),
+                put.hash.to_string()
+            );
+            assert!(pool.contains(&put.hash));
+        }
+        // Dropped without commit: nothing appears, no temporary stays.
+        let batch = pool.batch(&lock);
+        batch.stage_file(&outside.join("never.json"), b"x").unwrap();
+        drop(batch);
+        let left: Vec<_> = std::fs::read_dir(&outside)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| !n.starts_with('e'))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
     }
 }

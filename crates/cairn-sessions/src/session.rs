@@ -132,6 +132,31 @@ impl Session {
         Ok(record)
     }
 
+    /// Appends several records with one write and one fsync (group commit)
+    /// and folds them in. Projections are refreshed once, at the end, when
+    /// any of them is a turn or a terminal.
+    ///
+    /// # Errors
+    /// Journal errors (the writer is poisoned by a failed write or fsync).
+    pub fn append_all(&mut self, bodies: Vec<RecordBody>) -> Result<(), SessionError> {
+        if bodies.is_empty() {
+            return Ok(());
+        }
+        let records = self.writer.append_records(bodies)?;
+        let mut boundary = false;
+        for record in &records {
+            self.state.apply(record);
+            boundary |= matches!(
+                record.body,
+                RecordBody::Assistant(_) | RecordBody::Terminal(_)
+            );
+        }
+        if boundary {
+            self.refresh_projections();
+        }
+        Ok(())
+    }
+
     /// Journals a workspace capture as a `snapshot` record (a boundary).
     ///
     /// # Errors
