@@ -41,8 +41,8 @@ use crate::inflight::{self, Purchase, Turn};
 use crate::key::RequestFacts;
 use crate::replay::{decide, Decision, Match};
 use crate::server::{
-    client_headers, error, header, too_large, unreachable_upstream, upstream_for, upstream_headers,
-    Inner, Upstream,
+    client_headers, error, header, read_request, unreachable_upstream, upstream_for,
+    upstream_headers, Inner, Upstream,
 };
 use crate::store::{Entry, Stored};
 use crate::GatewayError;
@@ -51,20 +51,10 @@ type Chunk = Result<Bytes, std::io::Error>;
 
 /// Rule 3 of the server: a recorded route.
 pub(crate) async fn recorded(g: Arc<Inner>, api: Api, req: Request) -> Response {
-    let (parts, body) = req.into_parts();
-    let declared = header(&parts.headers, "content-length").and_then(|l| l.parse::<usize>().ok());
-    if declared.is_some_and(|l| l > g.config.max_body) {
-        return too_large(g.config.max_body);
-    }
-    let body = match axum::body::to_bytes(body, g.config.max_body).await {
-        Ok(b) => b,
-        Err(_) => return too_large(g.config.max_body),
+    let (parts, body, path_and_query) = match read_request(&g, req).await {
+        Ok(r) => r,
+        Err(refused) => return refused,
     };
-    let path_and_query = parts
-        .uri
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .to_owned();
     let facts = RequestFacts::of(
         parts.method.as_str(),
         &path_and_query,

@@ -408,16 +408,10 @@ pub(crate) fn client_headers(from: &HeaderMap) -> HeaderMap {
 
 /// Rule 4: a request forwarded as it is, its response streamed back.
 async fn pass_through(g: Arc<Inner>, req: Request) -> Response {
-    let (parts, body) = req.into_parts();
-    let body = match axum::body::to_bytes(body, g.config.max_body).await {
-        Ok(b) => b,
-        Err(_) => return too_large(g.config.max_body),
+    let (parts, body, path_and_query) = match read_request(&g, req).await {
+        Ok(r) => r,
+        Err(refused) => return refused,
     };
-    let path_and_query = parts
-        .uri
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .to_owned();
     let up = upstream_for(&g, parts.uri.path(), &parts.headers);
     let url = format!("{}{path_and_query}", up.base);
     let sent = g
@@ -441,6 +435,29 @@ async fn pass_through(g: Arc<Inner>, req: Request) -> Response {
         }
         Err(e) => unreachable_upstream(&up, &e),
     }
+}
+
+/// A request's head, its whole body (refused with 413 over the limit, from
+/// its declared length before reading when it has one) and its path with
+/// query.
+pub(crate) async fn read_request(
+    g: &Inner,
+    req: Request,
+) -> Result<(http::request::Parts, axum::body::Bytes, String), Response> {
+    let (parts, body) = req.into_parts();
+    let declared = header(&parts.headers, "content-length").and_then(|l| l.parse::<usize>().ok());
+    if declared.is_some_and(|l| l > g.config.max_body) {
+        return Err(too_large(g.config.max_body));
+    }
+    let body = axum::body::to_bytes(body, g.config.max_body)
+        .await
+        .map_err(|_| too_large(g.config.max_body))?;
+    let path_and_query = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_owned();
+    Ok((parts, body, path_and_query))
 }
 
 /// A JSON error a client's SDK can show.

@@ -108,6 +108,18 @@ impl ObjectBatch<'_> {
                 stored_bytes: stored,
             });
         }
+        self.put_list(hash, size, &list, stored)
+    }
+
+    /// Stages the chunk list of content `hash` (`size` bytes) whose chunks,
+    /// `stored` new bytes of them, are staged already.
+    fn put_list(
+        &self,
+        hash: crate::ObjectHash,
+        size: u64,
+        list: &[ChunkRef],
+        stored: u64,
+    ) -> Result<Put, ObjectError> {
         let Some(fan) = self.claim(hash)? else {
             // Present already (or staged by another put of this batch): its
             // chunks are too, so nothing above was new unless the content was
@@ -119,7 +131,7 @@ impl ObjectBatch<'_> {
                 stored_bytes: stored,
             });
         };
-        let body = encode_list(&list);
+        let body = encode_list(list);
         match self.stage_encoded(&fan, hash, ObjectKind::ChunkList, size, &body) {
             Ok(list_bytes) => Ok(Put {
                 hash,
@@ -164,26 +176,6 @@ impl ObjectBatch<'_> {
         if list.len() < 2 {
             return self.put_bytes(bytes);
         }
-        let Some(fan) = self.claim(hash)? else {
-            return Ok(Put {
-                hash,
-                size,
-                new: false,
-                stored_bytes: stored,
-            });
-        };
-        let body = encode_list(&list);
-        match self.stage_encoded(&fan, hash, ObjectKind::ChunkList, size, &body) {
-            Ok(list_bytes) => Ok(Put {
-                hash,
-                size,
-                new: true,
-                stored_bytes: stored + list_bytes,
-            }),
-            Err(e) => {
-                self.unclaim(&hash);
-                Err(e)
-            }
-        }
+        self.put_list(hash, size, &list, stored)
     }
 }
