@@ -322,6 +322,18 @@ fn a_fresh_identical_request_after_a_complete_delivery_is_bought_again() {
         assert!(out.success(), "{}", out.stderr);
     }
     assert_eq!(upstream.count(), 2, "a deliberate new sample goes upstream");
+    stop(gw);
+    // --replay always: a cassette, every match served.
+    let (gw, addr) = gateway(&s, &upstream, &["--replay", "always"], &[]);
+    let out = sdk(
+        "openai-responses",
+        &base_for("openai-responses", &addr),
+        true,
+    )
+    .run()
+    .unwrap();
+    assert!(out.success(), "{}", out.stderr);
+    assert_eq!(upstream.count(), 2, "served from the store");
     // --offline: a miss is an error naming the key, never an upstream call.
     stop(gw);
     let (gw, addr) = gateway(&s, &upstream, &["--offline"], &[]);
@@ -442,4 +454,94 @@ fn an_sdk_agent_under_exec_gateway_killed_and_rerun_buys_nothing_twice() {
         !store_bytes(&s).contains("sk-cairn-test"),
         "the key reached the store"
     );
+}
+
+/// A raw HTTP/1.1 POST (so the body is sent exactly as given); the status.
+fn raw_post(addr: &str, path: &str, body: &[u8]) -> u16 {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\nauthorization: Bearer sk-cairn-test\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    conn.write_all(head.as_bytes()).unwrap();
+    conn.write_all(body).unwrap();
+    let mut reply = String::new();
+    let _ = conn.read_to_string(&mut reply);
+    reply
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_malformed_body_goes_upstream_untouched_and_verify_and_rm_know_the_calls() {
+    let upstream = Upstream::start(Script::sequence(vec![
+        Reply::fail(400),
+        Reply::text("fine").with_usage(2, 1),
+    ]));
+    let s = Scratch::new();
+    let (gw, addr) = gateway(&s, &upstream, &["--name", "checked"], &[]);
+    assert_eq!(raw_post(&addr, "/v1/chat/completions", b"{not json"), 400);
+    let direct = sdk("openai-chat", &base_for("openai-chat", &addr), false)
+        .run()
+        .unwrap();
+    assert!(direct.success(), "{}", direct.stderr);
+    stop(gw);
+    assert_eq!(
+        upstream.requests()[0].body,
+        b"{not json",
+        "passed on untouched"
+    );
+    let id = s.only_session();
+    let calls: Vec<Value> = s
+        .records(&id)
+        .into_iter()
+        .filter(|r| r["kind"] == "model_call")
+        .collect();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(
+        calls[0]["status"], 400,
+        "the upstream's error is on the record"
+    );
+    assert!(calls[0]["response"].is_string());
+    // verify checks the bodies a model_call names.
+    assert!(s.run(&["verify", &id]).status.success());
+    let hash = calls[1]["response"].as_str().unwrap();
+    std::fs::remove_file(s.store.join("objects").join(&hash[..2]).join(&hash[2..])).unwrap();
+    let out = s.run(&["verify", &id, "--json"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(json(&out.stdout)["problem"]
+        .as_str()
+        .unwrap()
+        .contains("model_call at seq"));
+    // rm removes the session's stored responses (they hold prompts).
+    let stored = |s: &Scratch| {
+        walk_files(&s.store.join("gateway/responses"))
+            .iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "json"))
+            .count()
+    };
+    assert_eq!(stored(&s), 1);
+    let out = s.run(&["session", "rm", &id]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stored(&s), 0);
+}
+
+fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk_files(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }
