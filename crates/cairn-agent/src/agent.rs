@@ -18,6 +18,11 @@
 //! and journals `terminal: suspended` (resume then repeats nothing); a second
 //! abandons it at once: `terminal: interrupted`, an abandoned tool recorded as
 //! `unknown`.
+//!
+//! Approvals (DESIGN §11): a call the [`ApprovePolicy`] names waits, before
+//! its `tool_start`, for the [`Approver`]'s answer inside a `pause:turn:N`
+//! window that `resume:turn:N` closes; a decline journals a `refused` result
+//! and runs nothing.
 
 use std::sync::Arc;
 
@@ -30,6 +35,7 @@ use cairn_model::{ModelRequest, ModelResponse, Provider};
 use cairn_tools::{Toolbox, Workspace};
 use cairn_workspace::Label;
 
+use crate::approve::{ApprovePolicy, Approver, Decision};
 use crate::boundaries::{self, Boundaries, Stopped, Taken};
 use crate::convert;
 use crate::events::{Events, Sink};
@@ -102,6 +108,58 @@ pub struct Ending {
     pub tail: ChainHash,
 }
 
+/// The approval policy and who answers it.
+struct Approval {
+    policy: ApprovePolicy,
+    approver: Box<dyn Approver>,
+}
+
+/// A non-executing window being closed by `resume:`: how it came about, in
+/// the words the user and the model are told.
+enum Gap<'a> {
+    /// The session stopped and is being resumed.
+    Stopped,
+    /// A person was deciding whether this call may run.
+    Approval(&'a ToolCall),
+}
+
+impl Gap<'_> {
+    /// When, for the model.
+    fn model_when(&self) -> String {
+        match self {
+            Gap::Stopped => "while this session was stopped".into(),
+            Gap::Approval(call) => format!(
+                "while the user decided whether to run your {} call",
+                call.name
+            ),
+        }
+    }
+
+    /// Outside what, for the model.
+    fn outside(&self) -> &'static str {
+        match self {
+            Gap::Stopped => "it",
+            Gap::Approval(_) => "this session",
+        }
+    }
+
+    /// When, for the user.
+    fn user_when(&self) -> String {
+        match self {
+            Gap::Stopped => "while the session was stopped".into(),
+            Gap::Approval(call) => format!("while the {} call waited for approval", call.name),
+        }
+    }
+
+    /// Since when, for the user.
+    fn user_since(&self) -> String {
+        match self {
+            Gap::Stopped => "since it stopped".into(),
+            Gap::Approval(call) => format!("while the {} call waited for approval", call.name),
+        }
+    }
+}
+
 enum Called {
     Done(Box<ModelResponse>, bool),
     Interrupted,
@@ -124,6 +182,8 @@ pub struct Agent {
     open_turn: Option<u64>,
     /// What changed outside the run, to tell the model before its next turn.
     note: Option<String>,
+    /// Which calls wait for a person, and who answers; none without it.
+    approval: Option<Approval>,
 }
 
 impl Agent {
@@ -152,6 +212,7 @@ impl Agent {
             boundaries: Boundaries::new(None),
             open_turn: None,
             note: None,
+            approval: None,
         }
     }
 
@@ -160,6 +221,20 @@ impl Agent {
     pub fn with_tracker(mut self, tracker: cairn_workspace::Workspace) -> Self {
         self.boundaries = Boundaries::new(Some(tracker));
         self
+    }
+
+    /// Asks `approver` before each call that `policy` names (DESIGN §11).
+    /// Default: no call waits.
+    pub fn with_approval(mut self, policy: ApprovePolicy, approver: Box<dyn Approver>) -> Self {
+        self.approval = Some(Approval { policy, approver });
+        self
+    }
+
+    /// A fresh stop after a suspend, so that one `Agent` can be driven again
+    /// (by an interactive front end) once a stop request ended its last
+    /// stretch of work.
+    pub fn set_stop(&mut self, stop: Stop) {
+        self.stop = stop;
     }
 
     /// Arms crash points (tests only).
@@ -171,6 +246,12 @@ impl Agent {
     /// The session.
     pub fn session(&self) -> &Session {
         &self.session
+    }
+
+    /// The session, for recording captures between stretches of work (a
+    /// rewind's bank, say) while the agent holds its lock.
+    pub fn session_mut(&mut self) -> &mut Session {
+        &mut self.session
     }
 
     /// The fingerprint of the current configuration.
@@ -333,6 +414,19 @@ impl Agent {
             self.boundary(Label::Fail, n, ev)?;
         }
         let n = self.session.state().next_turn();
+        self.close_window(n, Gap::Stopped, ev)
+    }
+
+    /// `resume:turn:N` closes a non-executing window: the capture is
+    /// journaled, and so is a `reconcile` record of what changed in the
+    /// window (which was not the run's doing); the model is told before its
+    /// next turn.
+    fn close_window(
+        &mut self,
+        n: u64,
+        gap: Gap<'_>,
+        ev: &mut dyn Events,
+    ) -> Result<(), AgentError> {
         let Some(at) = boundaries::turn(n) else {
             return Ok(());
         };
@@ -350,6 +444,11 @@ impl Agent {
             Ok(list) => (list.clone(), None),
             Err(why) => (Vec::new(), Some(why.clone())),
         };
+        // A window in which nothing changed needs no record: the capture
+        // deduped onto the state before it, which the snapshot shows.
+        if matches!(gap, Gap::Approval(_)) && changed.is_empty() && unknown.is_none() {
+            return Ok(());
+        }
         self.session.append(RecordBody::Reconcile(Reconcile {
             changed: changed.clone(),
             snapshot: Some(taken.snapshot.to_string()),
@@ -357,27 +456,40 @@ impl Agent {
         }))?;
         if let Some(why) = unknown {
             ev.notice(&format!(
-                "what changed in the workspace while the session was stopped is unknown ({why}); the model will be told"
+                "what changed in the workspace {} is unknown ({why}); the model will be told",
+                gap.user_when()
             ));
-            self.note = Some(format!(
-                "cairn: whether files in the workspace changed while this session was stopped is unknown ({why}). Check the files you rely on before trusting what you saw earlier."
+            self.tell(format!(
+                "cairn: whether files in the workspace changed {} is unknown ({why}). Check the files you rely on before trusting what you saw earlier.",
+                gap.model_when()
             ));
         } else if !changed.is_empty() {
             let shown: Vec<_> = changed.iter().take(50).map(String::as_str).collect();
             let more = changed.len().saturating_sub(shown.len());
             let msg = format!(
-                "cairn: while this session was stopped, {} file(s) in the workspace changed outside it: {}{}. Take this into account before relying on what you saw earlier.",
+                "cairn: {}, {} file(s) in the workspace changed outside {}: {}{}. Take this into account before relying on what you saw earlier.",
+                gap.model_when(),
                 changed.len(),
+                gap.outside(),
                 shown.join(", "),
                 if more > 0 { format!(" and {more} more") } else { String::new() }
             );
             ev.notice(&format!(
-                "{} path(s) changed outside the session since it stopped; the model will be told",
-                changed.len()
+                "{} path(s) changed outside the session {}; the model will be told",
+                changed.len(),
+                gap.user_since()
             ));
-            self.note = Some(msg);
+            self.tell(msg);
         }
         Ok(())
+    }
+
+    /// Adds `msg` to what the model is told before its next turn.
+    fn tell(&mut self, msg: String) {
+        self.note = Some(match self.note.take() {
+            Some(earlier) => format!("{earlier}\n\n{msg}"),
+            None => msg,
+        });
     }
 
     /// For a fork that has no snapshot of its own yet: the last snapshot its
@@ -542,8 +654,10 @@ impl Agent {
         Ok(None)
     }
 
-    /// `tool_start`, the call, `tool_result`. Returns true when an immediate
-    /// stop abandoned the call (its outcome is then recorded as unknown).
+    /// `tool_start`, the call, `tool_result` — after a person's yes when the
+    /// approval policy names the call. Returns true when an immediate stop
+    /// abandoned the call (its outcome is then recorded as unknown) or the
+    /// question about it (nothing is recorded for the call).
     async fn dispatch(&mut self, call: &ToolCall, ev: &mut dyn Events) -> Result<bool, AgentError> {
         // Arguments cut off at the output limit, or not an object, are an
         // input the model never completed: never run, the model is told.
@@ -558,6 +672,31 @@ impl Agent {
             }))?;
             ev.tool_finished(call, Outcome::Error, &output);
             return Ok(false);
+        }
+        let waits = self.approval.as_ref().is_some_and(|a| {
+            a.policy
+                .needs(&call.name, self.tools.is_idempotent(&call.name))
+        });
+        if waits {
+            match self.ask(call, ev).await? {
+                // Nothing is journaled for the call: without a `tool_start`
+                // it was never dispatched, and a resume asks again.
+                None => return Ok(true),
+                Some(Decision::Decline) => {
+                    let output = format!(
+                        "cairn: the user declined this {} call; it was not run.",
+                        call.name
+                    );
+                    self.session.append(RecordBody::ToolResult(ToolResult {
+                        call: call.id.clone(),
+                        outcome: Outcome::Refused,
+                        output: output.clone(),
+                    }))?;
+                    ev.tool_finished(call, Outcome::Refused, &output);
+                    return Ok(false);
+                }
+                Some(Decision::Run) => {}
+            }
         }
         self.session.append(RecordBody::ToolStart(ToolStart {
             call: call.id.clone(),
@@ -591,6 +730,34 @@ impl Agent {
         }))?;
         ev.tool_finished(call, outcome, &output);
         Ok(abandoned)
+    }
+
+    /// Asks the approver whether `call` may run, inside a `pause:turn:N`
+    /// window (N the turn in flight) that `resume:turn:N` closes once the
+    /// answer is in: what changed meanwhile was the person's doing, not the
+    /// run's. `None` when an immediate stop abandoned the question.
+    async fn ask(
+        &mut self,
+        call: &ToolCall,
+        ev: &mut dyn Events,
+    ) -> Result<Option<Decision>, AgentError> {
+        let turn = self.open_turn.unwrap_or(self.session.state().totals.turns);
+        self.boundary(Label::Pause, turn, ev)?;
+        ev.approval_needed(call);
+        let decision = {
+            let (approval, stop) = (&mut self.approval, &mut self.stop);
+            match approval {
+                Some(a) => tokio::select! {
+                    d = a.approver.ask(call) => Some(d),
+                    _ = stop.immediate() => None,
+                },
+                None => Some(Decision::Run),
+            }
+        };
+        // Closed on every way out, an abandoned question included, so that
+        // the `fail:` the interruption writes holds no edit of the person's.
+        self.close_window(turn, Gap::Approval(call), ev)?;
+        Ok(decision)
     }
 
     async fn call_model(

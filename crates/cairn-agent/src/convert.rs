@@ -72,7 +72,9 @@ pub fn messages(conversation: &[Entry]) -> Vec<Message> {
                 name: name.clone(),
                 output: match outcome {
                     Outcome::Unknown => format!("[outcome unknown] {output}"),
-                    _ => output.clone(),
+                    // A declined call is an error to the model, in the words
+                    // of its result (which say it was not run).
+                    Outcome::Ok | Outcome::Error | Outcome::Refused => output.clone(),
                 },
                 is_error: *outcome != Outcome::Ok,
             },
@@ -266,6 +268,34 @@ mod tests {
         }
         assert!(matches!(&m[2], Message::ToolResult { call_id, .. } if call_id == "a"));
         assert_eq!(m[3], Message::user("cairn: not run"));
+    }
+
+    #[test]
+    fn a_refused_call_reaches_the_model_as_an_error_in_its_own_words() {
+        let declined = "cairn: the user declined this shell call; it was not run.";
+        let conversation = vec![
+            Entry::Assistant {
+                text: String::new(),
+                tool_calls: vec![call("a", json!({"command": "rm -rf x"}))],
+                thinking: vec![],
+                reasoning: None,
+            },
+            Entry::ToolResult {
+                call: "a".into(),
+                name: "shell".into(),
+                outcome: Outcome::Refused,
+                output: declined.into(),
+            },
+        ];
+        assert_eq!(
+            messages(&conversation)[1],
+            Message::ToolResult {
+                call_id: "a".into(),
+                name: "shell".into(),
+                output: declined.into(),
+                is_error: true,
+            }
+        );
     }
 
     #[test]

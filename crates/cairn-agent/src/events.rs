@@ -15,6 +15,9 @@ pub trait Events: Send {
     fn refusal(&mut self, _text: &str) {}
     /// A model turn was journaled.
     fn turn_finished(&mut self, _turn: u64) {}
+    /// A tool call waits for a person's yes (DESIGN §11); the approver is
+    /// asked next, inside a `pause:` window.
+    fn approval_needed(&mut self, _call: &ToolCall) {}
     /// A tool call is being dispatched.
     fn tool_started(&mut self, _call: &ToolCall) {}
     /// A tool call's outcome was journaled.

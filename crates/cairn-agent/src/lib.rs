@@ -16,6 +16,10 @@
 //!   unless forced; a forced resume is recorded (`override`).
 //! - Counters and costs come only from the journal's fold; an unknown cost is
 //!   never turned into a number.
+//! - Approvals (DESIGN §11): a call the [`ApprovePolicy`] names is asked
+//!   about before its `tool_start`, inside a `pause:`/`resume:` window, so
+//!   edits made while the person decides are reconciled as theirs; a
+//!   declined call runs nothing and is journaled `refused`.
 //!
 //! # Not guaranteed
 //! Effects outside the workspace (a pushed commit, a sent mail) are not undone
@@ -31,6 +35,7 @@
 #![deny(missing_docs)]
 
 mod agent;
+mod approve;
 mod boundaries;
 mod convert;
 mod error;
@@ -41,6 +46,7 @@ mod responses;
 mod stop;
 
 pub use agent::{Agent, Config, Ending, Faults};
+pub use approve::{ApprovePolicy, Approver, Decision, UnknownPolicy};
 pub use cairn_gateway::ResponseStore;
 pub use cairn_gateway::{is_local, Price, PriceTable, Pricing};
 pub use cairn_sessions::Session;

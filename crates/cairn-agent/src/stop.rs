@@ -41,6 +41,11 @@ impl StopHandle {
         });
         level
     }
+
+    /// The level asked for so far.
+    pub fn level(&self) -> StopLevel {
+        *self.0.borrow()
+    }
 }
 
 impl Stop {

@@ -65,7 +65,7 @@ pub enum Entry {
         call: String,
         /// The tool's name.
         name: String,
-        /// ok | error | unknown.
+        /// ok | error | unknown | refused.
         outcome: Outcome,
         /// Its output.
         output: String,

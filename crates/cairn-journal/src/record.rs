@@ -17,8 +17,9 @@ use crate::chain::ChainHash;
 ///
 /// Version log: 1 — the kinds of DESIGN §2; 2 — `versioning`, `model_call`, a
 /// `reconcile` whose change list is unknown, and an `assistant` carrying
-/// `thinking` or `reasoning` (which a resume must send back).
-pub const SCHEMA_VERSION: u32 = 2;
+/// `thinking` or `reasoning` (which a resume must send back); 3 — a
+/// `tool_result` whose outcome is `refused` (a person declined the call).
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// One record as read back: header plus body.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -91,6 +92,9 @@ impl RecordBody {
             RecordBody::Versioning(_) | RecordBody::ModelCall(_) => 2,
             RecordBody::Reconcile(r) if r.unknown.is_some() => 2,
             RecordBody::Assistant(a) if !a.thinking.is_empty() || a.reasoning.is_some() => 2,
+            // An older reader cannot parse the outcome: it must refuse the
+            // record with a message to upgrade, not report it as damage.
+            RecordBody::ToolResult(r) if r.outcome == Outcome::Refused => 3,
             _ => 1,
         }
     }
@@ -501,6 +505,8 @@ pub enum Outcome {
     Error,
     /// It was in flight when the process died and was not re-run.
     Unknown,
+    /// A person declined it; it was not run.
+    Refused,
 }
 
 /// A tool call's outcome.
@@ -508,7 +514,7 @@ pub enum Outcome {
 pub struct ToolResult {
     /// The call id.
     pub call: String,
-    /// ok | error | unknown.
+    /// ok | error | unknown | refused.
     pub outcome: Outcome,
     /// What the tool printed, or why the outcome is unknown.
     pub output: String,
@@ -752,4 +758,32 @@ pub(crate) fn write_line(
 /// Now, RFC 3339 UTC with microseconds.
 pub fn now_rfc3339() -> String {
     humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_result_is_spelled_refused_and_written_as_v3() {
+        let result = |outcome| {
+            RecordBody::ToolResult(ToolResult {
+                call: "c1".into(),
+                outcome,
+                output: "declined".into(),
+            })
+        };
+        let refused = result(Outcome::Refused);
+        let json = serde_json::to_value(&refused).unwrap();
+        assert_eq!(json["outcome"], "refused");
+        assert_eq!(refused.version(), 3);
+        for other in [Outcome::Ok, Outcome::Error, Outcome::Unknown] {
+            assert_eq!(result(other).version(), 1, "{other:?}");
+        }
+        let mut line = Vec::new();
+        let prev = ChainHash([0; 32]);
+        assert!(write_line(&mut line, 2, &prev, "2024-01-01T00:00:00Z", &refused).is_ok());
+        let back = Record::from_line(&line).map(|r| (r.v, r.body));
+        assert_eq!(back.ok(), Some((3, refused)));
+    }
 }

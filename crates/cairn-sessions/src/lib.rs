@@ -31,6 +31,7 @@ mod node;
 mod projection;
 mod remove;
 mod repo;
+pub mod restore;
 mod session;
 mod summary;
 
@@ -41,6 +42,9 @@ pub use node::{Node, NodeExit, NodeOutcome, NodeReport};
 pub use projection::{read_index, read_meta, Binding, Projection, MAX_INDEX_BYTES, MAX_META_BYTES};
 pub use remove::{remove, RemoveOptions, Removed};
 pub use repo::{in_repository, repository_root};
+pub use restore::{
+    boundary_seq, last_bank, preview, restore_checkpoint, rewind, save_checkpoint, RewindTarget,
+};
 pub use session::Session;
 pub use summary::{
     list, newest_idle, refresh, reindex, reindex_workspaces, summarize, ParentRef, Summary,

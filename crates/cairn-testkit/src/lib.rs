@@ -9,6 +9,8 @@
 //!   and can be told to fail, sleep, or cut the connection after k events.
 //! - [`relay`]: a TCP relay that cuts a client's connection after the k-th SSE
 //!   event of a response, to cut an SDK off from the gateway for real.
+//! - [`pty`]: a program on a pseudo-terminal, its screen kept by a terminal
+//!   emulator, for end-to-end tests and benchmarks of a full-screen TUI.
 //! - [`python`]: the official `openai` and `anthropic` Python SDKs, pinned,
 //!   in a venv made once, and the scripts that use them as real clients.
 //!
@@ -34,6 +36,7 @@
 
 mod crash;
 mod error;
+pub mod pty;
 pub mod python;
 pub mod relay;
 mod serve;

@@ -39,6 +39,14 @@
 //!   symlink, never writes outside the root or into `.git` or the store;
 //!   never deletes a path it did not capture (skipped or excluded); applies
 //!   only permission bits (`0o777`) of a recorded mode.
+//! - A preview ([`Workspace::preview_rewind`]) plans through the restore's
+//!   own code and changes no file of the workspace: with nothing changed in
+//!   between, the rewind then writes, deletes and chmods exactly the paths
+//!   the preview lists, and leaves alone exactly the ones it names (in
+//!   scope `run`, the operator's edits, each with its window).
+//! - Diff stats ([`Workspace::diff_stat`], [`Workspace::run_diff_stat`])
+//!   compare content read back from the pool, verified; a file above
+//!   [`MAX_COUNTED_BYTES`] (4 MiB) is reported binary-style, not counted.
 //!
 //! # Not guaranteed
 //! - Authorship is decidable only at window boundaries: an edit the operator
@@ -90,15 +98,18 @@
 #![deny(missing_docs)]
 
 mod apply;
+mod attribution;
 mod capture;
 mod clock;
 mod config;
+mod diffstat;
 mod error;
 mod history;
 mod ignore;
 mod index;
 mod label;
 mod manifest;
+mod preview;
 mod prune_source;
 mod rebuild;
 mod restore;
@@ -110,6 +121,7 @@ mod workspace;
 pub use cairn_objects::{prune, NoProgress, Phase, Progress, PruneOptions, PruneReport};
 pub use capture::CaptureReport;
 pub use config::CaptureConfig;
+pub use diffstat::{ChangeKind, FileChange, MAX_COUNTED_BYTES};
 pub use error::WorkspaceError;
 pub use history::{Interval, SnapshotInfo};
 pub use ignore::{
@@ -120,6 +132,7 @@ pub use label::{Label, LabelError, LabelKind, NodeIter, NodeName, NodeRef};
 pub use manifest::{
     Entry, Manifest, SkipReason, Skipped, SnapshotId, SnapshotIdError, MANIFEST_VERSION,
 };
+pub use preview::RewindPreview;
 pub use prune_source::SnapshotManifests;
 pub use rebuild::{NotRebuilt, RebuildReport};
 pub use restore::{LeftAlone, RestoreReport, RestoreScope};

@@ -1,5 +1,16 @@
 //! Restore (DESIGN §5.4): bank, decide what to change, check everything, then
 //! change it.
+//!
+//! Invariants:
+//! - The rules live in one place, [`prepare`]: the restore and its preview
+//!   ([`crate::Workspace::preview_rewind`]) resolve, bank, scope and plan
+//!   through it, so a preview lists exactly what the restore then does
+//!   (the workspace unchanged in between).
+//! - Nothing in the workspace changes before every path and every object
+//!   of the plan has been checked (`apply` then stages every file first).
+//! - Scope `run` never touches a path changed only in non-executing
+//!   windows after the target: each is reported as left alone, naming the
+//!   windows.
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -7,8 +18,9 @@ use cairn_objects::Progress;
 use serde::Serialize;
 
 use crate::apply::{apply, Plan, Write};
+use crate::attribution::attribute;
 use crate::capture::{capture, CaptureReport};
-use crate::history::{chain, next_number, resolve_pre, summaries};
+use crate::history::{next_number, resolve_pre};
 use crate::manifest::{diff_entries, Manifest, SnapshotId};
 use crate::workspace::Session;
 use crate::{Label, NodeRef, WorkspaceError};
@@ -56,7 +68,10 @@ pub struct RestoreReport {
     pub modes: Vec<String>,
     /// Directories removed because the restore left them empty.
     pub dirs_removed: Vec<String>,
-    /// Paths that differ from the target but were not touched, with why.
+    /// Paths that differ from the target but were not touched, with why:
+    /// skipped or uncaptured paths, and, for scope [`RestoreScope::Run`],
+    /// the operator's edits (paths changed only inside non-executing
+    /// windows after the target, each reason naming its windows).
     pub left_alone: Vec<LeftAlone>,
     /// Changes the restore set out to make and could not (a mode that
     /// could not be set): the workspace still differs from the target
@@ -79,12 +94,44 @@ pub(crate) enum Target<'a> {
     Node(&'a NodeRef),
 }
 
-pub(crate) fn restore(
+/// Everything a restore decides before it changes a file: the one
+/// implementation of the restore rules, shared by [`restore`] and the
+/// preview ([`crate::Workspace::preview_rewind`]).
+pub(crate) struct Prepared {
+    /// The snapshot to restore.
+    pub(crate) target: SnapshotId,
+    /// The boundary resolved, for `--to NODE[:ITER]`.
+    pub(crate) target_label: Option<Label>,
+    /// The scope applied.
+    pub(crate) scope: RestoreScope,
+    /// The `fail:` capture that closed an interrupted node.
+    pub(crate) closed: Option<CaptureReport>,
+    /// The bank.
+    pub(crate) bank: CaptureReport,
+    /// The target's manifest.
+    pub(crate) want: Manifest,
+    /// The bank's manifest (the workspace as it is).
+    pub(crate) have: Manifest,
+    /// What to change; its `left_alone` also holds, for scope `run`, the
+    /// paths only the operator changed after the target.
+    pub(crate) plan: Plan,
+}
+
+/// Resolves and checks the target, closes an interrupted node with
+/// `fail:`, banks, computes the paths the scope covers and plans each one,
+/// and checks every object the plan writes is present. Changes no file of
+/// the workspace (it writes only the store: the `fail:` and bank captures).
+///
+/// # Errors
+/// [`WorkspaceError::NoSuchBoundary`], [`WorkspaceError::NoSuchSnapshot`],
+/// [`WorkspaceError::UnsafePath`] (a path cairn never writes, or reached
+/// through a symlink), a missing object or chunk, capture errors.
+pub(crate) fn prepare(
     s: &mut Session<'_>,
     target: Target<'_>,
     scope: RestoreScope,
     progress: &dyn Progress,
-) -> Result<RestoreReport, WorkspaceError> {
+) -> Result<Prepared, WorkspaceError> {
     let ws = s.ws;
     // Resolve and check the target before anything is written anywhere.
     let (target_id, target_label) = match target {
@@ -116,32 +163,84 @@ pub(crate) fn restore(
     let bank = capture(s, &bank_label, progress)?;
     let have = Manifest::load(&ws.manifest_path(&bank.snapshot), &bank.snapshot)?;
 
-    let paths: BTreeSet<String> = match scope {
-        RestoreScope::Full => want
-            .entries
-            .keys()
-            .chain(have.entries.keys())
-            .cloned()
-            .collect(),
-        RestoreScope::Run => run_paths(s, &target_id, &bank.snapshot)?,
+    // Scope `run`: the paths the run changed after the target.
+    let who = match scope {
+        RestoreScope::Run => Some(attribute(ws, &target_id, &bank.snapshot)?),
+        RestoreScope::Full => None,
     };
-    let plan = plan(s, &want, &have, &paths)?;
+    let full: BTreeSet<String>;
+    let paths = match &who {
+        Some(who) => &who.run,
+        None => {
+            full = want
+                .entries
+                .keys()
+                .chain(have.entries.keys())
+                .cloned()
+                .collect();
+            &full
+        }
+    };
+    let mut plan = plan(s, &want, &have, paths)?;
     // Every object to write, and every chunk of those stored as chunks.
     for w in &plan.writes {
         ws.pool().require(&w.entry.hash)?;
     }
-    let want_dirs: HashSet<&str> = want
-        .entries
-        .keys()
-        .flat_map(|p| p.match_indices('/').map(move |(i, _)| &p[..i]))
-        .collect();
-    let done = apply(ws, &target_id, &bank.snapshot, plan, &want_dirs, progress)?;
-    Ok(RestoreReport {
+    // What differs outside the run's paths was changed only in
+    // non-executing windows: it is the operator's, and left alone.
+    if let Some(who) = &who {
+        let mut outside = BTreeSet::new();
+        diff_entries(&want.entries, &have.entries, &mut outside);
+        for p in outside.into_iter().filter(|p| !who.run.contains(p)) {
+            let reason = who.reason(&p);
+            plan.left_alone.push(LeftAlone { path: p, reason });
+        }
+    }
+    Ok(Prepared {
         target: target_id,
         target_label,
         scope,
         closed,
         bank,
+        want,
+        have,
+        plan,
+    })
+}
+
+/// Prepares ([`prepare`]), then applies the plan: stage every file, then
+/// change the tree.
+///
+/// # Errors
+/// As [`prepare`] (nothing changed), and
+/// [`WorkspaceError::RestoreIncomplete`] when applying failed part-way.
+pub(crate) fn restore(
+    s: &mut Session<'_>,
+    target: Target<'_>,
+    scope: RestoreScope,
+    progress: &dyn Progress,
+) -> Result<RestoreReport, WorkspaceError> {
+    let p = prepare(s, target, scope, progress)?;
+    let want_dirs: HashSet<&str> = p
+        .want
+        .entries
+        .keys()
+        .flat_map(|p| p.match_indices('/').map(move |(i, _)| &p[..i]))
+        .collect();
+    let done = apply(
+        s.ws,
+        &p.target,
+        &p.bank.snapshot,
+        p.plan,
+        &want_dirs,
+        progress,
+    )?;
+    Ok(RestoreReport {
+        target: p.target,
+        target_label: p.target_label,
+        scope,
+        closed: p.closed,
+        bank: p.bank,
         written: done.written,
         deleted: done.deleted,
         modes: done.modes,
@@ -149,43 +248,6 @@ pub(crate) fn restore(
         left_alone: done.left_alone,
         failed: done.failed,
     })
-}
-
-/// The paths the run changed after `pivot`: the union of the differences
-/// across every interval on the chain from `pivot` to `head` that the run
-/// was executing in (judged by each closing snapshot's own label).
-fn run_paths(
-    s: &Session<'_>,
-    pivot: &SnapshotId,
-    head: &SnapshotId,
-) -> Result<BTreeSet<String>, WorkspaceError> {
-    let ws = s.ws;
-    let all = summaries(&ws.snapshots_dir())?;
-    let chain = chain(&all, head)?;
-    let start =
-        chain
-            .iter()
-            .position(|x| x.id == *pivot)
-            .ok_or_else(|| WorkspaceError::BrokenChain {
-                snapshot: pivot.to_string(),
-            })?;
-    let mut out = BTreeSet::new();
-    let mut prev: Option<Manifest> = None;
-    for pair in chain[start..].windows(2) {
-        let (a, b) = (pair[0], pair[1]);
-        if !b.label.by_run() {
-            prev = None;
-            continue;
-        }
-        let before = match prev.take() {
-            Some(m) if m.id == a.id => m,
-            _ => Manifest::load(&ws.manifest_path(&a.id), &a.id)?,
-        };
-        let after = Manifest::load(&ws.manifest_path(&b.id), &b.id)?;
-        diff_entries(&before.entries, &after.entries, &mut out);
-        prev = Some(after);
-    }
-    Ok(out)
 }
 
 /// Decides each path, and refuses the whole restore if any path that needs

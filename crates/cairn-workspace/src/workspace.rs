@@ -8,11 +8,14 @@ use cairn_objects::{ObjectPool, Progress, StoreLock};
 use cairn_store::durable::{create_dir_private, FILE_MODE};
 use cairn_store::{RunId, Store};
 
+use crate::attribution;
 use crate::capture::{capture, CaptureReport};
+use crate::diffstat::{self, FileChange};
 use crate::history::{self, Interval, SnapshotInfo};
 use crate::ignore::{IgnoreMatch, IgnoreOptions, IgnoreRules};
 use crate::index::{Index, INDEX_VERSION};
 use crate::manifest::{Manifest, SnapshotId};
+use crate::preview::{preview, RewindPreview};
 use crate::restore::{restore, RestoreReport, RestoreScope, Target};
 use crate::statcache::{StatCache, STATCACHE_FILE};
 use crate::{CaptureConfig, Label, NodeIter, NodeName, NodeRef, WorkspaceError};
@@ -552,6 +555,50 @@ impl Workspace {
         Ok(self.manifest(a)?.changed_paths(&self.manifest(b)?))
     }
 
+    /// Per-file line stats from snapshot `from` to snapshot `to` of this
+    /// run: every path whose entry differs, sorted, like `git diff --stat`
+    /// (the rules, and the 4 MiB cap on counted content, are
+    /// [`FileChange`]'s and [`MAX_COUNTED_BYTES`](crate::MAX_COUNTED_BYTES)).
+    /// Takes no lock and writes nothing.
+    ///
+    /// # Errors
+    /// Either manifest cannot be read ([`WorkspaceError::NoSuchSnapshot`],
+    /// a damaged manifest, an unsafe path), or an object cannot be read
+    /// ([`WorkspaceError::Objects`]): never a shorter list instead.
+    pub fn diff_stat(
+        &self,
+        from: &SnapshotId,
+        to: &SnapshotId,
+    ) -> Result<Vec<FileChange>, WorkspaceError> {
+        let (a, b) = (self.manifest(from)?, self.manifest(to)?);
+        diffstat::describe_all(&self.pool, &diffstat::differing(&a.entries, &b.entries))
+    }
+
+    /// Like [`Workspace::diff_stat`], but only the paths the run itself
+    /// changed between them: those that differ across some interval on the
+    /// chain from `from` to `to` that the run was executing in (the rule
+    /// of the `run` restore scope), so "what the session changed" leaves
+    /// out the operator's edits made in pause/fail windows. Each row is the
+    /// net change from `from` to `to`; a path the run changed and then
+    /// changed back is not listed.
+    ///
+    /// # Errors
+    /// As [`Workspace::diff_stat`], and [`WorkspaceError::BrokenChain`]
+    /// when `from` is not an ancestor of `to` (or `to` itself).
+    pub fn run_diff_stat(
+        &self,
+        from: &SnapshotId,
+        to: &SnapshotId,
+    ) -> Result<Vec<FileChange>, WorkspaceError> {
+        let (a, b) = (self.manifest(from)?, self.manifest(to)?);
+        let run = attribution::attribute(self, from, to)?.run;
+        let pairs: Vec<_> = diffstat::differing(&a.entries, &b.entries)
+            .into_iter()
+            .filter(|(p, _, _)| run.contains(*p))
+            .collect();
+        diffstat::describe_all(&self.pool, &pairs)
+    }
+
     /// Every snapshot, newest first, with every label each carries.
     ///
     /// # Errors
@@ -602,6 +649,32 @@ impl Workspace {
     ) -> Result<RestoreReport, WorkspaceError> {
         let mut s = self.session(true)?;
         restore(&mut s, Target::Node(to), scope, progress)
+    }
+
+    /// What [`rewind_to(to, scope)`](Workspace::rewind_to) would do now,
+    /// without changing any file of the workspace: the files it would
+    /// write, delete or chmod, with line stats, and the paths it would
+    /// leave alone, with why (the TUI's confirm screen, DESIGN §11).
+    ///
+    /// It banks the current state first, as every rewind does (and closes
+    /// an interrupted node with `fail:`): those captures are in the preview
+    /// so the caller can journal them. It then plans exactly as the restore
+    /// would, through the same code; a rewind right after (nothing changed
+    /// in between) lands its bank on the same snapshot and does exactly
+    /// what the preview lists.
+    ///
+    /// # Errors
+    /// As [`Workspace::rewind_to`] before it changes anything (an unknown
+    /// boundary, an unsafe path, a missing object), and an object that
+    /// cannot be read for its line stats.
+    pub fn preview_rewind(
+        &self,
+        to: &NodeRef,
+        scope: RestoreScope,
+        progress: &dyn Progress,
+    ) -> Result<RewindPreview, WorkspaceError> {
+        let mut s = self.session(true)?;
+        preview(&mut s, Target::Node(to), scope, progress)
     }
 
     /// `cairn rewind --restore-snapshot SNAP`: restores the whole tree of a

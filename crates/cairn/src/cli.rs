@@ -7,7 +7,13 @@ use clap::{Args, Parser, Subcommand};
 /// Durable agent runs: every model turn and tool result in a hash-chained,
 /// fsynced journal you can list, verify, resume and fork.
 #[derive(Debug, Parser)]
-#[command(name = "cairn", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "cairn",
+    version,
+    about,
+    long_about = None,
+    propagate_version = true
+)]
 pub struct Cli {
     /// The store holding every session [env: CAIRN_STORE] [default: $XDG_STATE_HOME/cairn or ~/.local/state/cairn]
     #[arg(long, global = true, value_name = "DIR")]
@@ -18,7 +24,25 @@ pub struct Cli {
     pub directory: Option<PathBuf>,
 
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
+
+    /// With no command, on a terminal: the interactive session's flags
+    #[command(flatten)]
+    pub tui: TuiArgs,
+}
+
+/// `cairn` with no command opens the terminal UI on a new session in this
+/// directory; these are `run`'s flags for it.
+#[derive(Debug, Args)]
+pub struct TuiArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// A name for the session
+    #[arg(long)]
+    pub name: Option<String>,
+    /// A file holding the system prompt
+    #[arg(long, value_name = "FILE")]
+    pub system: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -126,6 +150,10 @@ pub struct ModelArgs {
     /// Thinking mode: off | low | medium | high (or a token budget for Anthropic)
     #[arg(long, value_name = "MODE")]
     pub thinking: Option<String>,
+    /// Ask on the terminal before such tool calls run: shell commands, or
+    /// every call that may write (shell included); a "no" runs nothing
+    #[arg(long, value_name = "never|shell|writes", default_value = "never")]
+    pub approve: cairn_agent::ApprovePolicy,
 }
 
 #[derive(Debug, Args)]
@@ -150,6 +178,9 @@ pub struct RunArgs {
 pub struct ResumeArgs {
     /// Session id
     pub id: String,
+    /// Open the terminal UI (what `cairn --resume ID` means on a terminal)
+    #[arg(long, hide = true)]
+    pub tui: bool,
     /// A follow-up message
     #[arg(num_args = 0.., value_name = "TEXT")]
     pub text: Vec<String>,
@@ -168,6 +199,9 @@ pub struct ContinueArgs {
     /// A follow-up message
     #[arg(num_args = 0.., value_name = "TEXT")]
     pub text: Vec<String>,
+    /// Open the terminal UI (what `cairn --continue` means on a terminal)
+    #[arg(long, hide = true)]
+    pub tui: bool,
     /// Resume even though the configuration changed (recorded as an `override`)
     #[arg(long)]
     pub force: bool,
@@ -326,6 +360,17 @@ pub struct ForkArgs {
     /// Print the summary object as JSON
     #[arg(long)]
     pub json: bool,
+    /// Open the terminal UI on the fork (what `cairn --fork ID` means on a terminal)
+    #[arg(long, hide = true)]
+    pub tui: bool,
+    /// In the terminal UI: ask before such tool calls run
+    #[arg(
+        long,
+        hide = true,
+        value_name = "never|shell|writes",
+        default_value = "never"
+    )]
+    pub approve: cairn_agent::ApprovePolicy,
 }
 
 #[derive(Debug, Args)]
@@ -413,6 +458,11 @@ pub fn rewrite_aliases(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString>
         };
         if let Some(sub) = sub {
             rest[i] = sub.into();
+            // The alias opens the terminal UI where it can (DESIGN §11);
+            // the subcommand spelled out stays the plain command.
+            if sub != "sessions" {
+                rest.insert(i + 1, "--tui".into());
+            }
         }
         break;
     }
@@ -436,13 +486,16 @@ mod tests {
         assert_eq!(rw(&["cairn", "--sessions"]), ["cairn", "sessions"]);
         assert_eq!(
             rw(&["cairn", "-C", "d", "--resume", "X", "t"]),
-            ["cairn", "-C", "d", "resume", "X", "t"]
+            ["cairn", "-C", "d", "resume", "--tui", "X", "t"]
         );
         assert_eq!(
             rw(&["cairn", "--store=s", "--continue"]),
-            ["cairn", "--store=s", "continue"]
+            ["cairn", "--store=s", "continue", "--tui"]
         );
-        assert_eq!(rw(&["cairn", "--fork", "X"]), ["cairn", "fork", "X"]);
+        assert_eq!(
+            rw(&["cairn", "--fork", "X"]),
+            ["cairn", "fork", "--tui", "X"]
+        );
         // Not an alias once a subcommand came first.
         assert_eq!(
             rw(&["cairn", "run", "--resume"]),

@@ -46,11 +46,39 @@ fn run(cli: Cli) -> anyhow::Result<Code> {
             )
         })?;
     }
+    let Some(command) = cli.command else {
+        // `cairn` alone: the terminal UI on a terminal (DESIGN §11), the
+        // help and a usage error anywhere else.
+        if cmd::tui::on_terminal() {
+            let ctx = cmd::Context::new(cli.store)?;
+            return cmd::tui::new_session(&ctx, cli.tui);
+        }
+        use clap::CommandFactory;
+        let _ = Cli::command().write_help(&mut std::io::stderr());
+        return Ok(Code::Usage);
+    };
     let ctx = cmd::Context::new(cli.store)?;
-    match cli.command {
+    let tui = cmd::tui::on_terminal();
+    match command {
         Command::Run(a) => cmd::run::run(&ctx, a),
+        // The aliases open the TUI on a terminal when no TEXT is given;
+        // with TEXT, or off a terminal, they are the plain commands.
+        Command::Resume(a) if a.tui && tui && a.text.is_empty() && !a.json => {
+            cmd::tui::resume(&ctx, a)
+        }
         Command::Resume(a) => cmd::run::resume(&ctx, a),
+        Command::Continue(a) if a.tui && tui && a.text.is_empty() && !a.json => {
+            cmd::tui::continue_(&ctx, a)
+        }
         Command::Continue(a) => cmd::run::continue_(&ctx, a),
+        Command::Fork(a)
+            if a.tui
+                && tui
+                && !a.json
+                && !a.at.as_deref().is_some_and(|x| x.starts_with("cp_")) =>
+        {
+            cmd::tui::fork(&ctx, &a)
+        }
         Command::Exec(a) => cmd::exec::run(&ctx, a),
         Command::Snapshot(a) => cmd::workspace::snapshot(&ctx, &a),
         Command::Rewind(a) => cmd::rewind::run(&ctx, &a),

@@ -12,7 +12,6 @@
 //!    ([`note`]), because the journal, not the terminal, is the record.
 
 use std::borrow::Cow;
-use std::fmt::Write as _;
 use std::io::Write;
 
 /// Prints one JSON value (compact; pipe it to `jq` to read it) and a
@@ -64,38 +63,10 @@ pub fn error(prefix: &str, e: &anyhow::Error) {
 }
 
 /// `s` with every character that a terminal would act on shown as an
-/// escape instead: C0 controls but newline and tab, DEL, C1 controls, and
-/// the bidirectional overrides and isolates. A carriage return right before
-/// a newline is dropped (a Windows line end), any other is escaped.
+/// escape instead (the one implementation, shared with the TUI:
+/// [`cairn_tui::text::visible`]).
 pub fn visible(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(acts_on_terminal) {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\r' && chars.peek() == Some(&'\n') {
-            continue;
-        }
-        if acts_on_terminal(c) {
-            let n = u32::from(c);
-            if n < 0x100 {
-                let _ = write!(out, "\\x{n:02x}");
-            } else {
-                let _ = write!(out, "\\u{{{n:04x}}}");
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    Cow::Owned(out)
-}
-
-fn acts_on_terminal(c: char) -> bool {
-    matches!(c,
-        '\u{0}'..='\u{8}' | '\u{b}'..='\u{1f}' | '\u{7f}'..='\u{9f}'
-        | '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}'
-        | '\u{2066}'..='\u{2069}')
+    cairn_tui::text::visible(s)
 }
 
 /// A cost for people: `$0.0123`, `free`, or `unknown`.

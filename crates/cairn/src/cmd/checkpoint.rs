@@ -11,8 +11,7 @@
 
 use std::path::Path;
 
-use cairn_checkpoint::{CheckpointId, JournalPosition, RestoreJournal, SaveRequest};
-use cairn_journal::{CheckpointRef, RecordBody, Snapshot};
+use cairn_checkpoint::CheckpointId;
 use cairn_store::Store;
 use serde::Serialize;
 
@@ -56,23 +55,9 @@ fn save(ctx: &Context, a: &CheckpointSaveArgs) -> anyhow::Result<Code> {
     let mut session = cairn_sessions::Session::open(&store, &id)?;
     let root = session.state().workspace.clone();
     let ws = tracker(&store, &id, Path::new(&root))?;
-    let position = JournalPosition::of(session.writer());
     let paths: Vec<std::path::PathBuf> = a.paths.iter().map(|p| ctx.cwd.join(p)).collect();
-    let request = SaveRequest::new(id.clone(), position)
-        .capture(&ws)
-        .paths(paths);
-    let report = cairn_checkpoint::save(&store, &request, &Bars::new(a.json))?;
-    if let Some(c) = &report.capture {
-        session.append(RecordBody::Snapshot(Snapshot {
-            snapshot: c.snapshot.to_string(),
-            label: c.label.to_string(),
-        }))?;
-    }
-    session.append(RecordBody::Checkpoint(CheckpointRef {
-        checkpoint: report.id.to_string(),
-        manifest: Some(report.manifest.clone()),
-    }))?;
-    session.refresh_projections();
+    let report =
+        cairn_sessions::save_checkpoint(&mut session, Some(&ws), paths, &Bars::new(a.json))?;
     let out = SaveOut {
         id: report.id.to_string(),
         manifest: report.manifest.clone(),
@@ -181,15 +166,7 @@ fn restore(ctx: &Context, a: &CheckpointIdArgs) -> anyhow::Result<Code> {
     let root = session.state().workspace.clone();
     let ws = tracker(&store, &run, Path::new(&root))?;
     // The restore journals its banks itself, before it changes a named path.
-    let restored = cairn_checkpoint::restore(
-        &store,
-        &cpid,
-        &ws,
-        &mut SessionJournal(&mut session),
-        &Bars::new(a.json),
-    );
-    session.refresh_projections();
-    let report = restored?;
+    let report = cairn_sessions::restore_checkpoint(&mut session, &cpid, &ws, &Bars::new(a.json))?;
     if a.json {
         output::json(&report)?;
     } else {
@@ -257,22 +234,6 @@ fn verify(ctx: &Context, a: &CheckpointIdArgs) -> anyhow::Result<Code> {
         output::text(&s)?;
     }
     Ok(if report.ok { Code::Ok } else { Code::Integrity })
-}
-
-/// The session's journal, as a restore appends its banks to it.
-struct SessionJournal<'a>(&'a mut cairn_agent::Session);
-
-impl RestoreJournal for SessionJournal<'_> {
-    fn position(&self) -> JournalPosition {
-        JournalPosition::of(self.0.writer())
-    }
-
-    fn append(
-        &mut self,
-        record: RecordBody,
-    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-        self.0.append(record).map(drop).map_err(Into::into)
-    }
 }
 
 #[derive(Serialize)]

@@ -12,6 +12,22 @@ pub fn run(ctx: &Context, args: &ForkArgs) -> anyhow::Result<Code> {
     if let Some(at) = args.at.as_deref().filter(|a| a.starts_with("cp_")) {
         return from_checkpoint(ctx, args, &parent, at);
     }
+    let (id, writer, state) = fork_at_record(ctx, args, &parent)?;
+    report(args, &parent, &id, &writer, &state, None)
+}
+
+/// `cairn fork ID [--at SEQ] [--workspace DIR]` without a checkpoint: the
+/// fork made (and what `report` prints of it). The TUI's `--fork ID` opens
+/// on a fork made here.
+pub fn fork_at_record(
+    ctx: &Context,
+    args: &ForkArgs,
+    parent: &cairn_store::RunId,
+) -> anyhow::Result<(
+    cairn_store::RunId,
+    cairn_journal::JournalWriter,
+    cairn_journal::RunState,
+)> {
     let at = match &args.at {
         None => None,
         Some(s) => Some(s.parse::<u64>().map_err(|_| {
@@ -37,8 +53,8 @@ pub fn run(ctx: &Context, args: &ForkArgs) -> anyhow::Result<Code> {
         None => None,
     };
     let store = cairn_store::Store::open(ctx.store.root())?;
-    let (id, writer, state) = cairn_sessions::fork(&store, &parent, at, workspace)?;
-    report(args, &parent, &id, &writer, &state, None)
+    let (id, writer, state) = cairn_sessions::fork(&store, parent, at, workspace)?;
+    Ok((id, writer, state))
 }
 
 /// `cairn fork ID --at CP --workspace DIR`: a new lineage from a checkpoint,

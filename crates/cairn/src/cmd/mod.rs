@@ -9,6 +9,7 @@ pub mod progress;
 pub mod rewind;
 pub mod run;
 pub mod sessions;
+pub mod tui;
 pub mod verify;
 pub mod workspace;
 
@@ -19,6 +20,7 @@ use cairn_store::{RunId, Store};
 use crate::exit::{coded, Code};
 
 /// What every command needs: the store and the directory it runs in.
+#[derive(Clone)]
 pub struct Context {
     /// The store (not created until a command writes).
     pub store: Store,

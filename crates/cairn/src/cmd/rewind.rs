@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use cairn_journal::RecordBody;
+use cairn_sessions::RewindTarget;
 use cairn_store::Store;
 use cairn_workspace::{NodeRef, RestoreReport, RestoreScope, SnapshotId};
 use serde::Serialize;
@@ -64,41 +64,35 @@ pub fn run(ctx: &Context, args: &RewindArgs) -> anyhow::Result<Code> {
     let root = session.state().workspace.clone();
     let ws = tracker(&store, &id, Path::new(&root))?;
     let bars = Bars::new(args.json);
-    let report = if let Some(to) = &args.to {
-        let node = NodeRef::parse(to).map_err(|e| coded(Code::Usage, e.to_string()))?;
-        let scope = match args.restore_scope {
-            Scope::Run => RestoreScope::Run,
-            Scope::Full => RestoreScope::Full,
-        };
-        ws.rewind_to(&node, scope, &bars)?
-    } else if let Some(snap) = &args.restore_snapshot {
-        let snap = SnapshotId::parse(snap).map_err(|e| coded(Code::Usage, e.to_string()))?;
+    let scope = match args.restore_scope {
+        Scope::Run => RestoreScope::Run,
+        Scope::Full => RestoreScope::Full,
+    };
+    let node;
+    let snap;
+    let target = if let Some(to) = &args.to {
+        node = NodeRef::parse(to).map_err(|e| coded(Code::Usage, e.to_string()))?;
+        RewindTarget::Node(&node, scope)
+    } else if let Some(s) = &args.restore_snapshot {
+        snap = SnapshotId::parse(s).map_err(|e| coded(Code::Usage, e.to_string()))?;
         if !args.json {
             output::note("cairn: --restore-snapshot restores the whole tree (after banking the current state)");
         }
-        ws.restore_snapshot(&snap, &bars)?
+        RewindTarget::Snapshot(&snap)
     } else {
         return Err(coded(
             Code::Usage,
             "give --list-snapshots, --to NODE[:ITER] or --restore-snapshot SNAP",
         ));
     };
-    for c in report.closed.iter().chain(std::iter::once(&report.bank)) {
-        session.record_capture(c)?;
-    }
-
-    session.refresh_projections();
+    let report = cairn_sessions::rewind(&mut session, &ws, target, &bars)?;
 
     let fork = if args.fork {
         let Some(label) = &report.target_label else {
             return Err(coded(Code::Usage, "--fork needs --to NODE[:ITER]"));
         };
         let wanted = label.to_string();
-        let records = cairn_sessions::load(&store, &id)?.scan.records;
-        let Some(seq) = records.iter().find_map(|r| match &r.body {
-            RecordBody::Snapshot(s) if s.label == wanted => Some(r.seq),
-            _ => None,
-        }) else {
+        let Some(seq) = cairn_sessions::boundary_seq(&store, &id, &wanted)? else {
             return Err(coded(
                 Code::Usage,
                 format!("session {id} has no journaled `{wanted}` boundary to fork at (--fork works with the agent's turn:N nodes)"),

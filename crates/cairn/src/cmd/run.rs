@@ -3,16 +3,19 @@
 //! Streams the model's text to stdout as it arrives and shows each tool call
 //! and its outcome; `--json` prints only the summary object. The first
 //! SIGINT/SIGTERM lets the step in flight finish and suspends; a second stops
-//! at once.
+//! at once. With `--approve`, the calls it names wait for a yes on the
+//! terminal ([`CliApprover`]).
 
-use std::io::Write;
+use std::future::Future;
+use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_agent::{
-    stop_pair, Agent, Ending, Events, Faults, Plan, Request, ResponseStore, Session, StopHandle,
-    StopLevel,
+    stop_pair, Agent, Approver, Decision, Ending, Events, Faults, Plan, Request, ResponseStore,
+    Session, StopHandle, StopLevel,
 };
 use cairn_journal::{Outcome, TerminalReason, ToolCall};
 use cairn_model::{provider_from_spec, ProviderConfig, ProviderKind};
@@ -76,36 +79,109 @@ fn toolbox() -> Toolbox {
 
 /// `cairn run`.
 pub fn run(ctx: &Context, args: RunArgs) -> anyhow::Result<Code> {
-    let default_model = std::env::var("CAIRN_MODEL").ok();
-    let plan = Plan::for_run(
-        &request(&args.model),
-        default_model.as_deref(),
-        args.system.as_deref(),
+    check_new(
+        ctx,
+        &NewSession {
+            model: &args.model,
+            system: args.system.as_deref(),
+            name: None,
+        },
     )?;
-    ctx.refuse_store_inside(&ctx.cwd)?;
     let store = Store::open(ctx.store.root())?;
-    let ws = workspace(&ctx.cwd, &store)?;
     let (handle, stop) = stop_pair();
     let rt = runtime()?;
     rt.block_on(async {
-        let provider =
-            provider_from_spec(&plan.spec, plan.base_url.as_deref(), &provider_config())?;
-        let tools = toolbox();
-        let name = args
-            .name
-            .clone()
-            .or_else(|| Some(output::one_line(&args.task.join(" "), 60)));
-        let meta = plan.meta(ws.root(), name, &tools.infos(), provider.base_url());
-        let id = RunId::new();
-        let session = Session::create(&store, &id, meta)?;
+        let task = args.task.join(" ");
+        let spec = NewSession {
+            model: &args.model,
+            system: args.system.as_deref(),
+            name: args.name.clone(),
+        };
+        let agent = new_agent(ctx, &store, &spec, &task, stop)?
+            .with_approval(args.model.approve, Box::new(CliApprover));
         if !args.json {
-            output::note(format!("cairn: session {id} in {}", ws.root().display()));
+            output::note(format!(
+                "cairn: session {} in {}",
+                agent.session().id(),
+                agent.session().state().workspace
+            ));
         }
-        let versions = crate::cmd::workspace::tracker(&store, &id, ws.root())?;
-        let agent =
-            assemble(&store, session, provider, tools, ws, &plan, stop)?.with_tracker(versions);
-        drive(agent, Some(args.task.join(" ")), args.json, handle).await
+        drive(agent, Some(task), args.json, handle).await
     })
+}
+
+/// What a new session is made with: `run`'s flags.
+pub struct NewSession<'a> {
+    pub model: &'a ModelArgs,
+    pub system: Option<&'a Path>,
+    pub name: Option<String>,
+}
+
+/// Refuses what would stop a new session before anything is created (the
+/// store included): a bad model spec or budget, a missing key, an
+/// unreadable system prompt, a store inside the workspace.
+pub fn check_new(ctx: &Context, spec: &NewSession<'_>) -> anyhow::Result<()> {
+    let default_model = std::env::var("CAIRN_MODEL").ok();
+    Plan::for_run(&request(spec.model), default_model.as_deref(), spec.system)?;
+    ctx.refuse_store_inside(&ctx.cwd)
+}
+
+/// A new session in the current directory and its agent, exactly as
+/// `cairn run` makes them (the TUI's first message makes one the same
+/// way); `task` names it unless a name is given. No approver is set.
+pub fn new_agent(
+    ctx: &Context,
+    store: &Store,
+    spec: &NewSession<'_>,
+    task: &str,
+    stop: cairn_agent::Stop,
+) -> anyhow::Result<Agent> {
+    let default_model = std::env::var("CAIRN_MODEL").ok();
+    let plan = Plan::for_run(&request(spec.model), default_model.as_deref(), spec.system)?;
+    ctx.refuse_store_inside(&ctx.cwd)?;
+    let ws = workspace(&ctx.cwd, store)?;
+    let provider = provider_from_spec(&plan.spec, plan.base_url.as_deref(), &provider_config())?;
+    let tools = toolbox();
+    let name = spec
+        .name
+        .clone()
+        .or_else(|| Some(output::one_line(task, 60)));
+    let meta = plan.meta(ws.root(), name, &tools.infos(), provider.base_url());
+    let id = RunId::new();
+    let session = Session::create(store, &id, meta)?;
+    let versions = crate::cmd::workspace::tracker(store, &id, ws.root())?;
+    Ok(assemble(store, session, provider, tools, ws, &plan, stop)?.with_tracker(versions))
+}
+
+/// Session `id` and its agent, exactly as `cairn resume` opens them: the
+/// journal locked first, then state and routing rebuilt from the record,
+/// then the resume guard (`force` to override it). Notices (routing
+/// overrides, forced fields) go to `ev`. No approver is set.
+pub fn open_agent(
+    ctx: &Context,
+    store: &Store,
+    id: &RunId,
+    m: &ModelArgs,
+    force: bool,
+    stop: cairn_agent::Stop,
+    ev: &mut dyn Events,
+) -> anyhow::Result<Agent> {
+    let session = Session::open(store, id)?;
+    let plan = Plan::for_resume(session.state(), &request(m), &|kind: ProviderKind| {
+        kind.base_url_from_env()
+    })?;
+    for notice in &plan.notices {
+        ev.notice(notice);
+    }
+    ctx.refuse_store_inside(Path::new(&session.state().workspace))?;
+    let ws = workspace(Path::new(&session.state().workspace), store)?;
+    let provider = provider_from_spec(&plan.spec, plan.base_url.as_deref(), &provider_config())?;
+    let tools = toolbox();
+    let versions = crate::cmd::workspace::tracker(store, id, ws.root())?;
+    let mut agent =
+        assemble(store, session, provider, tools, ws, &plan, stop)?.with_tracker(versions);
+    agent.guard(force, ev)?;
+    Ok(agent)
 }
 
 fn assemble(
@@ -131,6 +207,61 @@ fn assemble(
     .with_faults(Faults::from_env()))
 }
 
+/// Asks on the terminal whether a call may run: the call on stderr (shown,
+/// never obeyed: no raw escapes), one line from stdin. `y` or `yes` runs
+/// it; anything else, or the end of input, declines.
+struct CliApprover;
+
+impl Approver for CliApprover {
+    fn ask<'a>(
+        &'a mut self,
+        call: &'a ToolCall,
+    ) -> Pin<Box<dyn Future<Output = Decision> + Send + 'a>> {
+        let question = format!(
+            "cairn: run {} {}? [y/N] ",
+            output::one_line(&call.name, 40),
+            output::one_line(&call.arguments.to_string(), 200)
+        );
+        Box::pin(async move {
+            {
+                let mut err = std::io::stderr().lock();
+                let _ = err
+                    .write_all(output::visible(&question).as_bytes())
+                    .and_then(|_| err.flush());
+            }
+            // A thread of its own rather than the runtime's blocking pool,
+            // which the runtime waits for on shutdown: a read abandoned by
+            // an immediate stop must not hold up the exit.
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let reader = std::thread::Builder::new()
+                .name("cairn-approve".into())
+                .spawn(move || {
+                    let mut line = String::new();
+                    let read = std::io::stdin().lock().read_line(&mut line);
+                    let _ = tx.send(read.map(|n| (n, line)));
+                });
+            if reader.is_err() {
+                output::note("\ncairn: cannot read an answer; declined");
+                return Decision::Decline;
+            }
+            let answer = match rx.await {
+                Ok(Ok((n, line))) if n > 0 => Some(line.trim().to_owned()),
+                // The end of input (or an unreadable stdin) is a no.
+                _ => None,
+            };
+            // A terminal echoed the answer and its newline; anything else
+            // did not, so the log says what was answered.
+            if answer.is_none() || !std::io::stdin().is_terminal() {
+                output::note(output::one_line(answer.as_deref().unwrap_or(""), 40));
+            }
+            match answer.map(|a| a.to_ascii_lowercase()).as_deref() {
+                Some("y" | "yes") => Decision::Run,
+                _ => Decision::Decline,
+            }
+        })
+    }
+}
+
 /// `cairn resume ID [TEXT]`.
 pub fn resume(ctx: &Context, args: ResumeArgs) -> anyhow::Result<Code> {
     let id = ctx.existing_run(&args.id)?;
@@ -139,9 +270,18 @@ pub fn resume(ctx: &Context, args: ResumeArgs) -> anyhow::Result<Code> {
 
 /// `cairn continue [TEXT]`: the most recent valid session of this repository.
 pub fn continue_(ctx: &Context, args: ContinueArgs) -> anyhow::Result<Code> {
+    let id = continue_target(ctx)?;
+    if !args.json {
+        output::note(format!("cairn: continuing session {id}"));
+    }
+    resume_id(ctx, id, args.text, args.force, args.json, &args.model)
+}
+
+/// The session `cairn continue` picks: the newest valid session of this
+/// repository that has a model to continue with (sessions made by
+/// `cairn exec` or `cairn snapshot` have none).
+pub fn continue_target(ctx: &Context) -> anyhow::Result<RunId> {
     let list = sessions::visible(ctx, false)?;
-    // The newest valid session that has a model to continue with (sessions
-    // made by `cairn exec` or `cairn snapshot` have none).
     let has_model = |id: &str| {
         RunId::parse(id)
             .ok()
@@ -159,11 +299,7 @@ pub fn continue_(ctx: &Context, args: ContinueArgs) -> anyhow::Result<Code> {
             ),
         ));
     };
-    let id = RunId::parse(&pick.id)?;
-    if !args.json {
-        output::note(format!("cairn: continuing session {id}"));
-    }
-    resume_id(ctx, id, args.text, args.force, args.json, &args.model)
+    Ok(RunId::parse(&pick.id)?)
 }
 
 fn resume_id(
@@ -175,16 +311,6 @@ fn resume_id(
     m: &ModelArgs,
 ) -> anyhow::Result<Code> {
     let store = Store::open(ctx.store.root())?;
-    // Lock first, then rebuild state and routing from the record.
-    let session = Session::open(&store, &id)?;
-    let plan = Plan::for_resume(session.state(), &request(m), &|kind: ProviderKind| {
-        kind.base_url_from_env()
-    })?;
-    for notice in &plan.notices {
-        output::note(format!("cairn: {notice}"));
-    }
-    ctx.refuse_store_inside(Path::new(&session.state().workspace))?;
-    let ws = workspace(Path::new(&session.state().workspace), &store)?;
     let text = if text.is_empty() {
         None
     } else {
@@ -193,14 +319,9 @@ fn resume_id(
     let (handle, stop) = stop_pair();
     let rt = runtime()?;
     rt.block_on(async {
-        let provider =
-            provider_from_spec(&plan.spec, plan.base_url.as_deref(), &provider_config())?;
-        let tools = toolbox();
-        let versions = crate::cmd::workspace::tracker(&store, &id, ws.root())?;
-        let mut agent =
-            assemble(&store, session, provider, tools, ws, &plan, stop)?.with_tracker(versions);
         let mut printer = Printer::new(json);
-        agent.guard(force, &mut printer)?;
+        let agent = open_agent(ctx, &store, &id, m, force, stop, &mut printer)?
+            .with_approval(m.approve, Box::new(CliApprover));
         drive(agent, text, json, handle).await
     })
 }
@@ -348,6 +469,10 @@ impl Events for Printer {
     fn turn_finished(&mut self, _turn: u64) {
         self.finish_line();
     }
+    fn approval_needed(&mut self, _call: &ToolCall) {
+        // The question goes to stderr; start it on a line of its own.
+        self.finish_line();
+    }
     fn tool_started(&mut self, call: &ToolCall) {
         self.finish_line();
         self.out(&format!(
@@ -362,6 +487,7 @@ impl Events for Printer {
             Outcome::Ok => "ok",
             Outcome::Error => "error",
             Outcome::Unknown => "UNKNOWN",
+            Outcome::Refused => "refused",
         };
         self.out(&format!("  ← {label}: {}\n", output::one_line(first, 100)));
     }

@@ -232,6 +232,7 @@ fn outcome_str(o: cairn_journal::Outcome) -> &'static str {
         cairn_journal::Outcome::Ok => "ok",
         cairn_journal::Outcome::Error => "error",
         cairn_journal::Outcome::Unknown => "unknown",
+        cairn_journal::Outcome::Refused => "refused",
     }
 }
 

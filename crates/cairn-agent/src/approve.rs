@@ -1,0 +1,158 @@
+//! Approvals (DESIGN §11): which tool calls wait for a person's yes, and the
+//! trait through which the loop asks.
+//!
+//! Rules the loop applies to a call the policy names ([`ApprovePolicy::needs`]):
+//! 1. The question is asked before the call's `tool_start`: a call that was
+//!    never approved was never dispatched, so a resume asks again.
+//! 2. The wait is a `pause:turn:N` window (§5.3), closed by `resume:turn:N`
+//!    when the answer comes: files that changed while the person decided are
+//!    theirs, journaled in a `reconcile` record and told to the model.
+//! 3. A decline runs nothing: the call's `tool_result` says `refused`, with no
+//!    `tool_start`, and the model reads that it was not run.
+//! 4. An immediate stop while waiting abandons the question; nothing is
+//!    journaled for the call.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::str::FromStr;
+
+use cairn_journal::ToolCall;
+
+/// Which tool calls wait for a person's yes (DESIGN §11).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ApprovePolicy {
+    /// No call waits (the default).
+    #[default]
+    Never,
+    /// Calls of the `shell` tool wait.
+    Shell,
+    /// Every call of a tool that is not read-only waits, shell included.
+    Writes,
+}
+
+/// A policy name that is none of `never`, `shell`, `writes`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown approval policy `{given}`: use never, shell or writes")]
+pub struct UnknownPolicy {
+    /// What was given.
+    pub given: String,
+}
+
+impl FromStr for ApprovePolicy {
+    type Err = UnknownPolicy;
+
+    /// `never`, `shell` or `writes`, as written on the command line.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "never" => Ok(ApprovePolicy::Never),
+            "shell" => Ok(ApprovePolicy::Shell),
+            "writes" => Ok(ApprovePolicy::Writes),
+            other => Err(UnknownPolicy {
+                given: other.to_owned(),
+            }),
+        }
+    }
+}
+
+impl ApprovePolicy {
+    /// Whether a call of `tool` (read-only when `idempotent`) waits for a
+    /// person: `Shell` — the `shell` tool; `Writes` — every tool that is not
+    /// read-only (idempotent), shell included; `Never` — none.
+    pub fn needs(&self, tool: &str, idempotent: bool) -> bool {
+        match self {
+            ApprovePolicy::Never => false,
+            ApprovePolicy::Shell => tool == "shell",
+            ApprovePolicy::Writes => tool == "shell" || !idempotent,
+        }
+    }
+
+    /// The name as written on the command line.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ApprovePolicy::Never => "never",
+            ApprovePolicy::Shell => "shell",
+            ApprovePolicy::Writes => "writes",
+        }
+    }
+}
+
+/// A person's answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Run the call.
+    Run,
+    /// Do not run it; the model is told it was declined.
+    Decline,
+}
+
+/// Asks a person. The future may wait as long as the person takes.
+pub trait Approver: Send {
+    /// Whether `call` may run.
+    fn ask<'a>(
+        &'a mut self,
+        call: &'a ToolCall,
+    ) -> Pin<Box<dyn Future<Output = Decision> + Send + 'a>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_policy_names_the_calls_that_wait() {
+        use ApprovePolicy::{Never, Shell, Writes};
+        // (policy, tool, idempotent, waits)
+        let rows = [
+            (Never, "shell", false, false),
+            (Never, "write_file", false, false),
+            (Never, "read_file", true, false),
+            (Shell, "shell", false, true),
+            (Shell, "write_file", false, false),
+            (Shell, "edit_file", false, false),
+            (Shell, "read_file", true, false),
+            (Writes, "shell", false, true),
+            (Writes, "write_file", false, true),
+            (Writes, "edit_file", false, true),
+            (Writes, "read_file", true, false),
+            (Writes, "list_dir", true, false),
+            (Writes, "search", true, false),
+            (Writes, "some_plugin", false, true),
+        ];
+        for (policy, tool, idempotent, waits) in rows {
+            assert_eq!(
+                policy.needs(tool, idempotent),
+                waits,
+                "{policy:?} {tool} idempotent={idempotent}"
+            );
+        }
+    }
+
+    #[test]
+    fn policies_parse_from_their_names_and_nothing_else() {
+        for p in [
+            ApprovePolicy::Never,
+            ApprovePolicy::Shell,
+            ApprovePolicy::Writes,
+        ] {
+            assert_eq!(p.as_str().parse::<ApprovePolicy>(), Ok(p));
+        }
+        assert_eq!(ApprovePolicy::default(), ApprovePolicy::Never);
+        for bad in ["", "Shell", "always", "write"] {
+            let e = bad.parse::<ApprovePolicy>();
+            assert_eq!(
+                e,
+                Err(UnknownPolicy {
+                    given: bad.to_owned()
+                })
+            );
+        }
+        let msg = "bogus"
+            .parse::<ApprovePolicy>()
+            .err()
+            .map(|e| e.to_string());
+        assert_eq!(
+            msg.as_deref(),
+            Some("unknown approval policy `bogus`: use never, shell or writes")
+        );
+    }
+}

@@ -1,0 +1,878 @@
+//! The worker: owns the session and runs every command the screen sends,
+//! through the same library calls as the CLI commands (the agent loop,
+//! `cairn_sessions::{rewind, preview, fork, save_checkpoint, ...}`).
+//!
+//! Invariants:
+//! - at most one session is open here at a time, and it is held (with its
+//!   journal lock) from the moment it opens until the worker switches to
+//!   another session or stops;
+//! - nothing here draws: every outcome goes to the screen as an [`Ev`];
+//! - a failure of one command is reported and the worker goes on: the
+//!   session stays as the journal says it is.
+
+use std::path::Path;
+use std::sync::mpsc::{Receiver, Sender};
+
+use cairn_agent::{Agent, ApprovePolicy, Approver, Decision, Events};
+use cairn_journal::{Entry, Outcome, RecordBody, ToolCall};
+use cairn_store::{RunId, Store};
+use cairn_workspace::{NodeRef, RestoreScope, SnapshotId};
+
+use crate::protocol::{Cmd, Ev, Opened, Preview, RewindAction, RewindPoint};
+use crate::text::one_line;
+
+/// An error to show, with its causes.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// How the worker opens sessions: the binary implements it with the same
+/// code as `cairn run` and `cairn resume` (the plan, the provider, the
+/// tools, the resume guard), so the TUI opens a session exactly as the CLI
+/// does.
+pub trait Opener: Send {
+    /// The store.
+    fn store(&self) -> &Store;
+    /// Starts a new session in the current directory, `first` being the
+    /// first message (it names the session).
+    ///
+    /// # Errors
+    /// Whatever stops `cairn run` from starting.
+    fn create(&mut self, first: &str) -> Result<Agent, BoxError>;
+    /// Opens session `id` to continue it (the resume guard applied);
+    /// notices go to `notices`.
+    ///
+    /// # Errors
+    /// Whatever stops `cairn resume` from starting.
+    fn open(&mut self, id: &RunId, notices: &mut Vec<String>) -> Result<Agent, BoxError>;
+    /// The workspace versioning of run `id` in `root`.
+    ///
+    /// # Errors
+    /// The workspace index cannot be opened.
+    fn tracker(&self, id: &RunId, root: &Path) -> Result<cairn_workspace::Workspace, BoxError>;
+}
+
+/// Where the worker starts.
+#[derive(Clone, Debug)]
+pub enum Start {
+    /// No session yet: the first message creates one.
+    New,
+    /// An existing session.
+    Open(RunId),
+}
+
+/// The worker's state.
+pub struct Worker {
+    opener: Box<dyn Opener>,
+    tx: Sender<Ev>,
+    agent: Option<Agent>,
+    policy: ApprovePolicy,
+    /// The last bank a rewind of this TUI took, with its run (a rewind of
+    /// code and conversation banks in the parent and moves to a fork).
+    last_bank: Option<(RunId, SnapshotId)>,
+    points: Vec<RewindPoint>,
+    rt: tokio::runtime::Runtime,
+}
+
+/// Forwards the loop's progress to the screen.
+struct Forward(Sender<Ev>);
+
+impl Events for Forward {
+    fn text(&mut self, delta: &str) {
+        if !delta.is_empty() {
+            let _ = self.0.send(Ev::Text(delta.to_owned()));
+        }
+    }
+    fn text_restart(&mut self) {
+        let _ = self.0.send(Ev::TextRestart);
+    }
+    fn turn_started(&mut self, turn: u64, replay: bool) {
+        let _ = self.0.send(Ev::TurnStarted { turn, replay });
+    }
+    fn refusal(&mut self, text: &str) {
+        let _ = self.0.send(Ev::Refusal(text.to_owned()));
+    }
+    fn turn_finished(&mut self, _turn: u64) {
+        let _ = self.0.send(Ev::TurnFinished);
+    }
+    fn tool_started(&mut self, call: &ToolCall) {
+        let _ = self.0.send(Ev::ToolStarted(call.clone()));
+    }
+    fn tool_finished(&mut self, call: &ToolCall, outcome: Outcome, output: &str) {
+        let _ = self.0.send(Ev::ToolFinished {
+            call: call.clone(),
+            outcome,
+            output: output.to_owned(),
+        });
+    }
+    fn notice(&mut self, message: &str) {
+        let _ = self.0.send(Ev::Notice(message.to_owned()));
+    }
+}
+
+/// Asks the person at the screen.
+struct AskScreen(Sender<Ev>);
+
+impl Approver for AskScreen {
+    fn ask<'a>(
+        &'a mut self,
+        call: &'a ToolCall,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Decision> + Send + 'a>> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let sent = self.0.send(Ev::Approval {
+            call: call.clone(),
+            reply,
+        });
+        Box::pin(async move {
+            if sent.is_err() {
+                return Decision::Decline;
+            }
+            // A screen that went away without answering declined.
+            answer.await.unwrap_or(Decision::Decline)
+        })
+    }
+}
+
+/// The error and its causes, each once.
+pub fn describe(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let t = c.to_string();
+        if !out.contains(&t) {
+            out.push_str(": ");
+            out.push_str(&t);
+        }
+        cause = c.source();
+    }
+    out
+}
+
+impl Worker {
+    /// A worker that reports to `tx`.
+    ///
+    /// # Errors
+    /// The async runtime cannot be built.
+    pub fn new(
+        opener: Box<dyn Opener>,
+        tx: Sender<Ev>,
+        policy: ApprovePolicy,
+    ) -> std::io::Result<Worker> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        Ok(Worker {
+            opener,
+            tx,
+            agent: None,
+            policy,
+            last_bank: None,
+            points: Vec::new(),
+            rt,
+        })
+    }
+
+    fn send(&self, ev: Ev) {
+        let _ = self.tx.send(ev);
+    }
+
+    fn fail(&self, what: &str, e: &(dyn std::error::Error + 'static)) {
+        self.send(Ev::Failed(format!("{what}: {}", describe(e))));
+    }
+
+    /// Runs commands until [`Cmd::Quit`] or the screen goes away.
+    pub fn run(mut self, start: Start, rx: Receiver<Cmd>) {
+        let _guard = self.rt.enter();
+        if let Start::Open(id) = start {
+            self.switch(&id, None);
+        }
+        for cmd in rx {
+            match cmd {
+                Cmd::Quit => break,
+                cmd => self.handle(cmd),
+            }
+        }
+        self.agent = None;
+        self.send(Ev::Closed);
+    }
+
+    fn handle(&mut self, cmd: Cmd) {
+        match cmd {
+            Cmd::Send { text, stop } => self.drive(Some(text), stop),
+            Cmd::Continue { stop } => self.drive(None, stop),
+            Cmd::Fork => self.fork_here(),
+            Cmd::Tree => self.tree(),
+            Cmd::Diff(n) => self.diff(n),
+            Cmd::CheckpointSave => self.checkpoint_save(),
+            Cmd::CheckpointList => self.checkpoint_list(),
+            Cmd::CheckpointRestore(id) => self.checkpoint_restore(&id),
+            Cmd::RewindPoints => match self.rewind_points() {
+                Ok(points) => {
+                    self.points = points.clone();
+                    self.send(Ev::Points(points));
+                }
+                Err(e) => self.fail("rewind", e.as_ref()),
+            },
+            Cmd::Preview { point, action } => self.preview(point, action),
+            Cmd::Rewind { point, action } => self.rewind(point, action),
+            Cmd::Undo => self.undo(),
+            Cmd::Sessions => self.sessions(),
+            Cmd::Resume(id) => match RunId::parse(&id) {
+                Ok(id) => self.switch(&id, None),
+                Err(e) => self.fail(&format!("resume {id}"), &e),
+            },
+            Cmd::Quit => {}
+        }
+    }
+
+    /// Closes the session held (releasing its lock) and opens `id`.
+    fn switch(&mut self, id: &RunId, prefill: Option<String>) {
+        self.agent = None;
+        let mut notices = Vec::new();
+        match self.opener.open(id, &mut notices) {
+            Ok(agent) => {
+                let agent = agent.with_approval(self.policy, Box::new(AskScreen(self.tx.clone())));
+                self.announce(&agent, prefill);
+                for n in notices {
+                    self.send(Ev::Notice(n));
+                }
+                self.agent = Some(agent);
+                self.count_snapshots();
+            }
+            Err(e) => self.fail(&format!("opening session {id}"), e.as_ref()),
+        }
+    }
+
+    fn announce(&self, agent: &Agent, prefill: Option<String>) {
+        let s = agent.session().state();
+        // The model speaks next, or calls are unresolved: the session
+        // stopped mid-turn (a crash, a suspend, an interruption).
+        let cut_short = !s.pending.is_empty()
+            || matches!(
+                s.conversation.last(),
+                Some(Entry::User { .. } | Entry::ToolResult { .. })
+            );
+        self.send(Ev::Opened(Box::new(Opened {
+            id: agent.session().id().to_string(),
+            name: s.name.clone(),
+            model: s
+                .fingerprint
+                .as_ref()
+                .map(|f| f.model.clone())
+                .unwrap_or_default(),
+            workspace: s.workspace.clone(),
+            conversation: s.conversation.clone(),
+            pending: s.pending.clone(),
+            totals: s.totals,
+            cut_short,
+            prefill,
+        })));
+    }
+
+    fn count_snapshots(&self) {
+        let Some(agent) = &self.agent else { return };
+        let s = agent.session();
+        let n = self
+            .opener
+            .tracker(s.id(), Path::new(&s.state().workspace))
+            .ok()
+            .and_then(|t| t.list_snapshots().ok())
+            .map(|l| l.len());
+        if let Some(n) = n {
+            self.send(Ev::Snapshots(n));
+        }
+    }
+
+    fn drive(&mut self, text: Option<String>, stop: cairn_agent::Stop) {
+        if self.agent.is_none() {
+            let Some(first) = text.as_deref() else {
+                return;
+            };
+            match self.opener.create(first) {
+                Ok(agent) => {
+                    let agent =
+                        agent.with_approval(self.policy, Box::new(AskScreen(self.tx.clone())));
+                    self.announce(&agent, None);
+                    self.agent = Some(agent);
+                }
+                Err(e) => {
+                    self.fail("starting the session", e.as_ref());
+                    return;
+                }
+            }
+        }
+        let Some(agent) = self.agent.as_mut() else {
+            return;
+        };
+        agent.set_stop(stop);
+        let mut forward = Forward(self.tx.clone());
+        let result = self.rt.block_on(agent.drive(text, &mut forward));
+        let totals = agent.session().state().totals;
+        match result {
+            Ok(ending) => self.send(Ev::Ended {
+                reason: ending.reason,
+                detail: ending.detail,
+                totals,
+            }),
+            Err(e) => {
+                self.fail("the session could not be kept", &e);
+                self.send(Ev::Ended {
+                    reason: cairn_journal::TerminalReason::Failed,
+                    detail: Some(describe(&e)),
+                    totals,
+                });
+            }
+        }
+        self.count_snapshots();
+    }
+
+    fn current(&self) -> Option<(RunId, String)> {
+        self.agent.as_ref().map(|a| {
+            (
+                a.session().id().clone(),
+                a.session().state().workspace.clone(),
+            )
+        })
+    }
+
+    fn no_session(&self) {
+        self.send(Ev::Failed(
+            "there is no session yet: send a message to start one".into(),
+        ));
+    }
+
+    fn fork_here(&mut self) {
+        let Some((id, _)) = self.current() else {
+            return self.no_session();
+        };
+        // The parent is released first: a fork only reads it.
+        self.agent = None;
+        let store = self.opener.store().clone();
+        // The fork's writer (its lock) is let go before the fork is opened.
+        let forked = cairn_sessions::fork(&store, &id, None, None).map(|(child, _, _)| child);
+        match forked {
+            Ok(child) => {
+                self.switch(&child, None);
+                self.send(Ev::Notice(format!(
+                    "forked {id} as {child}; this screen now works in the fork (the parent is unchanged: cairn resume {id})"
+                )));
+            }
+            Err(e) => {
+                self.fail("fork", &e);
+                self.switch(&id, None);
+            }
+        }
+    }
+
+    fn tree(&self) {
+        let Some((id, _)) = self.current() else {
+            return self.no_session();
+        };
+        let store = self.opener.store();
+        let all = match cairn_sessions::list(store) {
+            Ok(l) => l,
+            Err(e) => return self.fail("tree", &e),
+        };
+        let by_id: std::collections::HashMap<&str, &cairn_sessions::Summary> =
+            all.iter().map(|s| (s.id.as_str(), s)).collect();
+        // Up to the root of the lineage.
+        let mut root = id.to_string();
+        let mut guard = 0;
+        while let Some(p) = by_id.get(root.as_str()).and_then(|s| s.parent.as_ref()) {
+            root = p.id.clone();
+            guard += 1;
+            if guard > cairn_sessions::MAX_DEPTH {
+                break;
+            }
+        }
+        let mut lines = Vec::new();
+        let mut stack = vec![(root, 0usize, None::<u64>)];
+        while let Some((node, depth, at)) = stack.pop() {
+            let s = by_id.get(node.as_str());
+            let name = s.and_then(|s| s.name.clone()).unwrap_or_default();
+            let status = s.map(|s| s.status.clone()).unwrap_or_else(|| "?".into());
+            let here = if node == id.as_str() {
+                "  ← this session"
+            } else {
+                ""
+            };
+            let fork = at
+                .map(|a| format!(" (forked at seq {a})"))
+                .unwrap_or_default();
+            let indent = if depth == 0 {
+                String::new()
+            } else {
+                format!("{}└─ ", "   ".repeat(depth - 1))
+            };
+            lines.push(format!(
+                "{indent}{node} {status}{fork} {}{here}",
+                one_line(&name, 40)
+            ));
+            let mut children: Vec<_> = all
+                .iter()
+                .filter(|c| c.parent.as_ref().is_some_and(|p| p.id == node))
+                .collect();
+            children.sort_by(|a, b| b.created.cmp(&a.created));
+            for c in children {
+                stack.push((c.id.clone(), depth + 1, c.parent.as_ref().map(|p| p.seq)));
+            }
+        }
+        self.send(Ev::Info {
+            title: "lineage".into(),
+            lines,
+        });
+    }
+
+    /// The user turns of this session's own journal, each with the files
+    /// its model turns changed.
+    fn rewind_points(&self) -> Result<Vec<RewindPoint>, BoxError> {
+        let Some((id, root)) = self.current() else {
+            return Err("there is no session yet: send a message to start one".into());
+        };
+        let store = self.opener.store();
+        let records = cairn_sessions::load(store, &id)?.scan.records;
+        let tracker = self.opener.tracker(&id, Path::new(&root))?;
+        let mut points: Vec<RewindPoint> = Vec::new();
+        // pre: snapshot of the turn in progress, by turn number.
+        let mut open: Option<(u64, SnapshotId)> = None;
+        for r in &records {
+            match &r.body {
+                // The loop's own notes to the model are not the user's turns.
+                RecordBody::User(u) if !u.text.starts_with("cairn: ") => {
+                    points.push(RewindPoint {
+                        number: points.len() + 1,
+                        seq: r.seq,
+                        text: u.text.clone(),
+                        turn: None,
+                        files: Vec::new(),
+                    });
+                }
+                RecordBody::Snapshot(s) => {
+                    let Ok(label) = cairn_workspace::Label::parse(&s.label) else {
+                        continue;
+                    };
+                    let Ok(snap) = SnapshotId::parse(&s.snapshot) else {
+                        continue;
+                    };
+                    let turn = label
+                        .node_iter()
+                        .filter(|n| n.node.as_str() == "turn")
+                        .map(|n| u64::from(n.iter));
+                    match (label.kind(), turn) {
+                        (cairn_workspace::LabelKind::Pre, Some(t)) => {
+                            if let Some(p) = points.last_mut() {
+                                p.turn.get_or_insert(t);
+                            }
+                            open = Some((t, snap));
+                        }
+                        (
+                            cairn_workspace::LabelKind::Post | cairn_workspace::LabelKind::Fail,
+                            Some(t),
+                        ) => {
+                            if let Some((t0, pre)) = open.take() {
+                                if t0 == t {
+                                    let changed = tracker.run_diff_stat(&pre, &snap)?;
+                                    if let Some(p) = points.last_mut() {
+                                        for c in changed {
+                                            if !p.files.contains(&c.path) {
+                                                p.files.push(c.path);
+                                            }
+                                        }
+                                    }
+                                } else {
+                                    open = Some((t0, pre));
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(points)
+    }
+
+    fn point(&self, i: usize) -> Result<(RewindPoint, NodeRef), BoxError> {
+        let p = self
+            .points
+            .get(i)
+            .cloned()
+            .ok_or("that turn is no longer listed; open /rewind again")?;
+        let turn = p
+            .turn
+            .ok_or("no model turn ran after that message, so there are no files to put back")?;
+        let node = NodeRef::parse(&format!("turn:{turn}"))?;
+        Ok((p, node))
+    }
+
+    fn preview(&mut self, i: usize, action: RewindAction) {
+        let mut run = || -> Result<Preview, BoxError> {
+            let (_, node) = self.point(i)?;
+            let (id, root) = self.current().ok_or("no session")?;
+            let tracker = self.opener.tracker(&id, Path::new(&root))?;
+            let agent = self.agent.as_mut().ok_or("no session")?;
+            let p = cairn_sessions::preview(
+                agent.session_mut(),
+                &tracker,
+                &node,
+                RestoreScope::Run,
+                &cairn_workspace::NoProgress,
+            )?;
+            Ok(Preview {
+                target: p
+                    .target_label
+                    .map(|l| l.to_string())
+                    .unwrap_or_else(|| p.target.to_string()),
+                changes: p.changes,
+                left_alone: p.left_alone,
+                bank: p.bank.snapshot.to_string(),
+            })
+        };
+        match run() {
+            Ok(preview) => self.send(Ev::Preview {
+                point: i,
+                action,
+                preview,
+            }),
+            Err(e) => self.fail("rewind", e.as_ref()),
+        }
+    }
+
+    fn rewind(&mut self, i: usize, action: RewindAction) {
+        let Some((id, root)) = self.current() else {
+            return self.no_session();
+        };
+        let (point, node) = match (self.point(i), action) {
+            (Ok(x), _) => x,
+            // A fork before a message that started no turn needs no node.
+            (Err(_), RewindAction::Conversation) if self.points.get(i).is_some() => {
+                let p = self.points[i].clone();
+                return self.fork_before(&id, &p);
+            }
+            (Err(e), _) => return self.fail("rewind", e.as_ref()),
+        };
+        let mut info = None;
+        if action.touches_files() {
+            let restored = (|| -> Result<cairn_workspace::RestoreReport, BoxError> {
+                let tracker = self.opener.tracker(&id, Path::new(&root))?;
+                let agent = self.agent.as_mut().ok_or("no session")?;
+                Ok(cairn_sessions::rewind(
+                    agent.session_mut(),
+                    &tracker,
+                    cairn_sessions::RewindTarget::Node(&node, RestoreScope::Run),
+                    &cairn_workspace::NoProgress,
+                )?)
+            })();
+            match restored {
+                Ok(r) => {
+                    self.last_bank = Some((id.clone(), r.bank.snapshot.clone()));
+                    let mut lines = vec![format!(
+                        "{} written, {} deleted, {} mode change(s)",
+                        r.written.len(),
+                        r.deleted.len(),
+                        r.modes.len()
+                    )];
+                    for l in &r.left_alone {
+                        lines.push(format!("left alone: {} ({})", l.path, l.reason));
+                    }
+                    for l in &r.failed {
+                        lines.push(format!("NOT RESTORED: {} ({})", l.path, l.reason));
+                    }
+                    lines.push(format!(
+                        "the state before is banked as {} ({}); /undo puts it back",
+                        r.bank.label, r.bank.snapshot
+                    ));
+                    info = Some(Ev::Info {
+                        title: format!("files put back to before turn {}", point.number),
+                        lines,
+                    });
+                }
+                Err(e) => return self.fail("rewind", e.as_ref()),
+            }
+            self.count_snapshots();
+        }
+        // The fork's screen replaces the transcript: what the restore did
+        // is shown on it.
+        if action != RewindAction::Code {
+            self.fork_before(&id, &point);
+        }
+        if let Some(info) = info {
+            self.send(info);
+        }
+    }
+
+    /// Forks `id` just before `point`'s message and switches to the fork,
+    /// the message put back in the composer.
+    fn fork_before(&mut self, id: &RunId, point: &RewindPoint) {
+        self.agent = None;
+        let store = self.opener.store().clone();
+        let at = point.seq.saturating_sub(1).max(1);
+        // The fork's writer (its lock) is let go before the fork is opened.
+        let forked = cairn_sessions::fork(&store, id, Some(at), None).map(|(child, _, _)| child);
+        match forked {
+            Ok(child) => {
+                self.switch(&child, Some(point.text.clone()));
+                self.send(Ev::Notice(format!(
+                    "the conversation goes back to before turn {}: this is fork {child} of {id} (the parent keeps every turn: cairn resume {id})",
+                    point.number
+                )));
+            }
+            Err(e) => {
+                self.fail("fork", &e);
+                self.switch(id, None);
+            }
+        }
+    }
+
+    fn undo(&mut self) {
+        let Some((id, root)) = self.current() else {
+            return self.no_session();
+        };
+        let store = self.opener.store().clone();
+        let bank = match self.last_bank.clone() {
+            Some(b) => Some(b),
+            None => match cairn_sessions::last_bank(&store, &id) {
+                Ok(b) => b.map(|b| (id.clone(), b)),
+                Err(e) => return self.fail("undo", &e),
+            },
+        };
+        let Some((run, bank)) = bank else {
+            return self.send(Ev::Failed(
+                "nothing to undo: no rewind of this session banked a state".into(),
+            ));
+        };
+        let result = (|| -> Result<cairn_workspace::RestoreReport, BoxError> {
+            let root = if run == id {
+                root.clone()
+            } else {
+                cairn_sessions::load(&store, &run)?.state.workspace
+            };
+            let tracker = self.opener.tracker(&run, Path::new(&root))?;
+            let target = cairn_sessions::RewindTarget::Snapshot(&bank);
+            if run == id {
+                let agent = self.agent.as_mut().ok_or("no session")?;
+                Ok(cairn_sessions::rewind(
+                    agent.session_mut(),
+                    &tracker,
+                    target,
+                    &cairn_workspace::NoProgress,
+                )?)
+            } else {
+                let mut other = cairn_sessions::Session::open(&store, &run)?;
+                Ok(cairn_sessions::rewind(
+                    &mut other,
+                    &tracker,
+                    target,
+                    &cairn_workspace::NoProgress,
+                )?)
+            }
+        })();
+        match result {
+            Ok(r) => {
+                self.last_bank = Some((run, r.bank.snapshot.clone()));
+                self.send(Ev::Info {
+                    title: format!("undone: the files are as they were in bank {bank}"),
+                    lines: vec![
+                        format!(
+                            "{} written, {} deleted, {} mode change(s)",
+                            r.written.len(),
+                            r.deleted.len(),
+                            r.modes.len()
+                        ),
+                        format!(
+                            "the state before the undo is banked as {}; /undo again reverses this",
+                            r.bank.label
+                        ),
+                    ],
+                });
+            }
+            Err(e) => self.fail("undo", e.as_ref()),
+        }
+        self.count_snapshots();
+    }
+
+    fn diff(&self, n: Option<usize>) {
+        let run = || -> Result<(String, Vec<String>), BoxError> {
+            let points = self.rewind_points()?;
+            let (id, root) = self.current().ok_or("no session")?;
+            let tracker = self.opener.tracker(&id, Path::new(&root))?;
+            let point = match n {
+                Some(n) => points.iter().find(|p| p.number == n).ok_or_else(|| {
+                    format!(
+                        "there is no user turn {n} (this session has {})",
+                        points.len()
+                    )
+                })?,
+                None => points
+                    .iter()
+                    .rev()
+                    .find(|p| p.turn.is_some())
+                    .ok_or("no turn of this session has run yet")?,
+            };
+            let turn = point.turn.ok_or("no model turn ran after that message")?;
+            let from = tracker
+                .resolve(&cairn_workspace::Label::parse(&format!("pre:turn:{turn}"))?)?
+                .ok_or("its pre: snapshot is not in the index")?;
+            let to = tracker.head()?.ok_or("the workspace has no snapshot")?;
+            let changes = tracker.run_diff_stat(&from, &to)?;
+            let mut lines: Vec<String> = changes.iter().map(stat_line).collect();
+            if lines.is_empty() {
+                lines.push("no file changed".into());
+            }
+            Ok((
+                format!(
+                    "what the session changed since user turn {} began",
+                    point.number
+                ),
+                lines,
+            ))
+        };
+        match run() {
+            Ok((title, lines)) => self.send(Ev::Info { title, lines }),
+            Err(e) => self.fail("diff", e.as_ref()),
+        }
+    }
+
+    fn checkpoint_save(&mut self) {
+        let Some((id, root)) = self.current() else {
+            return self.no_session();
+        };
+        let result = (|| -> Result<cairn_checkpoint::SaveReport, BoxError> {
+            let tracker = self.opener.tracker(&id, Path::new(&root))?;
+            let agent = self.agent.as_mut().ok_or("no session")?;
+            Ok(cairn_sessions::save_checkpoint(
+                agent.session_mut(),
+                Some(&tracker),
+                Vec::new(),
+                &cairn_workspace::NoProgress,
+            )?)
+        })();
+        match result {
+            Ok(r) => self.send(Ev::Info {
+                title: format!("checkpoint {} saved", r.id),
+                lines: vec![format!(
+                    "at seq {}: {} logical bytes, {} new bytes stored; /checkpoint restore {} puts it back",
+                    r.seq, r.logical_bytes, r.stored_bytes, r.id
+                )],
+            }),
+            Err(e) => self.fail("checkpoint save", e.as_ref()),
+        }
+        self.count_snapshots();
+    }
+
+    fn checkpoint_list(&self) {
+        let Some((id, _)) = self.current() else {
+            return self.no_session();
+        };
+        match cairn_checkpoint::list(self.opener.store(), &id) {
+            Ok(list) => {
+                let mut lines: Vec<String> = list
+                    .iter()
+                    .map(|c| {
+                        format!(
+                            "{}  {}  seq {}  {} bytes",
+                            c.id,
+                            c.created.get(..19).unwrap_or(&c.created).replace('T', " "),
+                            c.seq,
+                            c.logical_bytes
+                        )
+                    })
+                    .collect();
+                if lines.is_empty() {
+                    lines.push("no checkpoints yet: /checkpoint save".into());
+                }
+                self.send(Ev::Info {
+                    title: "checkpoints".into(),
+                    lines,
+                });
+            }
+            Err(e) => self.fail("checkpoint list", &e),
+        }
+    }
+
+    fn checkpoint_restore(&mut self, cp: &str) {
+        let Some((id, root)) = self.current() else {
+            return self.no_session();
+        };
+        let result = (|| -> Result<cairn_checkpoint::RestoreReport, BoxError> {
+            let cpid = cairn_checkpoint::CheckpointId::parse(cp)?;
+            let cp = cairn_checkpoint::show(self.opener.store(), &cpid)?;
+            if cp.run_id()? != id {
+                return Err(format!(
+                    "checkpoint {cpid} belongs to session {}, not this one",
+                    cp.run
+                )
+                .into());
+            }
+            let tracker = self.opener.tracker(&id, Path::new(&root))?;
+            let agent = self.agent.as_mut().ok_or("no session")?;
+            Ok(cairn_sessions::restore_checkpoint(
+                agent.session_mut(),
+                &cpid,
+                &tracker,
+                &cairn_workspace::NoProgress,
+            )?)
+        })();
+        match result {
+            Ok(r) => {
+                let mut lines = Vec::new();
+                if let Some(w) = &r.workspace {
+                    lines.push(format!(
+                        "workspace: {} written, {} deleted",
+                        w.written.len(),
+                        w.deleted.len()
+                    ));
+                    self.last_bank = Some((id.clone(), w.bank.snapshot.clone()));
+                    lines.push(format!(
+                        "the state before is banked as {}; /undo puts it back",
+                        w.bank.label
+                    ));
+                }
+                self.send(Ev::Info {
+                    title: format!("checkpoint {cp} restored"),
+                    lines,
+                });
+            }
+            Err(e) => self.fail("checkpoint restore", e.as_ref()),
+        }
+        self.count_snapshots();
+    }
+
+    fn sessions(&self) {
+        let store = self.opener.store();
+        let here = self
+            .current()
+            .map(|(_, root)| std::path::PathBuf::from(root))
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_default();
+        let repo = cairn_sessions::repository_root(&here);
+        match cairn_sessions::list(store) {
+            Ok(list) => {
+                let mut list: Vec<_> = list
+                    .into_iter()
+                    .filter(|s| cairn_sessions::in_repository(&s.workspace, &repo))
+                    .collect();
+                list.sort_by(|a, b| b.updated.cmp(&a.updated));
+                self.send(Ev::Sessions(list));
+            }
+            Err(e) => self.fail("sessions", &e),
+        }
+    }
+}
+
+/// One line of a diff stat: `path  +3 -1`.
+pub fn stat_line(c: &cairn_workspace::FileChange) -> String {
+    use cairn_workspace::ChangeKind;
+    let what = match c.change {
+        ChangeKind::Added => "created",
+        ChangeKind::Modified => "changed",
+        ChangeKind::Deleted => "deleted",
+        ChangeKind::Mode => "mode",
+    };
+    if c.binary {
+        format!("{}  {what} (binary)", c.path)
+    } else if c.change == ChangeKind::Mode {
+        format!("{}  {what}", c.path)
+    } else {
+        format!("{}  {what} +{} -{}", c.path, c.added, c.removed)
+    }
+}

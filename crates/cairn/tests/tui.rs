@@ -1,0 +1,310 @@
+//! The terminal UI end to end (DESIGN §11): the real binary in a
+//! pseudo-terminal, driven by keys, its screen read through a terminal
+//! emulator, with the scripted provider.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use cairn_testkit::pty::{Pty, Spawn};
+use common::{call, kinds, shell, Scratch};
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn open(s: &Scratch, args: &[&str], env: &[(&str, &str)], cols: u16, rows: u16) -> Pty {
+    let bin = assert_cmd::cargo::cargo_bin("cairn");
+    let mut vars = vec![
+        ("CAIRN_STORE".to_string(), s.store.display().to_string()),
+        (
+            "CAIRN_PRICES".to_string(),
+            s.dir.path().join("no-prices.json").display().to_string(),
+        ),
+        ("CAIRN_FAULT".to_string(), String::new()),
+        ("CAIRN_MODEL".to_string(), String::new()),
+    ];
+    vars.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    Pty::spawn(Spawn {
+        program: Path::new(&bin),
+        args: args.iter().map(|a| a.to_string()).collect(),
+        cwd: s.ws.clone(),
+        env: vars,
+        cols,
+        rows,
+    })
+    .expect("cairn starts on a pty")
+}
+
+fn wait(p: &Pty, needle: &str) -> String {
+    p.wait_for(needle, WAIT)
+        .unwrap_or_else(|e| panic!("waiting for {needle:?}: {e}"))
+}
+
+fn send(p: &mut Pty, keys: &str) {
+    p.send(keys.as_bytes()).expect("keys reach cairn");
+}
+
+/// Types a message and waits until the session is idle again.
+fn say(p: &mut Pty, text: &str, until: &str) -> String {
+    send(p, text);
+    send(p, "\r");
+    wait(p, until);
+    p.wait_until(|s| s.contains(" idle ·"), WAIT)
+        .unwrap_or_else(|e| panic!("idle after {text:?}: {e}"))
+}
+
+fn esc_esc(p: &mut Pty) {
+    send(p, "\x1b");
+    std::thread::sleep(Duration::from_millis(150));
+    send(p, "\x1b");
+}
+
+fn session_id(s: &Scratch, not: &[&str]) -> Vec<String> {
+    let mut runs: Vec<String> = std::fs::read_dir(s.store.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|r| !not.contains(&r.as_str()))
+        .collect();
+    runs.sort();
+    runs
+}
+
+#[test]
+fn rewind_undoes_a_shell_edit_undo_puts_it_back_and_the_operators_edit_is_left_alone() {
+    let s = Scratch::new();
+    std::fs::write(s.ws.join("g"), "gone soon\n").unwrap();
+    let script = s.script(
+        "three.json",
+        json!([
+            {"text": "Writing f.", "tool_calls": [call("w1", "write_file", json!({"path": "f", "content": "one\n"}))]},
+            {"text": "f holds one."},
+            {"text": "Running the shell.", "tool_calls": [shell("s1", "sh -c 'echo x > f; rm g'")]},
+            {"text": "The shell ran."},
+            {"text": "You are welcome."}
+        ]),
+    );
+    let model = format!("script:{}", script.display());
+    let mut p = open(&s, &["--model", &model], &[], 80, 24);
+    wait(&p, "new ·");
+    say(&mut p, "write f", "f holds one.");
+    say(&mut p, "run the shell", "The shell ran.");
+    assert_eq!(s.read("f"), "x\n");
+    assert!(!s.ws.join("g").exists());
+    // The operator edits a file by hand between two turns.
+    std::fs::write(s.ws.join("notes.md"), "mine\n").unwrap();
+    let screen = say(&mut p, "thanks", "You are welcome.");
+    assert!(screen.contains("● shell"), "{screen}");
+    let parent = session_id(&s, &[]);
+    assert_eq!(parent.len(), 1);
+    let parent = parent[0].clone();
+
+    // Esc Esc opens the rewind picker, focus on "now": a stray Enter does nothing.
+    esc_esc(&mut p);
+    let screen = wait(&p, "go back to before which turn?");
+    assert!(screen.contains("› now (change nothing)"), "{screen}");
+    assert!(
+        screen.contains("2. run the shell · 2 file(s): f, g"),
+        "{screen}"
+    );
+    send(&mut p, "\r");
+    p.wait_until(|s| !s.contains("go back to before which turn?"), WAIT)
+        .unwrap();
+    assert_eq!(s.read("f"), "x\n", "a stray Enter changed nothing");
+
+    // /rewind to before the shell's turn: code and conversation.
+    send(&mut p, "/rewind\r");
+    wait(&p, "go back to before which turn?");
+    send(&mut p, "\x1b[A\x1b[A\r");
+    wait(&p, "› code and conversation");
+    send(&mut p, "\r");
+    let confirm = wait(&p, "Enter rewinds");
+    assert!(confirm.contains("f  changed +1 -1"), "{confirm}");
+    assert!(confirm.contains("g  created +1 -0"), "{confirm}");
+    assert!(
+        confirm.contains("notes.md") && confirm.contains("yours"),
+        "the operator's edit is listed as left alone: {confirm}"
+    );
+    send(&mut p, "\r");
+    let screen = wait(&p, "files put back to before turn 2");
+    assert_eq!(s.read("f"), "one\n", "f is as it was before the turn");
+    assert_eq!(s.read("g"), "gone soon\n", "g is back, exactly");
+    assert_eq!(
+        s.read("notes.md"),
+        "mine\n",
+        "the operator's edit is left alone"
+    );
+    // The conversation went back too: this is a fork, the message put back.
+    assert!(
+        screen.contains("› run the shell"),
+        "composer prefilled: {screen}"
+    );
+    let child = session_id(&s, &[&parent]);
+    assert_eq!(child.len(), 1, "one fork");
+    let child = child[0].clone();
+
+    // /undo puts the rewound state back.
+    send(&mut p, "\x15/undo\r");
+    wait(&p, "undone: the files are as they were");
+    assert_eq!(s.read("f"), "x\n");
+    assert!(!s.ws.join("g").exists());
+    assert_eq!(s.read("notes.md"), "mine\n");
+
+    // /fork, then /tree shows the lineage.
+    send(&mut p, "/fork\r");
+    wait(&p, "; this screen");
+    send(&mut p, "/tree\r");
+    let tree = wait(&p, "lineage");
+    let tree = p
+        .wait_until(|t| t.contains("← this session"), WAIT)
+        .unwrap_or(tree);
+    assert!(tree.contains(&parent), "the parent: {tree}");
+    assert!(tree.contains(&child), "the child: {tree}");
+    assert!(tree.contains("└─"), "{tree}");
+
+    // A narrow terminal re-lays the screen.
+    p.resize(40, 12).unwrap();
+    let narrow = p
+        .wait_until(
+            |t| {
+                t.lines()
+                    .any(|l| l.starts_with(" idle · ") && l.chars().count() <= 40)
+            },
+            WAIT,
+        )
+        .unwrap();
+    assert!(narrow.lines().all(|l| l.chars().count() <= 40), "{narrow}");
+
+    // Ctrl-D on the empty composer quits; the sessions verify.
+    send(&mut p, "\x04");
+    assert_eq!(p.wait_exit(WAIT), Some(Some(0)));
+    for id in [&parent, &child] {
+        let out = s.run(&["verify", id]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn a_tui_killed_mid_turn_resumes_with_the_same_transcript_and_the_call_unknown() {
+    let s = Scratch::new();
+    let script = s.script(
+        "slow.json",
+        json!([
+            {"text": "Starting the long job.", "tool_calls": [shell("long", "touch started; sleep 60; touch finished")]},
+            {"text": "I see the job's outcome is unknown; I will not rerun it blindly."}
+        ]),
+    );
+    let model = format!("script:{}", script.display());
+    let mut p = open(&s, &["--model", &model], &[], 80, 24);
+    wait(&p, "new ·");
+    send(&mut p, "run the long job\r");
+    let before = wait(&p, "running…");
+    common::wait_until(20, "the shell started", || s.ws.join("started").exists());
+    p.signal(libc::SIGKILL).unwrap();
+    assert_eq!(p.wait_exit(WAIT), Some(None));
+    drop(p);
+    assert!(before.contains("Starting the long job."), "{before}");
+
+    let id = session_id(&s, &[]).remove(0);
+    let mut p = open(&s, &["--resume", &id], &[], 80, 24);
+    let screen = wait(&p, "stopped mid-turn");
+    assert!(screen.contains("› run the long job"), "{screen}");
+    assert!(screen.contains("Starting the long job."), "{screen}");
+    assert!(screen.contains("● shell"), "{screen}");
+    assert!(
+        screen.contains("in flight when the last process stopped"),
+        "{screen}"
+    );
+    // Enter continues: the in-flight call is recorded unknown, never re-run.
+    send(&mut p, "\r");
+    let screen = wait(&p, "I will not rerun it blindly.");
+    assert!(screen.contains("⎿ unknown"), "{screen}");
+    assert!(!s.ws.join("finished").exists());
+    let records = s.records(&id);
+    let results = common::results_for(&records, "long");
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0]["outcome"], "unknown");
+    send(&mut p, "\x04");
+    assert_eq!(p.wait_exit(WAIT), Some(Some(0)));
+}
+
+#[test]
+fn declining_an_approval_records_it_refused_and_runs_nothing() {
+    let s = Scratch::new();
+    let script = s.script(
+        "ask.json",
+        json!([
+            {"text": "May I?", "tool_calls": [shell("t1", "touch ran")]},
+            {"text": "Understood, I did not run it."}
+        ]),
+    );
+    let model = format!("script:{}", script.display());
+    let mut p = open(
+        &s,
+        &["--model", &model, "--approve", "shell"],
+        &[("NO_COLOR", "1")],
+        80,
+        24,
+    );
+    wait(&p, "new ·");
+    send(&mut p, "touch a file\r");
+    let screen = wait(&p, "y runs it · n declines");
+    assert!(screen.contains("allow shell"), "{screen}");
+    assert!(screen.contains("approve?"), "{screen}");
+    send(&mut p, "n");
+    let screen = wait(&p, "Understood, I did not run it.");
+    assert!(screen.contains("⎿ refused"), "{screen}");
+    assert!(!s.ws.join("ran").exists(), "nothing ran");
+    let id = session_id(&s, &[]).remove(0);
+    let records = s.records(&id);
+    let results = common::results_for(&records, "t1");
+    assert_eq!(results[0]["outcome"], "refused");
+    assert!(
+        !records.iter().any(|r| r["kind"] == "tool_start"),
+        "{:?}",
+        kinds(&records)
+    );
+    // The wait was a pause: window.
+    assert!(records
+        .iter()
+        .any(|r| r["kind"] == "snapshot" && r["label"] == "pause:turn:1"));
+    send(&mut p, "\x04");
+    assert_eq!(p.wait_exit(WAIT), Some(Some(0)));
+}
+
+#[test]
+fn a_hangup_suspends_after_the_step_in_flight() {
+    let s = Scratch::new();
+    let script = s.script(
+        "hup.json",
+        json!([
+            {"text": "Working.", "tool_calls": [shell("w", "sleep 1; touch done")]},
+            {"text": "never reached"}
+        ]),
+    );
+    let model = format!("script:{}", script.display());
+    let mut p = open(&s, &["--model", &model], &[], 80, 24);
+    wait(&p, "new ·");
+    send(&mut p, "work\r");
+    wait(&p, "running…");
+    p.signal(libc::SIGHUP).unwrap();
+    assert_eq!(p.wait_exit(WAIT), Some(Some(0)), "it closes once suspended");
+    assert!(s.ws.join("done").exists(), "the step in flight finished");
+    let id = session_id(&s, &[]).remove(0);
+    let records = s.records(&id);
+    let last = records.last().unwrap();
+    assert_eq!(last["kind"], "terminal");
+    assert_eq!(last["reason"], "suspended");
+}
+
+#[test]
+fn off_a_terminal_bare_cairn_prints_help_and_exits_2() {
+    let s = Scratch::new();
+    let out = s.run(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Usage"));
+}
