@@ -203,7 +203,31 @@ fn next_line(bytes: &[u8], pos: usize) -> Option<usize> {
         .map(|i| pos + i)
 }
 
+/// Every complete line of `bytes` parsed as a record, in parallel: the
+/// walk below still checks each line in order (seq, chain, schema) and
+/// takes a parsed record only where it would have parsed it itself, so
+/// this changes how fast a journal reads, never what it reads as.
+fn parse_lines(bytes: &[u8]) -> Vec<Option<Result<Record, serde_json::Error>>> {
+    use rayon::prelude::*;
+    let mut ranges = Vec::new();
+    let mut pos = 0usize;
+    while let Some(end) = next_line(bytes, pos) {
+        ranges.push(pos..end);
+        pos = end + 1;
+    }
+    // Small journals are not worth the threads.
+    if ranges.len() < 2048 {
+        return ranges.into_iter().map(|_| None).collect();
+    }
+    ranges
+        .into_par_iter()
+        .with_min_len(256)
+        .map(|r| Some(Record::from_line(&bytes[r])))
+        .collect()
+}
+
 fn walk(bytes: &[u8], run: &str) -> Walk {
+    let mut parsed = parse_lines(bytes).into_iter();
     let mut records = Vec::new();
     let mut pos = 0usize;
     let mut prev = ChainHash::genesis(run);
@@ -230,6 +254,7 @@ fn walk(bytes: &[u8], run: &str) -> Walk {
             break;
         };
         let line = &bytes[pos..end];
+        let early = parsed.next().flatten();
         let header: Header = match serde_json::from_slice(line) {
             Ok(h) => h,
             Err(e) => {
@@ -283,7 +308,7 @@ fn walk(bytes: &[u8], run: &str) -> Walk {
                 found: header.v,
             });
         } else if deferred.is_none() {
-            match Record::from_line(line) {
+            match early.unwrap_or_else(|| Record::from_line(line)) {
                 Ok(r) => {
                     if seq > 1 && matches!(r.body, RecordBody::Meta(_)) {
                         deferred = Some(damaged("a second `meta` record".into()));

@@ -110,7 +110,7 @@ pub fn lineage(
     Ok((all, receipt))
 }
 
-fn fork_of(records: &[Record]) -> Option<ForkPin> {
+pub(crate) fn fork_of(records: &[Record]) -> Option<ForkPin> {
     match records.first().map(|r| &r.body) {
         Some(RecordBody::Meta(m)) => m.fork.clone(),
         _ => None,

@@ -64,6 +64,13 @@ pub fn state_for_resume(
     id: &RunId,
     scan: &Scan,
 ) -> Result<(RunState, Vec<Pin>), SessionError> {
+    // A session that is not a fork folds its own records as they are read
+    // (no copy of them).
+    if crate::fork::fork_of(&scan.records).is_none() {
+        let mut state = fold_lineage(store, id, &scan.records, &[], scan.records.len())?;
+        state.records = scan.records.len() as u64;
+        return Ok((state, Vec::new()));
+    }
     let (records, receipt) = lineage(store, id.as_str(), &scan.records)?;
     let mut state = fold_lineage(store, id, &records, &receipt, scan.records.len())?;
     // Counted over the run's own journal, as listings and `verify` count.

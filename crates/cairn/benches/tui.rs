@@ -198,8 +198,24 @@ fn keystrokes(p: &mut Pty, n: usize, gap: Duration) -> Vec<f64> {
     out
 }
 
+/// With CAIRN_BENCH_KEEP, the store outlives the run (to profile it).
+fn dir_keep(b: &Bench) -> PathBuf {
+    let to = b.store.with_file_name("kept-store");
+    let _ = std::fs::remove_dir_all(&to);
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&b.store)
+        .arg(&to)
+        .status();
+    assert!(status.is_ok_and(|s| s.success()), "copying the store");
+    let keep = std::env::temp_dir().join("cairn-tui-bench-store");
+    let _ = std::fs::remove_dir_all(&keep);
+    let _ = std::fs::rename(&to, &keep);
+    keep
+}
+
 fn main() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in(cairn_testkit::bench_dir()).unwrap();
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
     let words: Vec<String> = (0..4000).map(|i| format!("word{i}")).collect();
@@ -226,6 +242,10 @@ fn main() {
     let big = session(&store, &meta, 100_000, "THE-LAST-ANSWER-OF-THE-BIG-ONE");
     let small = session(&store, &meta, 50, "THE-LAST-ANSWER-OF-THE-SMALL-ONE");
     let size = std::fs::metadata(store.journal_path(&big)).unwrap().len() as f64 / 1e6;
+    if std::env::var_os("CAIRN_BENCH_KEEP").is_some() {
+        let kept = dir_keep(&b);
+        println!("kept the store in {} (session {big})", kept.display());
+    }
     let big_ms = median(
         (0..5)
             .map(|_| first_frame_ms(&b, &big, "THE-LAST-ANSWER-OF-THE-BIG-ONE"))

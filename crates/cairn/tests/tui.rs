@@ -308,3 +308,109 @@ fn off_a_terminal_bare_cairn_prints_help_and_exits_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("Usage"));
 }
+
+#[test]
+fn diff_cost_checkpoints_sessions_help_and_the_other_rewinds() {
+    let s = Scratch::new();
+    let script = s.script(
+        "more.json",
+        json!([
+            {"text": "Writing.", "tool_calls": [call("w1", "write_file", json!({"path": "a.txt", "content": "1\n2\n"}))], "usage": {"input_tokens": 100, "output_tokens": 7}},
+            {"text": "Wrote a.txt."},
+            {"text": "Editing.", "tool_calls": [call("e1", "edit_file", json!({"path": "a.txt", "old": "2\n", "new": "two\nthree\n"}))]},
+            {"text": "Edited a.txt."}
+        ]),
+    );
+    let model = format!("script:{}", script.display());
+    let mut p = open(&s, &["--model", &model], &[], 80, 24);
+    wait(&p, "new ·");
+    say(&mut p, "make a.txt", "Wrote a.txt.");
+    say(&mut p, "edit a.txt", "Edited a.txt.");
+    let edited = s.read("a.txt");
+    assert!(edited.contains("three"), "{edited}");
+
+    send(&mut p, "/diff\r");
+    let screen = wait(&p, "what the session changed since user turn 2");
+    assert!(screen.contains("a.txt  changed +2 -1"), "{screen}");
+    send(&mut p, "/diff 1\r");
+    let screen = wait(&p, "since user turn 1 began");
+    assert!(screen.contains("a.txt  created +3 -0"), "{screen}");
+
+    send(&mut p, "/cost\r");
+    let screen = wait(&p, "input + ");
+    assert!(
+        screen.contains("100 input + 7 output = 107 tokens"),
+        "{screen}"
+    );
+
+    send(&mut p, "/checkpoint save\r");
+    let screen = wait(&p, "saved");
+    let cp = screen
+        .split_whitespace()
+        .find(|w| w.starts_with("cp_"))
+        .expect("a checkpoint id")
+        .to_string();
+    send(&mut p, "/checkpoint list\r");
+    wait(&p, "checkpoints");
+    std::fs::write(s.ws.join("a.txt"), "changed by hand\n").unwrap();
+    send(&mut p, &format!("/checkpoint restore {cp}\r"));
+    wait(&p, "restored");
+    assert_eq!(s.read("a.txt"), edited, "the checkpoint put a.txt back");
+
+    send(&mut p, "/help\r");
+    wait(&p, "keys and commands");
+    send(&mut p, "x");
+    p.wait_until(|t| !t.contains("keys and commands"), WAIT)
+        .unwrap();
+
+    send(&mut p, "/nonsense\r");
+    wait(&p, "not a command here");
+
+    let id = session_id(&s, &[]).remove(0);
+    send(&mut p, "/sessions\r");
+    let screen = wait(&p, "sessions of this repository");
+    assert!(screen.contains(&id), "{screen}");
+    send(&mut p, "\x1b");
+    p.wait_until(|t| !t.contains("sessions of this repository"), WAIT)
+        .unwrap();
+
+    // Code only: the files go back, the conversation stays.
+    send(&mut p, "/rewind\r");
+    wait(&p, "go back to before which turn?");
+    send(&mut p, "\x1b[A\r");
+    wait(&p, "› code and conversation");
+    send(&mut p, "\x1b[B\x1b[B\r");
+    wait(&p, "Enter rewinds");
+    send(&mut p, "\r");
+    wait(&p, "files put back to before turn 2");
+    assert_eq!(s.read("a.txt"), "1\n2\n");
+    assert_eq!(session_id(&s, &[]).len(), 1, "no fork for code only");
+
+    // Conversation only: a fork before turn 2; the files stay.
+    send(&mut p, "/rewind\r");
+    wait(&p, "go back to before which turn?");
+    send(&mut p, "\x1b[A\r");
+    wait(&p, "› code and conversation");
+    send(&mut p, "\x1b[B\r");
+    let screen = wait(&p, "the conversation goes back to before turn 2");
+    assert!(
+        screen.contains("› edit a.txt"),
+        "the message is put back: {screen}"
+    );
+    assert_eq!(s.read("a.txt"), "1\n2\n");
+    assert_eq!(session_id(&s, &[]).len(), 2, "a fork");
+    // The fork goes on from there: its turn 3 is the script's turn 3 again.
+    send(&mut p, "\r");
+    common::wait_until(20, "the fork's edit", || s.read("a.txt").contains("three"));
+    p.wait_until(
+        |t| t.contains(" idle ·") && t.matches("Edited a.txt.").count() == 1,
+        WAIT,
+    )
+    .unwrap();
+
+    // /pause with nothing running says so; /quit leaves.
+    send(&mut p, "/pause\r");
+    wait(&p, "nothing is running");
+    send(&mut p, "/quit\r");
+    assert_eq!(p.wait_exit(WAIT), Some(Some(0)));
+}
