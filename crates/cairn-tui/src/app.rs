@@ -162,6 +162,8 @@ pub struct App {
     pub approval: Option<(ToolCall, tokio::sync::oneshot::Sender<Decision>)>,
     /// Set when the screen should close.
     pub quit: bool,
+    /// Why the session the TUI started on could not be opened.
+    pub open_failed: Option<String>,
     /// Quit once the work in flight has stopped.
     quit_after_stop: bool,
     stop: Option<StopHandle>,
@@ -188,6 +190,7 @@ impl App {
             color,
             approval: None,
             quit: false,
+            open_failed: None,
             quit_after_stop: false,
             stop: None,
             last_esc: None,
@@ -359,6 +362,11 @@ impl App {
                 self.idle_again();
                 self.mode = Mode::Transcript;
                 self.cells.push(Cell::Error(e));
+            }
+            Ev::OpenFailed(why) => {
+                self.open_failed = Some(why);
+                self.quit = true;
+                return vec![Cmd::Quit];
             }
             Ev::Closed => self.quit = true,
         }

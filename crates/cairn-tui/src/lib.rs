@@ -27,4 +27,7 @@ pub enum TuiError {
     /// The terminal could not be set up or a thread not started.
     #[error("the terminal could not be used: {0}")]
     Terminal(#[source] std::io::Error),
+    /// The session it was started on could not be opened.
+    #[error("{0}")]
+    Open(String),
 }

@@ -223,6 +223,9 @@ pub enum Ev {
     Sessions(Vec<Summary>),
     /// A command failed.
     Failed(String),
+    /// The session the TUI was started on could not be opened: it closes,
+    /// and the reason is the command's error.
+    OpenFailed(String),
     /// The worker is done.
     Closed,
 }

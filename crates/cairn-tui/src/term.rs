@@ -137,7 +137,7 @@ pub fn run(opener: Box<dyn Opener>, options: Options) -> Result<Option<String>, 
             }
         }
         for ev in batch {
-            if matches!(ev, Ev::Closed) {
+            if matches!(ev, Ev::Closed | Ev::OpenFailed(_)) {
                 closed = true;
             }
             if matches!(ev, Ev::InputClosed | Ev::Signal(_)) {
@@ -163,5 +163,8 @@ pub fn run(opener: Box<dyn Opener>, options: Options) -> Result<Option<String>, 
     let _ = worker.join();
     sig_handle.close();
     restore_terminal();
+    if let Some(why) = app.open_failed {
+        return Err(TuiError::Open(why));
+    }
     Ok(app.session.clone())
 }

@@ -182,7 +182,10 @@ impl Worker {
     pub fn run(mut self, start: Start, rx: Receiver<Cmd>) {
         let _guard = self.rt.enter();
         if let Start::Open(id) = start {
-            self.switch(&id, None);
+            if let Err(why) = self.switch(&id, None) {
+                self.send(Ev::OpenFailed(why));
+                return;
+            }
         }
         for cmd in rx {
             match cmd {
@@ -216,15 +219,16 @@ impl Worker {
             Cmd::Undo => self.undo(),
             Cmd::Sessions => self.sessions(),
             Cmd::Resume(id) => match RunId::parse(&id) {
-                Ok(id) => self.switch(&id, None),
+                Ok(id) => drop(self.switch(&id, None)),
                 Err(e) => self.fail(&format!("resume {id}"), &e),
             },
             Cmd::Quit => {}
         }
     }
 
-    /// Closes the session held (releasing its lock) and opens `id`.
-    fn switch(&mut self, id: &RunId, prefill: Option<String>) {
+    /// Closes the session held (releasing its lock) and opens `id`; on
+    /// failure the screen is told and the reason returned.
+    fn switch(&mut self, id: &RunId, prefill: Option<String>) -> Result<(), String> {
         self.agent = None;
         let mut notices = Vec::new();
         match self.opener.open(id, &mut notices) {
@@ -236,8 +240,12 @@ impl Worker {
                 }
                 self.agent = Some(agent);
                 self.count_snapshots();
+                Ok(())
             }
-            Err(e) => self.fail(&format!("opening session {id}"), e.as_ref()),
+            Err(e) => {
+                self.fail(&format!("opening session {id}"), e.as_ref());
+                Err(describe(e.as_ref()))
+            }
         }
     }
 
@@ -350,14 +358,16 @@ impl Worker {
         let forked = cairn_sessions::fork(&store, &id, None, None).map(|(child, _, _)| child);
         match forked {
             Ok(child) => {
-                self.switch(&child, None);
+                if self.switch(&child, None).is_err() {
+                    return;
+                }
                 self.send(Ev::Notice(format!(
                     "forked {id} as {child}; this screen now works in the fork (the parent is unchanged: cairn resume {id})"
                 )));
             }
             Err(e) => {
                 self.fail("fork", &e);
-                self.switch(&id, None);
+                let _ = self.switch(&id, None);
             }
         }
     }
@@ -610,7 +620,9 @@ impl Worker {
         let forked = cairn_sessions::fork(&store, id, Some(at), None).map(|(child, _, _)| child);
         match forked {
             Ok(child) => {
-                self.switch(&child, Some(point.text.clone()));
+                if self.switch(&child, Some(point.text.clone())).is_err() {
+                    return;
+                }
                 self.send(Ev::Notice(format!(
                     "the conversation goes back to before turn {}: this is fork {child} of {id} (the parent keeps every turn: cairn resume {id})",
                     point.number
@@ -618,7 +630,7 @@ impl Worker {
             }
             Err(e) => {
                 self.fail("fork", &e);
-                self.switch(id, None);
+                let _ = self.switch(id, None);
             }
         }
     }

@@ -414,3 +414,28 @@ fn diff_cost_checkpoints_sessions_help_and_the_other_rewinds() {
     send(&mut p, "/quit\r");
     assert_eq!(p.wait_exit(WAIT), Some(Some(0)));
 }
+
+#[test]
+fn a_session_that_cannot_be_resumed_is_refused_as_resume_refuses_it() {
+    let s = Scratch::new();
+    let script = s.script("one.json", json!([{"text": "hi"}]));
+    let other = s.script("other.json", json!([{"text": "hi"}]));
+    let out = s.run(&[
+        "run",
+        "--model",
+        &format!("script:{}", script.display()),
+        "hello",
+    ]);
+    assert!(out.status.success());
+    let id = s.only_session();
+    let changed = format!("script:{}", other.display());
+    let mut p = open(&s, &["--resume", &id, "--model", &changed], &[], 80, 24);
+    // The terminal is given back, and the guard's refusal is the exit code.
+    assert_eq!(p.wait_exit(WAIT), Some(Some(4)));
+    let screen = p.screen();
+    assert!(
+        screen.contains("model"),
+        "the changed field is named: {screen}"
+    );
+    assert!(screen.contains("--force"), "{screen}");
+}

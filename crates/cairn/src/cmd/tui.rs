@@ -32,6 +32,9 @@ struct CliOpener {
     name: Option<String>,
     system: Option<PathBuf>,
     force: bool,
+    /// The last error opening a session, typed, so a TUI that could not
+    /// open the session it was started on exits as `cairn resume` would.
+    last_error: std::sync::Arc<std::sync::Mutex<Option<anyhow::Error>>>,
 }
 
 /// Collects the notices of opening a session, to show on the screen.
@@ -62,7 +65,7 @@ impl Opener for CliOpener {
 
     fn open(&mut self, id: &RunId, notices: &mut Vec<String>) -> Result<Agent, BoxError> {
         let (_, stop) = stop_pair();
-        let agent = run::open_agent(
+        let opened = run::open_agent(
             &self.ctx,
             &self.store,
             id,
@@ -70,7 +73,17 @@ impl Opener for CliOpener {
             self.force,
             stop,
             &mut Notices(notices),
-        )?;
+        );
+        let agent = match opened {
+            Ok(a) => a,
+            Err(e) => {
+                let shown: BoxError = format!("{e:#}").into();
+                if let Ok(mut slot) = self.last_error.lock() {
+                    *slot = Some(e);
+                }
+                return Err(shown);
+            }
+        };
         // A forced resume is recorded once; switching back later needs no force.
         self.force = false;
         Ok(agent)
@@ -100,6 +113,7 @@ fn launch(
         .clone()
         .or_else(|| std::env::var("CAIRN_MODEL").ok())
         .unwrap_or_default();
+    let last_error = std::sync::Arc::new(std::sync::Mutex::new(None));
     let opener = CliOpener {
         ctx: ctx.clone(),
         store,
@@ -107,6 +121,7 @@ fn launch(
         name,
         system,
         force,
+        last_error: last_error.clone(),
     };
     let options = Options {
         start,
@@ -115,7 +130,16 @@ fn launch(
         workspace: ctx.cwd.display().to_string(),
         color: color(),
     };
-    let last = cairn_tui::run(Box::new(opener), options)?;
+    let last = match cairn_tui::run(Box::new(opener), options) {
+        Ok(last) => last,
+        // The session it was started on did not open: that error, with
+        // its exit code, as `cairn resume` reports it.
+        Err(cairn_tui::TuiError::Open(why)) => {
+            let typed = last_error.lock().ok().and_then(|mut e| e.take());
+            return Err(typed.unwrap_or_else(|| crate::exit::coded(Code::Failure, why)));
+        }
+        Err(e) => return Err(e.into()),
+    };
     if let Some(id) = last {
         output::note(format!(
             "cairn: session {id}; continue it with: cairn --resume {id}"
