@@ -3,6 +3,7 @@
 //! store instead of being bought twice.
 #![deny(missing_docs)]
 
+pub mod access;
 pub mod canonical;
 mod commit;
 mod error;

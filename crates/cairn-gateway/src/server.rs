@@ -258,37 +258,12 @@ async fn handle(State(g): State<Arc<Inner>>, req: Request) -> Response {
     )
 }
 
-/// Rule 1 of the module doc: `None` when the request may go on.
+/// Rule 1 of the module doc ([`crate::access::admit`]): `None` when the
+/// request may go on.
 fn admit(g: &Inner, headers: &HeaderMap) -> Option<Response> {
-    match &g.config.token {
-        Some(token) => {
-            let given = header(headers, "x-cairn-token").or_else(|| {
-                header(headers, "authorization")
-                    .and_then(|a| a.strip_prefix("Bearer ").map(str::to_owned))
-            });
-            (given.as_deref() != Some(token.as_str())).then(|| {
-                error(
-                    StatusCode::UNAUTHORIZED,
-                    "cairn_token",
-                    "this gateway needs its token: send it as `x-cairn-token` or `Authorization: Bearer TOKEN`",
-                )
-            })
-        }
-        None => {
-            let host = header(headers, "host").unwrap_or_default();
-            let name = host.rsplit_once(':').map_or(host.as_str(), |(h, _)| h);
-            let loopback = matches!(name, "localhost" | "127.0.0.1" | "[::1]")
-                || name.starts_with("127.")
-                || name.is_empty();
-            (!loopback).then(|| {
-                error(
-                    StatusCode::FORBIDDEN,
-                    "cairn_host",
-                    "this gateway answers loopback names only (localhost, 127.0.0.1); start it with --token to serve others",
-                )
-            })
-        }
-    }
+    crate::access::admit(g.config.token.as_deref(), headers, "gateway")
+        .err()
+        .map(|d| error(d.status, d.code, &d.message))
 }
 
 fn is_upgrade(headers: &HeaderMap) -> bool {

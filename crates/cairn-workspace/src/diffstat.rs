@@ -168,6 +168,58 @@ fn describe(
     Ok(Some(row(added, removed, false)))
 }
 
+/// A unified diff (`--- a/PATH`, `+++ b/PATH`, hunks with 3 lines of
+/// context) of one path from `from` to `to`, by the same rules as the
+/// stats: `None` when the path is equal in both, binary (rule 3) or over
+/// [`MAX_COUNTED_BYTES`] (rule 4) on either side.
+///
+/// # Errors
+/// A missing or damaged object.
+pub(crate) fn unified(
+    pool: &ObjectPool,
+    path: &str,
+    from: Option<&Entry>,
+    to: Option<&Entry>,
+) -> Result<Option<String>, WorkspaceError> {
+    match (from, to) {
+        (None, None) => return Ok(None),
+        (Some(a), Some(b)) if a.hash == b.hash && a.size == b.size => return Ok(None),
+        _ => {}
+    }
+    if from
+        .into_iter()
+        .chain(to)
+        .any(|e| e.size > MAX_COUNTED_BYTES)
+    {
+        return Ok(None);
+    }
+    let old = from.map(|e| pool.get(&e.hash)).transpose()?;
+    let new = to.map(|e| pool.get(&e.hash)).transpose()?;
+    let (Some(old), Some(new)) = (text(old.as_deref()), text(new.as_deref())) else {
+        return Ok(None);
+    };
+    let diff = TextDiff::configure()
+        .algorithm(Algorithm::Myers)
+        .timeout(DIFF_TIMEOUT)
+        .diff_lines(old, new);
+    let a = if from.is_some() {
+        format!("a/{path}")
+    } else {
+        "/dev/null".into()
+    };
+    let b = if to.is_some() {
+        format!("b/{path}")
+    } else {
+        "/dev/null".into()
+    };
+    Ok(Some(
+        diff.unified_diff()
+            .context_radius(3)
+            .header(&a, &b)
+            .to_string(),
+    ))
+}
+
 /// The content as text; `None` when it is binary (rule 3). Absent content
 /// is the empty text.
 fn text(bytes: Option<&[u8]>) -> Option<&str> {

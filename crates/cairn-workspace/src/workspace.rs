@@ -599,6 +599,22 @@ impl Workspace {
         diffstat::describe_all(&self.pool, &pairs)
     }
 
+    /// A unified diff of `path` from snapshot `from` to snapshot `to`
+    /// (the rules of [`Workspace::diff_stat`]): `None` when it is equal in
+    /// both, binary, or too large to diff.
+    ///
+    /// # Errors
+    /// A manifest cannot be read; a missing or damaged object.
+    pub fn unified_diff(
+        &self,
+        from: &SnapshotId,
+        to: &SnapshotId,
+        path: &str,
+    ) -> Result<Option<String>, WorkspaceError> {
+        let (a, b) = (self.manifest(from)?, self.manifest(to)?);
+        crate::diffstat::unified(self.pool(), path, a.entries.get(path), b.entries.get(path))
+    }
+
     /// Every snapshot, newest first, with every label each carries.
     ///
     /// # Errors

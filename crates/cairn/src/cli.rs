@@ -79,6 +79,23 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Run the model gateway: any agent's model calls journaled, never bought twice
     Gateway(GatewayArgs),
+    /// Serve the store over HTTP: the JSON API, live event streams, the web viewer
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Where to listen (a non-loopback address needs --token)
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
+    pub listen: std::net::SocketAddr,
+    /// The token every request must carry (`Authorization: Bearer T` or `x-cairn-token`)
+    #[arg(
+        long,
+        value_name = "T",
+        env = "CAIRN_SERVE_TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]

@@ -93,5 +93,6 @@ fn run(cli: Cli) -> anyhow::Result<Code> {
         Command::Session(SessionCommand::Rm(a)) => cmd::sessions::rm(&ctx, &a),
         Command::Verify(a) => cmd::verify::run(&ctx, &a),
         Command::Gateway(a) => cmd::gateway::run(&ctx, &a),
+        Command::Serve(a) => cmd::serve::run(&ctx, a),
     }
 }

@@ -8,6 +8,7 @@ pub mod prices;
 pub mod progress;
 pub mod rewind;
 pub mod run;
+pub mod serve;
 pub mod sessions;
 pub mod tui;
 pub mod verify;

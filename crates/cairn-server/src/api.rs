@@ -1,0 +1,295 @@
+//! The JSON API's read routes and fork (DESIGN §8): each handler is the
+//! library call the CLI makes for the same question, run off the async
+//! workers because the store is read with blocking IO.
+
+use std::path::Path;
+
+use axum::extract::{Path as UrlPath, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use cairn_store::RunId;
+use serde::{Deserialize, Serialize};
+
+use crate::error::ApiError;
+use crate::http::Shared;
+
+/// Runs blocking store work off the async workers.
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::failed(format!("the request's work stopped: {e}")))?
+}
+
+/// A session id from the URL, and that the session exists.
+pub(crate) fn session_id(state: &Shared, id: &str) -> Result<RunId, ApiError> {
+    let id = RunId::parse(id)
+        .map_err(|e| ApiError::bad_request(format!("`{id}` is not a session id: {e}")))?;
+    if !state.store.journal_path(&id).exists() {
+        return Err(ApiError::not_found(format!(
+            "no session {id} in this store"
+        )));
+    }
+    Ok(id)
+}
+
+/// `GET /v1/sessions` filters.
+#[derive(Debug, Deserialize)]
+pub struct ListQuery {
+    /// Only the sessions of this repository (a directory; its git top-level
+    /// when inside a work tree, as `cairn sessions` scopes).
+    pub repo: Option<String>,
+    /// Only sessions with this status (`running`, `completed`, …).
+    pub status: Option<String>,
+}
+
+/// `GET /v1/sessions`: every session, newest first, as `cairn sessions
+/// --all --json` lists them.
+pub async fn list(
+    State(state): State<Shared>,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<Vec<cairn_sessions::Summary>>, ApiError> {
+    let store = state.store.clone();
+    let list =
+        blocking(move || cairn_sessions::list(&store).map_err(|e| ApiError::failed(e.to_string())))
+            .await?;
+    let repo = q
+        .repo
+        .as_deref()
+        .map(|r| cairn_sessions::repository_root(Path::new(r)));
+    let out = list
+        .into_iter()
+        .filter(|s| {
+            repo.as_ref()
+                .is_none_or(|r| cairn_sessions::in_repository(&s.workspace, r))
+        })
+        .filter(|s| q.status.as_ref().is_none_or(|st| &s.status == st))
+        .collect();
+    Ok(Json(out))
+}
+
+/// `GET /v1/sessions/{id}`: the summary `cairn session show --json` prints.
+pub async fn show(
+    State(state): State<Shared>,
+    UrlPath(id): UrlPath<String>,
+) -> Result<Json<cairn_sessions::Summary>, ApiError> {
+    let id = session_id(&state, &id)?;
+    let store = state.store.clone();
+    let s = blocking(move || Ok(cairn_sessions::summarize(&store, &id))).await?;
+    Ok(Json(s))
+}
+
+/// `GET /v1/sessions/{id}/records` paging.
+#[derive(Debug, Deserialize)]
+pub struct RecordsQuery {
+    /// Records after this journal seq (default 0: from the first).
+    pub after: Option<u64>,
+    /// At most this many (default 200, at most 1,000).
+    pub limit: Option<usize>,
+}
+
+/// A page of records.
+#[derive(Debug, Serialize)]
+pub struct RecordsPage {
+    /// The records, in journal order, as the journal holds them.
+    pub records: Vec<cairn_journal::Record>,
+    /// The journal seq of the last record in the journal.
+    pub last_seq: u64,
+    /// `after` for the next page; `null` when this page reaches the end.
+    pub next_after: Option<u64>,
+}
+
+/// The most records one page holds.
+pub const MAX_PAGE: usize = 1000;
+
+/// `GET /v1/sessions/{id}/records?after=N&limit=M`: the verified records
+/// after journal seq N.
+pub async fn records(
+    State(state): State<Shared>,
+    UrlPath(id): UrlPath<String>,
+    Query(q): Query<RecordsQuery>,
+) -> Result<Json<RecordsPage>, ApiError> {
+    let id = session_id(&state, &id)?;
+    let limit = q.limit.unwrap_or(200);
+    if limit == 0 || limit > MAX_PAGE {
+        return Err(ApiError::bad_request(format!(
+            "limit must be between 1 and {MAX_PAGE}"
+        )));
+    }
+    let after = q.after.unwrap_or(0);
+    let store = state.store.clone();
+    let page = blocking(move || {
+        let scan = cairn_journal::read_journal(&store.journal_path(&id), id.as_str())
+            .map_err(ApiError::journal)?;
+        Ok(page_of(scan.records, after, limit))
+    })
+    .await?;
+    Ok(Json(page))
+}
+
+/// The page of `records` after `after`.
+pub(crate) fn page_of(
+    records: Vec<cairn_journal::Record>,
+    after: u64,
+    limit: usize,
+) -> RecordsPage {
+    let last_seq = records.last().map_or(0, |r| r.seq);
+    let page: Vec<_> = records
+        .into_iter()
+        .filter(|r| r.seq > after)
+        .take(limit)
+        .collect();
+    let next_after = page.last().map(|r| r.seq).filter(|&s| s < last_seq);
+    RecordsPage {
+        records: page,
+        last_seq,
+        next_after,
+    }
+}
+
+/// `POST /v1/sessions/{id}/fork` body.
+#[derive(Debug, Default, Deserialize)]
+pub struct ForkBody {
+    /// The last record to share (default: the parent's last).
+    pub at: Option<u64>,
+}
+
+/// What a fork made.
+#[derive(Debug, Serialize)]
+pub struct Forked {
+    /// The new session.
+    pub id: String,
+    /// Its parent.
+    pub parent: String,
+    /// The last parent record it shares.
+    pub seq: u64,
+}
+
+/// `POST /v1/sessions/{id}/fork`: `cairn fork ID [--at SEQ]`.
+pub async fn fork(
+    State(state): State<Shared>,
+    UrlPath(id): UrlPath<String>,
+    body: Option<Json<ForkBody>>,
+) -> Result<Response, ApiError> {
+    let parent = session_id(&state, &id)?;
+    let at = body.and_then(|b| b.0.at);
+    let store = state.store.clone();
+    let forked = blocking(move || {
+        let (child, writer, _) =
+            cairn_sessions::fork(&store, &parent, at, None).map_err(|e| ApiError::session(&e))?;
+        let seq = match &cairn_journal::read_head_record(&store.journal_path(&child))
+            .map_err(ApiError::journal)?
+            .body
+        {
+            cairn_journal::RecordBody::Meta(m) => m.fork.as_ref().map_or(0, |f| f.seq),
+            _ => 0,
+        };
+        drop(writer);
+        Ok(Forked {
+            id: child.to_string(),
+            parent: parent.to_string(),
+            seq,
+        })
+    })
+    .await?;
+    Ok((StatusCode::CREATED, Json(forked)).into_response())
+}
+
+/// The workspace versioning of a session.
+fn tracker(store: &cairn_store::Store, id: &RunId) -> Result<cairn_workspace::Workspace, ApiError> {
+    let root = cairn_sessions::load(store, id)
+        .map_err(|e| ApiError::session(&e))?
+        .state
+        .workspace;
+    cairn_workspace::Workspace::open(
+        store,
+        id,
+        Path::new(&root),
+        cairn_workspace::CaptureConfig::default(),
+    )
+    .map_err(ApiError::workspace)
+}
+
+/// `GET /v1/sessions/{id}/snapshots`: `cairn rewind ID --list-snapshots`.
+pub async fn snapshots(
+    State(state): State<Shared>,
+    UrlPath(id): UrlPath<String>,
+) -> Result<Json<Vec<cairn_workspace::SnapshotInfo>>, ApiError> {
+    let id = session_id(&state, &id)?;
+    let store = state.store.clone();
+    let list = blocking(move || {
+        tracker(&store, &id)?
+            .list_snapshots()
+            .map_err(ApiError::workspace)
+    })
+    .await?;
+    Ok(Json(list))
+}
+
+/// `GET /v1/sessions/{id}/diff` query.
+#[derive(Debug, Deserialize)]
+pub struct DiffQuery {
+    /// The snapshot to compare from.
+    pub from: String,
+    /// The snapshot to compare to.
+    pub to: String,
+}
+
+/// One file of a diff.
+#[derive(Debug, Serialize)]
+pub struct DiffFile {
+    /// The change and its line counts.
+    #[serde(flatten)]
+    pub change: cairn_workspace::FileChange,
+    /// The unified diff, for a text file (`null` when binary or too large).
+    pub unified: Option<String>,
+}
+
+/// `GET /v1/sessions/{id}/diff?from=SNAP&to=SNAP`: every file that
+/// differs, with line counts and a unified diff for text files.
+pub async fn diff(
+    State(state): State<Shared>,
+    UrlPath(id): UrlPath<String>,
+    Query(q): Query<DiffQuery>,
+) -> Result<Json<Vec<DiffFile>>, ApiError> {
+    let id = session_id(&state, &id)?;
+    let parse = |s: &str| {
+        cairn_workspace::SnapshotId::parse(s)
+            .map_err(|e| ApiError::bad_request(format!("`{s}` is not a snapshot id: {e}")))
+    };
+    let (from, to) = (parse(&q.from)?, parse(&q.to)?);
+    let store = state.store.clone();
+    let files = blocking(move || {
+        let ws = tracker(&store, &id)?;
+        let changes = ws.diff_stat(&from, &to).map_err(ApiError::workspace)?;
+        changes
+            .into_iter()
+            .map(|c| {
+                let unified = ws
+                    .unified_diff(&from, &to, &c.path)
+                    .map_err(ApiError::workspace)?;
+                Ok(DiffFile { change: c, unified })
+            })
+            .collect()
+    })
+    .await?;
+    Ok(Json(files))
+}
+
+/// `GET /v1/sessions/{id}/checkpoints`: `cairn checkpoint ls ID --json`.
+pub async fn checkpoints(
+    State(state): State<Shared>,
+    UrlPath(id): UrlPath<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let id = session_id(&state, &id)?;
+    let store = state.store.clone();
+    let list = blocking(move || {
+        let list =
+            cairn_checkpoint::list(&store, &id).map_err(|e| ApiError::failed(e.to_string()))?;
+        serde_json::to_value(list).map_err(|e| ApiError::failed(e.to_string()))
+    })
+    .await?;
+    Ok(Json(list))
+}

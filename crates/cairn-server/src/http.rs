@@ -1,0 +1,139 @@
+//! The HTTP surface of `cairn serve` (DESIGN §8): the router, who may call
+//! it, and the server's shared state.
+//!
+//! Invariants:
+//! - every route, the viewer's and the API's alike, passes the one
+//!   admission rule ([`cairn_gateway::access::admit`]): the token when one
+//!   is set, else a loopback `Host`;
+//! - a non-loopback address is refused at start unless a token is given;
+//! - the handlers read the store through the same library calls as the CLI
+//!   (`cairn_sessions`, `cairn_workspace`, `cairn_checkpoint`), and the
+//!   blocking ones run off the async workers.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use cairn_store::Store;
+
+use crate::error::ApiError;
+use crate::live::Followed;
+
+/// How the server is started.
+#[derive(Clone, Debug)]
+pub struct ServeConfig {
+    /// The store it serves.
+    pub store: Store,
+    /// Where it listens.
+    pub listen: SocketAddr,
+    /// The token every request must carry; required off loopback.
+    pub token: Option<String>,
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// A non-loopback address without a token.
+    #[error("--listen {0} is not a loopback address: anyone who can reach it could read and drive your sessions; give --token TOKEN (clients send it as `Authorization: Bearer TOKEN`), or listen on 127.0.0.1")]
+    NeedsToken(SocketAddr),
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The server stopped with an error.
+    #[error("the server stopped: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// What every handler shares.
+pub struct AppState {
+    /// The store.
+    pub store: Store,
+    /// The token, if any.
+    pub token: Option<String>,
+    /// The live streams of the sessions being watched, by id.
+    pub streams: Mutex<HashMap<String, Arc<Followed>>>,
+}
+
+/// The shared state.
+pub type Shared = Arc<AppState>;
+
+/// The router of every route, for a server or a test.
+pub fn router(state: Shared) -> Router {
+    Router::new()
+        .route("/", get(crate::viewer::index))
+        .route("/openapi.json", get(crate::openapi::document))
+        .route("/v1/sessions", get(crate::api::list))
+        .route("/v1/sessions/{id}", get(crate::api::show))
+        .route("/v1/sessions/{id}/records", get(crate::api::records))
+        .route("/v1/sessions/{id}/events", get(crate::live::events))
+        .route("/v1/sessions/{id}/fork", post(crate::api::fork))
+        .route("/v1/sessions/{id}/snapshots", get(crate::api::snapshots))
+        .route("/v1/sessions/{id}/diff", get(crate::api::diff))
+        .route(
+            "/v1/sessions/{id}/checkpoints",
+            get(crate::api::checkpoints),
+        )
+        .fallback(|| async { ApiError::not_found("no such route; see /openapi.json") })
+        .layer(axum::middleware::from_fn_with_state(state.clone(), admit))
+        .with_state(state)
+}
+
+async fn admit(State(state): State<Shared>, req: Request, next: Next) -> Response {
+    match cairn_gateway::access::admit(state.token.as_deref(), req.headers(), "server") {
+        Ok(()) => next.run(req).await,
+        Err(d) => ApiError {
+            status: d.status,
+            code: d.code,
+            class: crate::error::Class::Refused,
+            message: d.message,
+        }
+        .into_response(),
+    }
+}
+
+/// Binds `config.listen` (refusing a non-loopback address without a
+/// token) and returns the bound address with the server's future.
+///
+/// # Errors
+/// [`ServeError::NeedsToken`], [`ServeError::Bind`].
+pub async fn bind(
+    config: ServeConfig,
+) -> Result<
+    (
+        SocketAddr,
+        impl std::future::Future<Output = Result<(), ServeError>>,
+    ),
+    ServeError,
+> {
+    if !config.listen.ip().is_loopback() && config.token.is_none() {
+        return Err(ServeError::NeedsToken(config.listen));
+    }
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| ServeError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+    let addr = listener.local_addr()?;
+    let state = Arc::new(AppState {
+        store: config.store,
+        token: config.token,
+        streams: Mutex::new(HashMap::new()),
+    });
+    let app = router(state);
+    Ok((addr, async move {
+        axum::serve(listener, app).await?;
+        Ok(())
+    }))
+}

@@ -1,0 +1,271 @@
+//! `GET /v1/sessions/{id}/events`: a session's live stream over SSE, with
+//! the reconnect rules of DESIGN §8.
+//!
+//! Every session watched has one [`Followed`] stream, fed by a thread that
+//! follows its journal as it grows (whoever writes it: this server, or a
+//! CLI run in another process) and publishes each new record as a frame.
+//!
+//! On the wire:
+//! - `event: subscribed`, first: `{"watermark": J, "head": N}` — the
+//!   journal seq already covered and the live seq at the instant of
+//!   subscribing; a client that read the records up to some J' fetches
+//!   `(J', J]` with `GET …/records` and loses nothing;
+//! - `event: record`, `id: N` (the live seq): `{"journal_seq", "record"}`;
+//! - `event: record` without `id`: a record read back from the journal for
+//!   a cursor older than the ring, `{"rollout_seq", "record"}`;
+//! - `event: part`, `id: N`: one piece of a frame over 1 MiB,
+//!   `{"part": [i, n], "text"}`; the texts of parts 0..n joined are the
+//!   frame's data;
+//! - `event: gap`: frames of the turn in flight fell out of the ring;
+//! - `event: error`: `{"code": "slow_client" | "integrity" | …}`, then the
+//!   stream ends. A cursor ahead of the head is refused before the stream
+//!   starts (400, `cursor_ahead`).
+
+use std::convert::Infallible;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use axum::extract::{Path as UrlPath, Query, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::Stream;
+use serde::Deserialize;
+
+use crate::api::{blocking, session_id};
+use crate::error::{ApiError, Class};
+use crate::follow::Follower;
+use crate::http::Shared;
+use crate::stream::{Backlog, Ended, Frame, JournalSeq, LiveSeq, LiveStream, StreamLimits};
+
+/// How often a followed journal is read for new records.
+const POLL: Duration = Duration::from_millis(25);
+
+/// A session's live stream and the thread that feeds it from its journal.
+pub struct Followed {
+    /// The stream.
+    pub stream: LiveStream,
+}
+
+impl Drop for Followed {
+    fn drop(&mut self) {
+        self.stream.close();
+    }
+}
+
+/// The record frame's data.
+fn record_data(key: &str, seq: u64, record: &serde_json::Value) -> String {
+    let mut m = serde_json::Map::new();
+    m.insert(key.into(), seq.into());
+    m.insert("record".into(), record.clone());
+    serde_json::Value::Object(m).to_string()
+}
+
+/// The stream of session `id`, started (and its journal followed) on first
+/// use.
+pub(crate) fn followed(state: &Shared, id: &cairn_store::RunId) -> Result<Arc<Followed>, ApiError> {
+    let mut streams = state.streams.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(f) = streams.get(id.as_str()) {
+        return Ok(f.clone());
+    }
+    let path = state.store.journal_path(id);
+    let mut follower =
+        Follower::open(&path, id.as_str()).map_err(|e| ApiError::failed(e.to_string()))?;
+    // What the journal holds now is covered: the stream starts after it.
+    let now = follower.poll().map_err(|e| integrity(e.to_string()))?;
+    let covered = now.last().map_or(0, |(r, _)| r.seq);
+    let f = Arc::new(Followed {
+        stream: LiveStream::starting_at(StreamLimits::default(), JournalSeq(covered)),
+    });
+    streams.insert(id.to_string(), f.clone());
+    let weak = Arc::downgrade(&f);
+    let run = id.to_string();
+    std::thread::Builder::new()
+        .name(format!("cairn-follow-{}", &run[..run.len().min(8)]))
+        .spawn(move || follow(weak, follower))
+        .map_err(|e| ApiError::failed(format!("cannot follow the journal: {e}")))?;
+    Ok(f)
+}
+
+fn integrity(message: String) -> ApiError {
+    ApiError {
+        status: http::StatusCode::INTERNAL_SERVER_ERROR,
+        code: "integrity",
+        class: Class::Integrity,
+        message,
+    }
+}
+
+/// Publishes each new record of the journal until the stream is gone.
+fn follow(stream: Weak<Followed>, mut follower: Follower) {
+    loop {
+        std::thread::sleep(POLL);
+        let Some(f) = stream.upgrade() else { return };
+        match follower.poll() {
+            Ok(new) => {
+                for (r, line) in new {
+                    // The record as the journal holds it (a verified JSON line).
+                    let data = format!("{{\"journal_seq\":{},\"record\":{line}}}", r.seq);
+                    f.stream.publish_record(JournalSeq(r.seq), &data);
+                }
+            }
+            Err(e) => {
+                tracing::warn!("following a journal stopped: {e}");
+                f.stream.close();
+                return;
+            }
+        }
+    }
+}
+
+/// `?resume_from=N`.
+#[derive(Debug, Deserialize)]
+pub struct EventsQuery {
+    /// The last live seq the client has (also `Last-Event-ID`).
+    pub resume_from: Option<u64>,
+}
+
+fn frame_event(f: &Frame) -> Event {
+    let e = Event::default().id(f.seq.0.to_string());
+    match f.part {
+        Some((i, n)) => e
+            .event("part")
+            .data(serde_json::json!({"part": [i, n], "text": &*f.data}).to_string()),
+        None if f.record.is_some() => e.event("record").data(&*f.data),
+        None => e.event("delta").data(&*f.data),
+    }
+}
+
+/// `GET /v1/sessions/{id}/events[?resume_from=N]`.
+pub async fn events(
+    State(state): State<Shared>,
+    UrlPath(id): UrlPath<String>,
+    Query(q): Query<EventsQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let id = session_id(&state, &id)?;
+    let last_event = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.trim().parse::<u64>().map_err(|_| {
+                ApiError::bad_request(format!("Last-Event-ID `{v}` is not a live seq"))
+            })
+        })
+        .transpose()?;
+    let after = q.resume_from.or(last_event).map(LiveSeq);
+    let f = {
+        let state = state.clone();
+        let id = id.clone();
+        blocking(move || followed(&state, &id)).await?
+    };
+    let sub = f.stream.subscribe(after).map_err(|e| ApiError {
+        status: http::StatusCode::BAD_REQUEST,
+        code: "cursor_ahead",
+        class: Class::Usage,
+        message: e.to_string(),
+    })?;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Event>(256);
+    let store = state.store.clone();
+    tokio::spawn(async move {
+        let _keep = f;
+        let hello = serde_json::json!({"watermark": sub.watermark.0, "head": sub.head.0});
+        if tx
+            .send(Event::default().event("subscribed").data(hello.to_string()))
+            .await
+            .is_err()
+        {
+            return;
+        }
+        let frames = match sub.backlog {
+            Backlog::Ring(frames) => frames,
+            Backlog::Journal {
+                after,
+                upto,
+                then,
+                gap,
+            } => {
+                let read = {
+                    let store = store.clone();
+                    let id = id.clone();
+                    tokio::task::spawn_blocking(move || {
+                        cairn_journal::read_journal(&store.journal_path(&id), id.as_str())
+                    })
+                    .await
+                };
+                let records = match read {
+                    Ok(Ok(scan)) => scan.records,
+                    Ok(Err(e)) => {
+                        let _ = tx
+                            .send(Event::default().event("error").data(
+                                serde_json::json!({"code": "integrity", "message": e.to_string()})
+                                    .to_string(),
+                            ))
+                            .await;
+                        return;
+                    }
+                    Err(_) => return,
+                };
+                for r in records
+                    .iter()
+                    .filter(|r| r.seq > after.0 && r.seq <= upto.0)
+                {
+                    let value = serde_json::to_value(r).unwrap_or(serde_json::Value::Null);
+                    let data = record_data("rollout_seq", r.seq, &value);
+                    if tx
+                        .send(Event::default().event("record").data(data))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+                if gap
+                    && tx
+                        .send(Event::default().event("gap").data(
+                            r#"{"message":"frames of the turn in flight fell out of the ring; its records follow when they are journaled"}"#,
+                        ))
+                        .await
+                        .is_err()
+                {
+                    return;
+                }
+                then
+            }
+        };
+        for fr in &frames {
+            if tx.send(frame_event(fr)).await.is_err() {
+                return;
+            }
+        }
+        let mut live = sub.live;
+        loop {
+            match live.next().await {
+                Ok(fr) => {
+                    if tx.send(frame_event(&fr)).await.is_err() {
+                        return;
+                    }
+                }
+                Err(Ended::SlowClient) => {
+                    let _ = tx
+                        .send(Event::default().event("error").data(
+                            r#"{"code":"slow_client","message":"this client fell too far behind and was disconnected; reconnect with resume_from"}"#,
+                        ))
+                        .await;
+                    return;
+                }
+                Err(Ended::Closed) => return,
+            }
+        }
+    });
+    let stream = receiver_stream(rx);
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response())
+}
+
+fn receiver_stream(
+    mut rx: tokio::sync::mpsc::Receiver<Event>,
+) -> impl Stream<Item = Result<Event, Infallible>> {
+    futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx).map(|e| e.map(Ok)))
+}

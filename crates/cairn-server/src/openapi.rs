@@ -1,0 +1,115 @@
+//! `GET /openapi.json`: the API described (OpenAPI 3.0), kept next to the
+//! routes it describes.
+
+use axum::Json;
+use serde_json::{json, Value};
+
+fn error_response(description: &str) -> Value {
+    json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
+}
+
+fn id_param() -> Value {
+    json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,128}$"}, "description": "a session id"})
+}
+
+fn ok_json(description: &str, schema: Value) -> Value {
+    json!({"description": description, "content": {"application/json": {"schema": schema}}})
+}
+
+/// The document.
+pub fn spec() -> Value {
+    let common = |ok: Value| {
+        json!({
+            "200": ok,
+            "400": error_response("bad input"),
+            "401": error_response("the token is missing or wrong"),
+            "403": error_response("a Host that is not a loopback name"),
+            "404": error_response("no such session"),
+            "409": error_response("refused (a writer holds the session)"),
+            "500": error_response("a record does not verify (`integrity`), or a failure")
+        })
+    };
+    json!({
+        "openapi": "3.0.3",
+        "info": {"title": "cairn", "version": env!("CARGO_PKG_VERSION"),
+                 "description": "Durable agent sessions over HTTP (DESIGN §8). Errors are `{\"error\": {code, class, message}}`; class is the exit-code class of the CLI."},
+        "paths": {
+            "/v1/sessions": {"get": {
+                "summary": "List sessions, newest first",
+                "parameters": [
+                    {"name": "repo", "in": "query", "schema": {"type": "string"}, "description": "only this repository's sessions"},
+                    {"name": "status", "in": "query", "schema": {"type": "string"}}
+                ],
+                "responses": common(ok_json("sessions", json!({"type": "array", "items": {"$ref": "#/components/schemas/Summary"}})))
+            }},
+            "/v1/sessions/{id}": {"get": {
+                "summary": "One session's summary",
+                "parameters": [id_param()],
+                "responses": common(ok_json("the summary", json!({"$ref": "#/components/schemas/Summary"})))
+            }},
+            "/v1/sessions/{id}/records": {"get": {
+                "summary": "Verified records after a journal seq, paged",
+                "parameters": [id_param(),
+                    {"name": "after", "in": "query", "schema": {"type": "integer", "minimum": 0}},
+                    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": crate::api::MAX_PAGE}}],
+                "responses": common(ok_json("a page", json!({"$ref": "#/components/schemas/RecordsPage"})))
+            }},
+            "/v1/sessions/{id}/events": {"get": {
+                "summary": "The live stream (SSE): subscribed, record, part, delta, gap, error",
+                "parameters": [id_param(),
+                    {"name": "resume_from", "in": "query", "schema": {"type": "integer", "minimum": 0}, "description": "the last live seq received (or Last-Event-ID)"}],
+                "responses": common(json!({"description": "an event stream", "content": {"text/event-stream": {"schema": {"type": "string"}}}}))
+            }},
+            "/v1/sessions/{id}/fork": {"post": {
+                "summary": "Fork the session at a record (default: its last)",
+                "parameters": [id_param()],
+                "requestBody": {"required": false, "content": {"application/json": {"schema": {"type": "object", "properties": {"at": {"type": "integer", "minimum": 1}}}}}},
+                "responses": {
+                    "201": ok_json("the fork", json!({"type": "object", "required": ["id", "parent", "seq"], "properties": {"id": {"type": "string"}, "parent": {"type": "string"}, "seq": {"type": "integer"}}})),
+                    "400": error_response("bad input"), "401": error_response("no token"), "403": error_response("foreign Host"),
+                    "404": error_response("no such session"), "409": error_response("refused"), "500": error_response("integrity or failure")
+                }
+            }},
+            "/v1/sessions/{id}/snapshots": {"get": {
+                "summary": "Workspace snapshots, newest first, with their labels",
+                "parameters": [id_param()],
+                "responses": common(ok_json("snapshots", json!({"type": "array", "items": {"type": "object"}})))
+            }},
+            "/v1/sessions/{id}/diff": {"get": {
+                "summary": "What differs between two snapshots: per-file line counts and unified diffs",
+                "parameters": [id_param(),
+                    {"name": "from", "in": "query", "required": true, "schema": {"type": "string"}},
+                    {"name": "to", "in": "query", "required": true, "schema": {"type": "string"}}],
+                "responses": common(ok_json("files", json!({"type": "array", "items": {"$ref": "#/components/schemas/DiffFile"}})))
+            }},
+            "/v1/sessions/{id}/checkpoints": {"get": {
+                "summary": "Checkpoints, newest first",
+                "parameters": [id_param()],
+                "responses": common(ok_json("checkpoints", json!({"type": "array", "items": {"type": "object"}})))
+            }}
+        },
+        "components": {"schemas": {
+            "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object", "required": ["code", "class", "message"], "properties": {
+                "code": {"type": "string"}, "class": {"type": "string", "enum": ["usage", "refused", "integrity", "failure"]}, "message": {"type": "string"}}}}},
+            "Summary": {"type": "object", "required": ["id", "status", "created", "updated", "workspace", "turns", "records", "tail", "cost", "valid"], "properties": {
+                "id": {"type": "string"}, "name": {"type": "string", "nullable": true}, "status": {"type": "string"},
+                "created": {"type": "string"}, "updated": {"type": "string"}, "workspace": {"type": "string"},
+                "turns": {"type": "integer"}, "records": {"type": "integer"}, "tail": {"type": "string"},
+                "cost": {"type": "object", "properties": {"state": {"type": "string"}, "usd": {"type": "number", "nullable": true}}},
+                "parent": {"type": "object", "nullable": true, "properties": {"id": {"type": "string"}, "seq": {"type": "integer"}}},
+                "valid": {"type": "boolean"}, "problem": {"type": "string"}}},
+            "RecordsPage": {"type": "object", "required": ["records", "last_seq"], "properties": {
+                "records": {"type": "array", "items": {"type": "object", "required": ["v", "seq", "prev", "ts", "kind"]}},
+                "last_seq": {"type": "integer"}, "next_after": {"type": "integer", "nullable": true}}},
+            "DiffFile": {"type": "object", "required": ["path", "change", "added", "removed", "binary"], "properties": {
+                "path": {"type": "string"}, "change": {"type": "string", "enum": ["added", "modified", "deleted", "mode"]},
+                "added": {"type": "integer"}, "removed": {"type": "integer"}, "binary": {"type": "boolean"},
+                "unified": {"type": "string", "nullable": true}}}
+        }}
+    })
+}
+
+/// `GET /openapi.json`.
+pub async fn document() -> Json<Value> {
+    Json(spec())
+}
