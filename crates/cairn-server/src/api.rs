@@ -293,3 +293,163 @@ pub async fn checkpoints(
     .await?;
     Ok(Json(list))
 }
+
+/// `POST /v1/sessions/{id}/rewind` body: `cairn rewind ID --to NODE[:ITER]
+/// [--restore-scope run|full] [--fork]` or `--restore-snapshot SNAP`.
+#[derive(Debug, Deserialize)]
+pub struct RewindBody {
+    /// The node whose `pre:` state to restore (`turn:3`, `exec:2`).
+    pub to: Option<String>,
+    /// A snapshot to restore whole (a bank, to undo a rewind).
+    pub snapshot: Option<String>,
+    /// `run` (default: only what the session changed) or `full`.
+    pub scope: Option<String>,
+    /// Also fork the conversation at that boundary.
+    #[serde(default)]
+    pub fork: bool,
+}
+
+/// What a rewind did.
+#[derive(Debug, Serialize)]
+pub struct Rewound {
+    /// The restore report (`target`, `bank`, `written`, `deleted`,
+    /// `left_alone`, `failed`, …).
+    #[serde(flatten)]
+    pub report: cairn_workspace::RestoreReport,
+    /// The fork made with `fork: true`.
+    pub fork: Option<String>,
+}
+
+/// `POST /v1/sessions/{id}/rewind`: the restore of `cairn rewind`, with
+/// its bank journaled first (the library call the CLI and the TUI make).
+/// Refused (409) while the session runs.
+pub async fn rewind(
+    State(state): State<Shared>,
+    UrlPath(id): UrlPath<String>,
+    Json(body): Json<RewindBody>,
+) -> Result<Json<Rewound>, ApiError> {
+    let id = session_id(&state, &id)?;
+    let scope = match body.scope.as_deref() {
+        None | Some("run") => cairn_workspace::RestoreScope::Run,
+        Some("full") => cairn_workspace::RestoreScope::Full,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "scope `{other}`: use run or full"
+            )))
+        }
+    };
+    let store = state.store.clone();
+    let out = blocking(move || {
+        let node = body
+            .to
+            .as_deref()
+            .map(cairn_workspace::NodeRef::parse)
+            .transpose()
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let snap = body
+            .snapshot
+            .as_deref()
+            .map(cairn_workspace::SnapshotId::parse)
+            .transpose()
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let target = match (&node, &snap) {
+            (Some(n), None) => cairn_sessions::RewindTarget::Node(n, scope),
+            (None, Some(s)) => cairn_sessions::RewindTarget::Snapshot(s),
+            _ => {
+                return Err(ApiError::bad_request(
+                    "give exactly one of `to` (a node, e.g. turn:3) or `snapshot`",
+                ))
+            }
+        };
+        let mut session =
+            cairn_sessions::Session::open(&store, &id).map_err(|e| ApiError::session(&e))?;
+        let ws = tracker(&store, &id)?;
+        let report =
+            cairn_sessions::rewind(&mut session, &ws, target, &cairn_workspace::NoProgress)
+                .map_err(|e| ApiError::session(&e))?;
+        drop(session);
+        let fork = match (&report.target_label, body.fork) {
+            (Some(label), true) => {
+                let seq = cairn_sessions::boundary_seq(&store, &id, &label.to_string())
+                    .map_err(|e| ApiError::session(&e))?
+                    .ok_or_else(|| {
+                        ApiError::bad_request(format!(
+                            "the session has no journaled `{label}` boundary to fork at"
+                        ))
+                    })?;
+                let (child, writer, _) = cairn_sessions::fork(&store, &id, Some(seq), None)
+                    .map_err(|e| ApiError::session(&e))?;
+                drop(writer);
+                Some(child.to_string())
+            }
+            (None, true) => return Err(ApiError::bad_request("`fork` needs `to`")),
+            _ => None,
+        };
+        Ok(Rewound { report, fork })
+    })
+    .await?;
+    Ok(Json(out))
+}
+
+/// `POST /v1/sessions/{id}/checkpoints`: `cairn checkpoint save ID`.
+pub async fn save_checkpoint(
+    State(state): State<Shared>,
+    UrlPath(id): UrlPath<String>,
+) -> Result<Response, ApiError> {
+    let id = session_id(&state, &id)?;
+    let store = state.store.clone();
+    let out = blocking(move || {
+        let mut session =
+            cairn_sessions::Session::open(&store, &id).map_err(|e| ApiError::session(&e))?;
+        let ws = tracker(&store, &id)?;
+        let r = cairn_sessions::save_checkpoint(
+            &mut session,
+            Some(&ws),
+            Vec::new(),
+            &cairn_workspace::NoProgress,
+        )
+        .map_err(|e| ApiError::session(&e))?;
+        Ok(serde_json::json!({
+            "id": r.id.to_string(), "manifest": r.manifest, "run": r.run, "seq": r.seq,
+            "snapshot": r.snapshot.as_ref().map(|s| s.to_string()),
+            "logical_bytes": r.logical_bytes, "stored_bytes": r.stored_bytes,
+        }))
+    })
+    .await?;
+    Ok((StatusCode::CREATED, Json(out)).into_response())
+}
+
+/// `POST /v1/checkpoints/{cp}/restore`: `cairn checkpoint restore CP`.
+pub async fn restore_checkpoint(
+    State(state): State<Shared>,
+    UrlPath(cp): UrlPath<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let cpid = cairn_checkpoint::CheckpointId::parse(&cp)
+        .map_err(|e| ApiError::bad_request(format!("`{cp}`: {e}")))?;
+    let store = state.store.clone();
+    let out = blocking(move || {
+        let manifest = cairn_checkpoint::show(&store, &cpid).map_err(|e| {
+            if e.is_usage() {
+                ApiError::not_found(e.to_string())
+            } else {
+                ApiError::failed(e.to_string())
+            }
+        })?;
+        let run = manifest
+            .run_id()
+            .map_err(|e| ApiError::failed(e.to_string()))?;
+        let mut session =
+            cairn_sessions::Session::open(&store, &run).map_err(|e| ApiError::session(&e))?;
+        let ws = tracker(&store, &run)?;
+        let r = cairn_sessions::restore_checkpoint(
+            &mut session,
+            &cpid,
+            &ws,
+            &cairn_workspace::NoProgress,
+        )
+        .map_err(|e| ApiError::session(&e))?;
+        serde_json::to_value(r).map_err(|e| ApiError::failed(e.to_string()))
+    })
+    .await?;
+    Ok(Json(out))
+}

@@ -25,7 +25,7 @@ use crate::error::ApiError;
 use crate::live::Followed;
 
 /// How the server is started.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ServeConfig {
     /// The store it serves.
     pub store: Store,
@@ -33,6 +33,9 @@ pub struct ServeConfig {
     pub listen: SocketAddr,
     /// The token every request must carry; required off loopback.
     pub token: Option<String>,
+    /// Starts and resumes runs; without one, the server only reads,
+    /// forks, rewinds and checkpoints.
+    pub runner: Option<Arc<dyn crate::runs::Runner>>,
 }
 
 /// Why the server could not start.
@@ -63,6 +66,10 @@ pub struct AppState {
     pub token: Option<String>,
     /// The live streams of the sessions being watched, by id.
     pub streams: Mutex<HashMap<String, Arc<Followed>>>,
+    /// Starts and resumes runs.
+    pub runner: Option<Arc<dyn crate::runs::Runner>>,
+    /// The runs this server drives.
+    pub runs: crate::runs::Runs,
 }
 
 /// The shared state.
@@ -73,7 +80,17 @@ pub fn router(state: Shared) -> Router {
     Router::new()
         .route("/", get(crate::viewer::index))
         .route("/openapi.json", get(crate::openapi::document))
-        .route("/v1/sessions", get(crate::api::list))
+        .route(
+            "/v1/sessions",
+            get(crate::api::list).post(crate::runs::start),
+        )
+        .route("/v1/sessions/{id}/resume", post(crate::runs::resume))
+        .route("/v1/sessions/{id}/suspend", post(crate::runs::suspend))
+        .route("/v1/sessions/{id}/rewind", post(crate::api::rewind))
+        .route(
+            "/v1/checkpoints/{cp}/restore",
+            post(crate::api::restore_checkpoint),
+        )
         .route("/v1/sessions/{id}", get(crate::api::show))
         .route("/v1/sessions/{id}/records", get(crate::api::records))
         .route("/v1/sessions/{id}/events", get(crate::live::events))
@@ -82,7 +99,7 @@ pub fn router(state: Shared) -> Router {
         .route("/v1/sessions/{id}/diff", get(crate::api::diff))
         .route(
             "/v1/sessions/{id}/checkpoints",
-            get(crate::api::checkpoints),
+            get(crate::api::checkpoints).post(crate::api::save_checkpoint),
         )
         .fallback(|| async { ApiError::not_found("no such route; see /openapi.json") })
         .layer(axum::middleware::from_fn_with_state(state.clone(), admit))
@@ -130,6 +147,8 @@ pub async fn bind(
         store: config.store,
         token: config.token,
         streams: Mutex::new(HashMap::new()),
+        runner: config.runner,
+        runs: crate::runs::Runs::default(),
     });
     let app = router(state);
     Ok((addr, async move {

@@ -14,8 +14,10 @@ pub mod follow;
 pub mod http;
 pub mod live;
 pub mod openapi;
+pub mod runs;
 pub mod stream;
 pub mod viewer;
 
 pub use error::{ApiError, Class};
 pub use http::{bind, router, AppState, ServeConfig, ServeError, Shared};
+pub use runs::{RunError, Runner, StartRequest, Started, TextSink};

@@ -16,6 +16,29 @@ fn ok_json(description: &str, schema: Value) -> Value {
     json!({"description": description, "content": {"application/json": {"schema": schema}}})
 }
 
+/// The responses of a route that changes something: `ok` under `status`.
+fn mutation(status: &str, ok: Value) -> Value {
+    let mut m = serde_json::Map::new();
+    m.insert(status.into(), ok);
+    for (code, what) in [
+        ("400", "bad input"),
+        ("401", "the token is missing or wrong"),
+        ("403", "a Host that is not a loopback name"),
+        ("404", "no such session or checkpoint"),
+        (
+            "409",
+            "refused: the session is running, or the resume guard",
+        ),
+        (
+            "500",
+            "a record does not verify (`integrity`), or a failure",
+        ),
+    ] {
+        m.insert(code.into(), error_response(what));
+    }
+    Value::Object(m)
+}
+
 /// The document.
 pub fn spec() -> Value {
     let common = |ok: Value| {
@@ -41,6 +64,35 @@ pub fn spec() -> Value {
                     {"name": "status", "in": "query", "schema": {"type": "string"}}
                 ],
                 "responses": common(ok_json("sessions", json!({"type": "array", "items": {"$ref": "#/components/schemas/Summary"}})))
+            }, "post": {
+                "summary": "Start a session working on a task (as `cairn run`), in the background",
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["task", "workspace"], "properties": {
+                    "task": {"type": "string"}, "workspace": {"type": "string"}, "model": {"type": "string"}, "name": {"type": "string"},
+                    "max_turns": {"type": "integer", "minimum": 0}, "max_tokens": {"type": "integer", "minimum": 0}}}}}},
+                "responses": mutation("201", ok_json("started", json!({"$ref": "#/components/schemas/Accepted"})))
+            }},
+            "/v1/sessions/{id}/resume": {"post": {
+                "summary": "Resume a session, optionally with a follow-up (as `cairn resume ID [TEXT]`)",
+                "parameters": [id_param()],
+                "requestBody": {"required": false, "content": {"application/json": {"schema": {"type": "object", "properties": {"text": {"type": "string"}}}}}},
+                "responses": mutation("202", ok_json("resuming", json!({"$ref": "#/components/schemas/Accepted"})))
+            }},
+            "/v1/sessions/{id}/suspend": {"post": {
+                "summary": "Suspend a run this server drives, after the step in flight",
+                "parameters": [id_param()],
+                "responses": mutation("202", ok_json("suspending", json!({"type": "object", "properties": {"id": {"type": "string"}, "status": {"type": "string"}}})))
+            }},
+            "/v1/sessions/{id}/rewind": {"post": {
+                "summary": "Put the workspace back to before a node (or a whole snapshot), banking first (as `cairn rewind`)",
+                "parameters": [id_param()],
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "properties": {
+                    "to": {"type": "string"}, "snapshot": {"type": "string"}, "scope": {"type": "string", "enum": ["run", "full"]}, "fork": {"type": "boolean"}}}}}},
+                "responses": mutation("200", ok_json("the restore report", json!({"type": "object", "required": ["target", "bank", "written", "deleted"]})))
+            }},
+            "/v1/checkpoints/{cp}/restore": {"post": {
+                "summary": "Restore a checkpoint (as `cairn checkpoint restore CP`)",
+                "parameters": [{"name": "cp", "in": "path", "required": true, "schema": {"type": "string"}}],
+                "responses": mutation("200", ok_json("the restore report", json!({"type": "object"})))
             }},
             "/v1/sessions/{id}": {"get": {
                 "summary": "One session's summary",
@@ -86,6 +138,10 @@ pub fn spec() -> Value {
                 "summary": "Checkpoints, newest first",
                 "parameters": [id_param()],
                 "responses": common(ok_json("checkpoints", json!({"type": "array", "items": {"type": "object"}})))
+            }, "post": {
+                "summary": "Save the session as a checkpoint (as `cairn checkpoint save ID`)",
+                "parameters": [id_param()],
+                "responses": mutation("201", ok_json("the checkpoint", json!({"type": "object", "required": ["id", "seq"]})))
             }}
         },
         "components": {"schemas": {
@@ -101,6 +157,7 @@ pub fn spec() -> Value {
             "RecordsPage": {"type": "object", "required": ["records", "last_seq"], "properties": {
                 "records": {"type": "array", "items": {"type": "object", "required": ["v", "seq", "prev", "ts", "kind"]}},
                 "last_seq": {"type": "integer"}, "next_after": {"type": "integer", "nullable": true}}},
+            "Accepted": {"type": "object", "required": ["id", "status"], "properties": {"id": {"type": "string"}, "status": {"type": "string"}}},
             "DiffFile": {"type": "object", "required": ["path", "change", "added", "removed", "binary"], "properties": {
                 "path": {"type": "string"}, "change": {"type": "string", "enum": ["added", "modified", "deleted", "mode"]},
                 "added": {"type": "integer"}, "removed": {"type": "integer"}, "binary": {"type": "boolean"},

@@ -39,6 +39,7 @@ async fn start(token: Option<&str>) -> Server {
         store: store.clone(),
         listen: "127.0.0.1:0".parse().unwrap(),
         token: token.map(str::to_owned),
+        runner: None,
     })
     .await
     .unwrap();
@@ -201,6 +202,7 @@ async fn a_non_loopback_address_needs_a_token() {
         store,
         listen: "0.0.0.0:0".parse().unwrap(),
         token: None,
+        runner: None,
     })
     .await;
     assert!(matches!(r, Err(cairn_server::ServeError::NeedsToken(_))));

@@ -76,3 +76,212 @@ fn serve_lists_the_stores_sessions_and_guards_itself() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--token"));
 }
+
+fn request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: Option<&serde_json::Value>,
+) -> (u16, serde_json::Value) {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status: u16 = out[9..12].parse().unwrap();
+    let json = out
+        .split_once("\r\n\r\n")
+        .and_then(|(_, b)| serde_json::from_str(b).ok())
+        .unwrap_or(serde_json::Value::Null);
+    (status, json)
+}
+
+fn serve(s: &Scratch) -> (std::process::Child, String) {
+    let mut child = s
+        .cmd()
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    // Keep draining stderr so the server never blocks on it.
+    std::thread::spawn(move || {
+        let mut sink = String::new();
+        let _ = err.read_to_string(&mut sink);
+    });
+    (child, addr)
+}
+
+fn wait_status(addr: &str, id: &str, want: &str) -> serde_json::Value {
+    let start = std::time::Instant::now();
+    loop {
+        let (code, v) = request(addr, "GET", &format!("/v1/sessions/{id}"), None);
+        assert_eq!(code, 200, "{v}");
+        if v["status"] == want {
+            return v;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "status stayed {}",
+            v["status"]
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn runs_started_resumed_suspended_rewound_and_checkpointed_over_http() {
+    let s = Scratch::new();
+    let script = s.script(
+        "served.json",
+        json!([
+            {"text": "Writing.", "tool_calls": [common::call("w", "write_file", json!({"path": "a.txt", "content": "A\n"}))]},
+            {"text": "Done."},
+            {"text": "Again, done."}
+        ]),
+    );
+    let model = format!("script:{}", script.display());
+    let (mut child, addr) = serve(&s);
+    let ws = s.ws.display().to_string();
+
+    let (code, v) = request(
+        &addr,
+        "POST",
+        "/v1/sessions",
+        Some(&json!({"task": "write a.txt", "workspace": ws, "model": model})),
+    );
+    assert_eq!(code, 201, "{v}");
+    let id = v["id"].as_str().unwrap().to_string();
+    wait_status(&addr, &id, "completed");
+    assert_eq!(s.read("a.txt"), "A\n");
+
+    let (code, v) = request(
+        &addr,
+        "POST",
+        &format!("/v1/sessions/{id}/resume"),
+        Some(&json!({"text": "once more"})),
+    );
+    assert_eq!(code, 202, "{v}");
+    let start = std::time::Instant::now();
+    while !(s
+        .records(&id)
+        .last()
+        .is_some_and(|r| r["kind"] == "terminal")
+        && s.records(&id)
+            .iter()
+            .filter(|r| r["kind"] == "assistant")
+            .count()
+            == 3)
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the resumed run did not finish"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let shown = wait_status(&addr, &id, "completed");
+    assert_eq!(shown["turns"], 3);
+    let records = s.records(&id);
+    assert!(records
+        .iter()
+        .any(|r| r["kind"] == "user" && r["text"] == "once more"));
+
+    // Not running here: a suspend is refused.
+    let (code, v) = request(&addr, "POST", &format!("/v1/sessions/{id}/suspend"), None);
+    assert_eq!(code, 409, "{v}");
+    assert_eq!(v["error"]["class"], "refused");
+
+    // Rewind to before turn 1: a.txt goes, banked first.
+    let (code, v) = request(
+        &addr,
+        "POST",
+        &format!("/v1/sessions/{id}/rewind"),
+        Some(&json!({"to": "turn:1"})),
+    );
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["deleted"], json!(["a.txt"]));
+    assert!(!s.ws.join("a.txt").exists());
+    let bank = v["bank"]["snapshot"].as_str().unwrap().to_string();
+    let (code, v) = request(
+        &addr,
+        "POST",
+        &format!("/v1/sessions/{id}/rewind"),
+        Some(&json!({"snapshot": bank})),
+    );
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(s.read("a.txt"), "A\n", "the bank undid the rewind");
+
+    // A checkpoint, saved and restored.
+    let (code, v) = request(
+        &addr,
+        "POST",
+        &format!("/v1/sessions/{id}/checkpoints"),
+        None,
+    );
+    assert_eq!(code, 201, "{v}");
+    let cp = v["id"].as_str().unwrap().to_string();
+    std::fs::write(s.ws.join("a.txt"), "changed\n").unwrap();
+    let (code, v) = request(
+        &addr,
+        "POST",
+        &format!("/v1/checkpoints/{cp}/restore"),
+        None,
+    );
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(s.read("a.txt"), "A\n");
+
+    // A slow run, suspended after the step in flight.
+    let slow = s.script(
+        "slow.json",
+        json!([
+            {"text": "Waiting.", "tool_calls": [common::shell("z", "sleep 1")]},
+            {"text": "never"}
+        ]),
+    );
+    let (code, v) = request(
+        &addr,
+        "POST",
+        "/v1/sessions",
+        Some(
+            &json!({"task": "wait", "workspace": ws, "model": format!("script:{}", slow.display())}),
+        ),
+    );
+    assert_eq!(code, 201, "{v}");
+    let slow_id = v["id"].as_str().unwrap().to_string();
+    let (code, v) = request(
+        &addr,
+        "POST",
+        &format!("/v1/sessions/{slow_id}/suspend"),
+        None,
+    );
+    assert_eq!(code, 202, "{v}");
+    wait_status(&addr, &slow_id, "suspended");
+
+    let (code, v) = request(
+        &addr,
+        "POST",
+        "/v1/sessions",
+        Some(&json!({"task": "x", "workspace": "/no/such/dir", "model": "script:/x"})),
+    );
+    assert_eq!(code, 400, "{v}");
+
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let _ = child.wait();
+}

@@ -1,9 +1,16 @@
 //! `cairn serve [--listen ADDR] [--token T]` (DESIGN §8): the store over
 //! HTTP until SIGINT or SIGTERM.
 
-use cairn_server::{ServeConfig, ServeError};
+use std::sync::Arc;
 
-use crate::cli::ServeArgs;
+use cairn_agent::{stop_pair, Events};
+use cairn_server::{
+    Class, RunError, Runner, ServeConfig, ServeError, StartRequest, Started, TextSink,
+};
+use cairn_store::{RunId, Store};
+
+use crate::cli::{ModelArgs, ServeArgs};
+use crate::cmd::run::{self, NewSession};
 use crate::cmd::Context;
 use crate::exit::{coded, Code};
 use crate::output;
@@ -18,6 +25,7 @@ pub fn run(ctx: &Context, args: ServeArgs) -> anyhow::Result<Code> {
             store,
             listen: args.listen,
             token: args.token.filter(|t| !t.is_empty()),
+            runner: Some(Arc::new(CliRunner { ctx: ctx.clone() })),
         };
         let (addr, server) = match cairn_server::bind(config).await {
             Ok(x) => x,
@@ -39,4 +47,174 @@ pub fn run(ctx: &Context, args: ServeArgs) -> anyhow::Result<Code> {
         }
         Ok(Code::Ok)
     })
+}
+
+/// Runs sessions for the server with the code of `cairn run` and `cairn
+/// resume`, each on a thread of its own.
+struct CliRunner {
+    ctx: Context,
+}
+
+/// A run's streamed text, to the server's live stream.
+struct Streamed(TextSink);
+
+impl Events for Streamed {
+    fn text(&mut self, delta: &str) {
+        (self.0)(delta);
+    }
+}
+
+/// An error as the CLI would classify it (its exit code's class).
+fn classified(e: &anyhow::Error) -> RunError {
+    let class = match crate::exit::classify(e) {
+        Code::Usage => Class::Usage,
+        Code::Refused => Class::Refused,
+        Code::Integrity => Class::Integrity,
+        _ => Class::Failure,
+    };
+    RunError {
+        class,
+        message: format!("{e:#}"),
+    }
+}
+
+fn failure(message: String) -> RunError {
+    RunError {
+        class: Class::Failure,
+        message,
+    }
+}
+
+impl CliRunner {
+    /// Runs `make` then drives the agent it made on a new thread; returns
+    /// once the agent exists (or could not be made).
+    fn spawn(
+        &self,
+        ctx: Context,
+        text: Option<String>,
+        stream: TextSink,
+        done: Box<dyn FnOnce() + Send>,
+        make: impl FnOnce(&Context, &Store, cairn_agent::Stop) -> anyhow::Result<cairn_agent::Agent>
+            + Send
+            + 'static,
+    ) -> Result<Started, RunError> {
+        let (tx, rx) =
+            std::sync::mpsc::channel::<Result<(RunId, cairn_agent::StopHandle), RunError>>();
+        std::thread::Builder::new()
+            .name("cairn-serve-run".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = tx.send(Err(failure(e.to_string())));
+                        return done();
+                    }
+                };
+                rt.block_on(async {
+                    let made = Store::open(ctx.store.root())
+                        .map_err(anyhow::Error::from)
+                        .and_then(|store| {
+                            let (handle, stop) = stop_pair();
+                            make(&ctx, &store, stop).map(|a| (a, handle))
+                        });
+                    match made {
+                        Ok((mut agent, handle)) => {
+                            let _ = tx.send(Ok((agent.session().id().clone(), handle)));
+                            let mut ev = Streamed(stream);
+                            if let Err(e) = agent.drive(text, &mut ev).await {
+                                output::note(format!("cairn: a served run stopped: {e}"));
+                            }
+                        }
+                        Err(e) => {
+                            let _ = tx.send(Err(classified(&e)));
+                        }
+                    }
+                });
+                done();
+            })
+            .map_err(|e| failure(format!("cannot start the run's thread: {e}")))?;
+        let (id, stop) = rx
+            .recv()
+            .map_err(|_| failure("the run's thread ended before the session existed".into()))??;
+        Ok(Started { id, stop })
+    }
+}
+
+impl Runner for CliRunner {
+    fn start(
+        &self,
+        req: StartRequest,
+        stream: TextSink,
+        done: Box<dyn FnOnce() + Send>,
+    ) -> Result<Started, RunError> {
+        let usage = |message: String| RunError {
+            class: Class::Usage,
+            message,
+        };
+        let dir = std::fs::canonicalize(&req.workspace)
+            .map_err(|e| usage(format!("workspace {}: {e}", req.workspace)))?;
+        if !dir.is_dir() {
+            return Err(usage(format!(
+                "workspace {}: not a directory",
+                req.workspace
+            )));
+        }
+        let ctx = Context {
+            store: self.ctx.store.clone(),
+            cwd: dir,
+        };
+        let task = req.task.clone();
+        self.spawn(
+            ctx,
+            Some(task.clone()),
+            stream,
+            done,
+            move |ctx, store, stop| {
+                let model = ModelArgs {
+                    model: req.model.clone(),
+                    max_turns: req.max_turns,
+                    max_tokens: req.max_tokens,
+                    ..ModelArgs::default()
+                };
+                let spec = NewSession {
+                    model: &model,
+                    system: None,
+                    name: req.name.clone(),
+                };
+                run::check_new(ctx, &spec)?;
+                run::new_agent(ctx, store, &spec, &task, stop)
+            },
+        )
+    }
+
+    fn resume(
+        &self,
+        id: &RunId,
+        text: Option<String>,
+        stream: TextSink,
+        done: Box<dyn FnOnce() + Send>,
+    ) -> Result<Started, RunError> {
+        let id = id.clone();
+        self.spawn(
+            self.ctx.clone(),
+            text,
+            stream,
+            done,
+            move |ctx, store, stop| {
+                let mut quiet = cairn_agent::Silent;
+                run::open_agent(
+                    ctx,
+                    store,
+                    &id,
+                    &ModelArgs::default(),
+                    false,
+                    stop,
+                    &mut quiet,
+                )
+            },
+        )
+    }
 }
