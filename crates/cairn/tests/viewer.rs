@@ -1,0 +1,106 @@
+//! The web viewer in a real browser: headless Chromium driven by
+//! Playwright (`tests/browser/viewer.mjs`) against a real `cairn serve`.
+//!
+//! Needs `/usr/bin/chromium`, `node` and `playwright-core` (the directory
+//! holding its `node_modules` in `CAIRN_PLAYWRIGHT_DIR`); `.ci/run` installs
+//! them and sets `CAIRN_TEST_BROWSER=1`, which makes their absence a
+//! failure. Without it, and without them, the test says so and passes.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use common::{call, Scratch};
+use serde_json::json;
+
+#[test]
+fn the_viewer_lists_shows_streams_forks_and_diffs() {
+    let required = std::env::var_os("CAIRN_TEST_BROWSER").is_some();
+    let pw = std::env::var_os("CAIRN_PLAYWRIGHT_DIR").map(PathBuf::from);
+    let ready = std::path::Path::new("/usr/bin/chromium").exists()
+        && pw
+            .as_ref()
+            .is_some_and(|d| d.join("node_modules/playwright-core").exists())
+        && Command::new("node").arg("--version").output().is_ok();
+    if !ready {
+        assert!(!required, "CAIRN_TEST_BROWSER is set but chromium, node or playwright-core (CAIRN_PLAYWRIGHT_DIR) is missing");
+        eprintln!("skipped: no chromium/node/playwright-core here (CI installs them; see .ci/run)");
+        return;
+    }
+    let s = Scratch::new();
+    let script = s.script(
+        "hello.json",
+        json!([
+            {"text": "Writing hello.txt.", "tool_calls": [call("w", "write_file", json!({"path": "hello.txt", "content": "hello, world\n"}))]},
+            {"text": "Wrote it."}
+        ]),
+    );
+    let out = s.run(&[
+        "run",
+        "--model",
+        &format!("script:{}", script.display()),
+        "write hello.txt",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let slow = s.script(
+        "slow.json",
+        json!([
+            {"text": "step one", "tool_calls": [common::shell("a", "sleep 0.7")]},
+            {"text": "step two", "tool_calls": [common::shell("b", "sleep 0.7")]},
+            {"text": "step three"}
+        ]),
+    );
+
+    let mut server = s
+        .cmd()
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(server.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    let base = format!(
+        "http://{}",
+        line.split("http://")
+            .nth(1)
+            .and_then(|r| r.split('/').next())
+            .unwrap_or_else(|| panic!("no address in {line:?}"))
+    );
+    std::thread::spawn(move || {
+        let mut sink = String::new();
+        let _ = err.read_to_string(&mut sink);
+    });
+
+    let target = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target");
+    std::fs::create_dir_all(&target).unwrap();
+    let shot = target.join("viewer.png");
+    let script_path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/browser/viewer.mjs");
+    let out = Command::new("node")
+        .arg(&script_path)
+        .arg(&base)
+        .arg(&s.ws)
+        .arg(&slow)
+        .arg(&shot)
+        .env("CAIRN_PLAYWRIGHT_DIR", pw.unwrap())
+        .output()
+        .unwrap();
+    unsafe {
+        libc::kill(server.id() as i32, libc::SIGTERM);
+    }
+    let _ = server.wait();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(shot.exists(), "the screenshot was saved");
+}
