@@ -41,6 +41,10 @@ use crate::stream::{Backlog, Ended, Frame, JournalSeq, LiveSeq, LiveStream, Stre
 /// How often a followed journal is read for new records.
 const POLL: Duration = Duration::from_millis(25);
 
+/// Records published from one read before the follower lets readers
+/// drain (a quarter of a subscriber's buffer).
+const BURST: usize = 256;
+
 /// A session's live stream and the thread that feeds it from its journal.
 pub struct Followed {
     /// The stream.
@@ -103,7 +107,13 @@ fn follow(stream: Weak<Followed>, mut follower: Follower) {
         let Some(f) = stream.upgrade() else { return };
         match follower.poll() {
             Ok(new) => {
-                for (r, line) in new {
+                for (i, (r, line)) in new.into_iter().enumerate() {
+                    // A burst (a long batch appended at once) is published
+                    // in steps, so readers can drain between them rather
+                    // than all be dropped as slow clients.
+                    if i > 0 && i % BURST == 0 {
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
                     // The record as the journal holds it (a verified JSON line).
                     let data = format!("{{\"journal_seq\":{},\"record\":{line}}}", r.seq);
                     f.stream.publish_record(JournalSeq(r.seq), &data);
@@ -240,7 +250,13 @@ pub async fn events(
         }
         let mut live = sub.live;
         loop {
-            match live.next().await {
+            // A client that went away ends this task at once, not at the
+            // next frame of an idle session.
+            let next = tokio::select! {
+                n = live.next() => n,
+                _ = tx.closed() => return,
+            };
+            match next {
                 Ok(fr) => {
                     if tx.send(frame_event(&fr)).await.is_err() {
                         return;
