@@ -160,7 +160,27 @@ struct Call {
     path_and_query: String,
 }
 
+/// Buys on a task of its own: a client that goes away before the
+/// upstream answered must not cancel a request the provider already has
+/// (it bills it), so the purchase runs to its end whatever happens to the
+/// handler, and the gateway's shutdown waits for it.
 async fn buy(g: Arc<Inner>, api: Api, call: Call) -> Response {
+    let running = g.running.start();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let _running = running;
+        let _ = tx.send(buy_here(g, api, call).await);
+    });
+    rx.await.unwrap_or_else(|_| {
+        crate::server::error(
+            StatusCode::BAD_GATEWAY,
+            "cairn_gateway",
+            "the purchase stopped before it answered",
+        )
+    })
+}
+
+async fn buy_here(g: Arc<Inner>, api: Api, call: Call) -> Response {
     let started = Instant::now();
     let url = format!("{}{}", call.up.base, call.path_and_query);
     let sent = g
