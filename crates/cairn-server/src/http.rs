@@ -102,8 +102,52 @@ pub fn router(state: Shared) -> Router {
             get(crate::api::checkpoints).post(crate::api::save_checkpoint),
         )
         .fallback(|| async { ApiError::not_found("no such route; see /openapi.json") })
+        .layer(axum::middleware::from_fn(json_errors))
         .layer(axum::middleware::from_fn_with_state(state.clone(), admit))
         .with_state(state)
+}
+
+/// Every error is the API's JSON error: the plain-text rejections of the
+/// HTTP layer (a query or body that does not parse, a wrong method) are
+/// rewritten with their status and words.
+async fn json_errors(req: Request, next: Next) -> Response {
+    let resp = next.run(req).await;
+    let status = resp.status();
+    let is_json = resp
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/event-stream"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return resp;
+    }
+    let body = axum::body::to_bytes(resp.into_body(), 64 * 1024)
+        .await
+        .unwrap_or_default();
+    let words = String::from_utf8_lossy(&body).trim().to_string();
+    // A body that is not JSON, or JSON of the wrong shape, is bad input
+    // like any other: 400, as the API documents.
+    let (status, code, class) = match status {
+        http::StatusCode::NOT_FOUND => (status, "not_found", crate::error::Class::Usage),
+        http::StatusCode::UNPROCESSABLE_ENTITY | http::StatusCode::UNSUPPORTED_MEDIA_TYPE => (
+            http::StatusCode::BAD_REQUEST,
+            "bad_request",
+            crate::error::Class::Usage,
+        ),
+        s if s.is_client_error() => (s, "bad_request", crate::error::Class::Usage),
+        s => (s, "failed", crate::error::Class::Failure),
+    };
+    ApiError {
+        status,
+        code,
+        class,
+        message: if words.is_empty() {
+            status.to_string()
+        } else {
+            words
+        },
+    }
+    .into_response()
 }
 
 async fn admit(State(state): State<Shared>, req: Request, next: Next) -> Response {
