@@ -285,3 +285,111 @@ fn runs_started_resumed_suspended_rewound_and_checkpointed_over_http() {
     }
     let _ = child.wait();
 }
+
+#[test]
+fn no_response_ever_contains_an_api_key() {
+    let s = Scratch::new();
+    let script = s.script("one.json", json!([{"text": "hello"}]));
+    let out = s.run(&[
+        "run",
+        "--model",
+        &format!("script:{}", script.display()),
+        "hi",
+    ]);
+    assert!(out.status.success());
+    let id = s.only_session();
+    let key = "sk-cairn-secret-7f3a9c";
+    let mut child = s
+        .cmd()
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("OPENAI_API_KEY", key)
+        .env("ANTHROPIC_API_KEY", key)
+        .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .unwrap()
+        .to_string();
+    std::thread::spawn(move || {
+        let mut sink = String::new();
+        let _ = err.read_to_string(&mut sink);
+    });
+    let ws = s.ws.display().to_string();
+    // A run whose provider cannot be reached, with the key in the server's
+    // environment: its error, its records and every route stay keyless.
+    let (code, started) = request(
+        &addr,
+        "POST",
+        "/v1/sessions",
+        Some(&json!({"task": "t", "workspace": ws, "model": "openai:gpt-4.1"})),
+    );
+    let mut bodies = vec![started.to_string()];
+    if code == 201 {
+        let other = started["id"].as_str().unwrap().to_string();
+        let start = std::time::Instant::now();
+        while s
+            .records(&other)
+            .last()
+            .is_none_or(|r| r["kind"] != "terminal")
+        {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "the run did not end"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        bodies.push(get(
+            &addr,
+            &format!("/v1/sessions/{other}/records?limit=1000"),
+            "",
+        ));
+    }
+    for path in [
+        "/".to_string(),
+        "/openapi.json".into(),
+        "/v1/sessions".into(),
+        format!("/v1/sessions/{id}"),
+        format!("/v1/sessions/{id}/records?limit=1000"),
+        format!("/v1/sessions/{id}/snapshots"),
+        format!("/v1/sessions/{id}/checkpoints"),
+    ] {
+        bodies.push(get(&addr, &path, ""));
+    }
+    for b in &bodies {
+        assert!(!b.contains(key), "a response holds the key: {b}");
+    }
+    let store = walk(&s.store);
+    assert!(
+        !store.iter().any(|b| b.contains(key)),
+        "the store holds the key"
+    );
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let _ = child.wait();
+}
+
+/// Every file under `dir`, as text.
+fn walk(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(b) = std::fs::read(&p) {
+                out.push(String::from_utf8_lossy(&b).into_owned());
+            }
+        }
+    }
+    out
+}
