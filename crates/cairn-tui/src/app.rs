@@ -13,7 +13,7 @@
 use std::time::{Duration, Instant};
 
 use cairn_agent::{stop_pair, Decision, StopHandle, StopLevel};
-use cairn_journal::{CostState, Entry, Outcome, TerminalReason, ToolCall, Totals};
+use cairn_journal::{Entry, Outcome, TerminalReason, ToolCall, Totals};
 use cairn_sessions::Summary;
 use crossterm::event::{Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
@@ -966,11 +966,7 @@ pub fn cost_lines(t: &Totals) -> Vec<String> {
     ]
 }
 
-/// A cost for people: `$0.0123`, `free`, or `unknown`.
+/// The cost of `t` for people ([`crate::text::cost`]).
 pub fn cost(t: &Totals) -> String {
-    match (t.cost.state, t.cost.usd) {
-        (CostState::Zero, _) => "free".into(),
-        (CostState::Known, Some(usd)) => format!("${usd:.4}"),
-        _ => "unknown".into(),
-    }
+    crate::text::cost(&t.cost)
 }

@@ -120,6 +120,16 @@ pub fn wrap(text: &str, cols: usize) -> Vec<String> {
     out
 }
 
+/// A cost for people: `$0.0123`, `free`, or `unknown` (an unknown cost is
+/// never shown as a number).
+pub fn cost(c: &cairn_journal::Cost) -> String {
+    match (c.state, c.usd) {
+        (cairn_journal::CostState::Zero, _) => "free".into(),
+        (cairn_journal::CostState::Known, Some(usd)) => format!("${usd:.4}"),
+        _ => "unknown".into(),
+    }
+}
+
 /// The display width of `s`.
 pub fn display_width(s: &str) -> usize {
     s.chars().map(width).sum()

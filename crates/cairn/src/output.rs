@@ -11,7 +11,6 @@
 //! 3. A closed or full stderr never stops cairn: notices are best effort
 //!    ([`note`]), because the journal, not the terminal, is the record.
 
-use std::borrow::Cow;
 use std::io::Write;
 
 /// Prints one JSON value (compact; pipe it to `jq` to read it) and a
@@ -62,56 +61,6 @@ pub fn error(prefix: &str, e: &anyhow::Error) {
     }
 }
 
-/// `s` with every character that a terminal would act on shown as an
-/// escape instead (the one implementation, shared with the TUI:
-/// [`cairn_tui::text::visible`]).
-pub fn visible(s: &str) -> Cow<'_, str> {
-    cairn_tui::text::visible(s)
-}
-
-/// A cost for people: `$0.0123`, `free`, or `unknown`.
-pub fn cost(c: &cairn_journal::Cost) -> String {
-    match (c.state, c.usd) {
-        (cairn_journal::CostState::Zero, _) => "free".into(),
-        (cairn_journal::CostState::Known, Some(usd)) => format!("${usd:.4}"),
-        _ => "unknown".into(),
-    }
-}
-
-/// Shortens text to one line of at most `max` characters.
-pub fn one_line(s: &str, max: usize) -> String {
-    let flat: String = s
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if flat.chars().count() <= max {
-        flat
-    } else {
-        let cut: String = flat.chars().take(max.saturating_sub(1)).collect();
-        format!("{cut}…")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn control_sequences_are_shown_not_sent() {
-        let rows = [
-            ("plain text\n\ttab", "plain text\n\ttab"),
-            ("\u{1b}]52;c;ZXZpbA==\u{7}", "\\x1b]52;c;ZXZpbA==\\x07"),
-            ("\u{1b}[2J\u{1b}[H", "\\x1b[2J\\x1b[H"),
-            ("line\r\nnext", "line\nnext"),
-            ("over\rwrite", "over\\x0dwrite"),
-            ("\u{9b}31m", "\\x9b31m"),
-            ("abc\u{202e}fed", "abc\\u{202e}fed"),
-            ("caf\u{e9} \u{1f600}", "caf\u{e9} \u{1f600}"),
-            ("\u{7f}", "\\x7f"),
-        ];
-        for (raw, shown) in rows {
-            assert_eq!(visible(raw), shown, "{raw:?}");
-        }
-        assert!(matches!(visible("ok"), Cow::Borrowed(_)));
-    }
-}
+// The rules for text that reaches a terminal live in one place, shared
+// with the TUI: escaping control characters, one-line cuts, costs.
+pub use cairn_tui::text::{cost, one_line, visible};
