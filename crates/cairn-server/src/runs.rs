@@ -52,9 +52,6 @@ impl From<RunError> for ApiError {
     }
 }
 
-/// Streamed model text of a run, for its live stream.
-pub type TextSink = Box<dyn FnMut(&str) + Send>;
-
 /// What `POST /v1/sessions` asks for: `cairn run`'s arguments.
 #[derive(Clone, Debug, Deserialize)]
 pub struct StartRequest {
@@ -73,28 +70,27 @@ pub struct StartRequest {
     pub max_tokens: Option<u64>,
 }
 
-/// A run the runner started: its session, and how to stop it.
-pub struct Started {
-    /// The session.
-    pub id: RunId,
-    /// Stops it (once: after the step in flight).
-    pub stop: StopHandle,
+/// What a run tells the server as it goes. The runner calls `started`
+/// once the session exists and before any work, so the server holds the
+/// run's stop handle before the run can end; then `text` for each piece
+/// of streamed model text, and `ended` when the run is over.
+pub trait RunHooks: Send {
+    /// The session exists; `stop` stops it (once: after the step in flight).
+    fn started(&mut self, run: &RunId, stop: StopHandle);
+    /// Streamed model text.
+    fn text(&mut self, run: &RunId, delta: &str);
+    /// The run is over (whatever its ending).
+    fn ended(&mut self, run: &RunId);
 }
 
 /// How the server starts and resumes runs; the binary implements it.
 pub trait Runner: Send + Sync {
-    /// Starts a new session and its run in the background; returns once
-    /// the session exists. `text` receives the model's streamed text;
-    /// `done` is called when the run ends.
+    /// Starts a new session and its run in the background; returns its id
+    /// once the session exists.
     ///
     /// # Errors
     /// Whatever stops `cairn run` from starting.
-    fn start(
-        &self,
-        req: StartRequest,
-        text: TextSink,
-        done: Box<dyn FnOnce() + Send>,
-    ) -> Result<Started, RunError>;
+    fn start(&self, req: StartRequest, hooks: Box<dyn RunHooks>) -> Result<RunId, RunError>;
 
     /// Resumes session `id` in the background with an optional follow-up.
     ///
@@ -104,9 +100,8 @@ pub trait Runner: Send + Sync {
         &self,
         id: &RunId,
         text: Option<String>,
-        stream: TextSink,
-        done: Box<dyn FnOnce() + Send>,
-    ) -> Result<Started, RunError>;
+        hooks: Box<dyn RunHooks>,
+    ) -> Result<(), RunError>;
 }
 
 /// The runs this server drives, by session id.
@@ -116,10 +111,6 @@ pub struct Runs {
 }
 
 impl Runs {
-    fn insert(&self, id: &RunId, stop: StopHandle) {
-        self.lock().insert(id.to_string(), stop);
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, StopHandle>> {
         self.running.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -139,17 +130,40 @@ fn runner(state: &Shared) -> Result<Arc<dyn Runner>, ApiError> {
     })
 }
 
-/// The sink publishing a run's streamed text into its live stream.
-fn text_sink(state: &Shared, id: &str) -> TextSink {
-    let state = state.clone();
-    let id = id.to_owned();
-    Box::new(move |delta: &str| {
-        let Ok(run) = RunId::parse(&id) else { return };
-        if let Ok(f) = crate::live::followed(&state, &run) {
+/// The server's side of a run: its stop handle in [`Runs`], its text into
+/// its live stream.
+struct Hooks {
+    state: Shared,
+    stream: Option<Arc<crate::live::Followed>>,
+}
+
+impl Hooks {
+    fn boxed(state: &Shared) -> Box<dyn RunHooks> {
+        Box::new(Hooks {
+            state: state.clone(),
+            stream: None,
+        })
+    }
+}
+
+impl RunHooks for Hooks {
+    fn started(&mut self, run: &RunId, stop: StopHandle) {
+        self.state.runs.lock().insert(run.to_string(), stop);
+    }
+
+    fn text(&mut self, run: &RunId, delta: &str) {
+        if self.stream.is_none() {
+            self.stream = crate::live::followed(&self.state, run).ok();
+        }
+        if let Some(f) = &self.stream {
             f.stream
                 .publish_delta(&serde_json::json!({ "text": delta }).to_string());
         }
-    })
+    }
+
+    fn ended(&mut self, run: &RunId) {
+        self.state.runs.lock().remove(run.as_str());
+    }
 }
 
 /// What a start or resume answers.
@@ -173,38 +187,9 @@ pub async fn start(
         ));
     }
     let st = state.clone();
-    let started = crate::api::blocking(move || {
-        // The session's id is not known until it exists: the text sink
-        // finds it through a slot filled right after.
-        let slot: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
-        let sink_slot = slot.clone();
-        let sink_state = st.clone();
-        let mut inner: Option<TextSink> = None;
-        let text: TextSink = Box::new(move |d: &str| {
-            if inner.is_none() {
-                if let Some(id) = sink_slot.lock().ok().and_then(|s| s.clone()) {
-                    inner = Some(text_sink(&sink_state, &id));
-                }
-            }
-            if let Some(f) = inner.as_mut() {
-                f(d);
-            }
-        });
-        let done_state = st.clone();
-        let done_slot = slot.clone();
-        let done = Box::new(move || {
-            if let Some(id) = done_slot.lock().ok().and_then(|s| s.clone()) {
-                done_state.runs.lock().remove(&id);
-            }
-        });
-        let s = runner.start(req, text, done).map_err(ApiError::from)?;
-        if let Ok(mut g) = slot.lock() {
-            *g = Some(s.id.to_string());
-        }
-        st.runs.insert(&s.id, s.stop.clone());
-        Ok(s.id)
-    })
-    .await?;
+    let started =
+        crate::api::blocking(move || runner.start(req, Hooks::boxed(&st)).map_err(ApiError::from))
+            .await?;
     Ok((
         StatusCode::CREATED,
         Json(Accepted {
@@ -246,15 +231,9 @@ pub async fn resume(
         // The stream exists before the run writes, so it starts at the
         // journal as it is now and every new record is a frame.
         crate::live::followed(&st, &id2)?;
-        let done_state = st.clone();
-        let key = id2.to_string();
-        let done = Box::new(move || {
-            done_state.runs.lock().remove(&key);
-        });
-        let s = runner
-            .resume(&id2, text, text_sink(&st, id2.as_str()), done)
+        runner
+            .resume(&id2, text, Hooks::boxed(&st))
             .map_err(ApiError::from)?;
-        st.runs.insert(&s.id, s.stop);
         Ok(())
     })
     .await?;

@@ -4,9 +4,7 @@
 use std::sync::Arc;
 
 use cairn_agent::{stop_pair, Events};
-use cairn_server::{
-    Class, RunError, Runner, ServeConfig, ServeError, StartRequest, Started, TextSink,
-};
+use cairn_server::{Class, RunError, RunHooks, Runner, ServeConfig, ServeError, StartRequest};
 use cairn_store::{RunId, Store};
 
 use crate::cli::{ModelArgs, ServeArgs};
@@ -55,12 +53,15 @@ struct CliRunner {
     ctx: Context,
 }
 
-/// A run's streamed text, to the server's live stream.
-struct Streamed(TextSink);
+/// A run's streamed text, to the server's hooks.
+struct Streamed<'a> {
+    run: RunId,
+    hooks: &'a mut dyn RunHooks,
+}
 
-impl Events for Streamed {
+impl Events for Streamed<'_> {
     fn text(&mut self, delta: &str) {
-        (self.0)(delta);
+        self.hooks.text(&self.run, delta);
     }
 }
 
@@ -86,20 +87,19 @@ fn failure(message: String) -> RunError {
 }
 
 impl CliRunner {
-    /// Runs `make` then drives the agent it made on a new thread; returns
-    /// once the agent exists (or could not be made).
+    /// Runs `make`, then drives the agent it made, on a thread of its own;
+    /// returns the session's id once the agent exists (or why it could not
+    /// be made). The hooks hear of the run before any of its work.
     fn spawn(
         &self,
         ctx: Context,
         text: Option<String>,
-        stream: TextSink,
-        done: Box<dyn FnOnce() + Send>,
+        mut hooks: Box<dyn RunHooks>,
         make: impl FnOnce(&Context, &Store, cairn_agent::Stop) -> anyhow::Result<cairn_agent::Agent>
             + Send
             + 'static,
-    ) -> Result<Started, RunError> {
-        let (tx, rx) =
-            std::sync::mpsc::channel::<Result<(RunId, cairn_agent::StopHandle), RunError>>();
+    ) -> Result<RunId, RunError> {
+        let (tx, rx) = std::sync::mpsc::channel::<Result<RunId, RunError>>();
         std::thread::Builder::new()
             .name("cairn-serve-run".into())
             .spawn(move || {
@@ -110,7 +110,7 @@ impl CliRunner {
                     Ok(rt) => rt,
                     Err(e) => {
                         let _ = tx.send(Err(failure(e.to_string())));
-                        return done();
+                        return;
                     }
                 };
                 rt.block_on(async {
@@ -120,36 +120,34 @@ impl CliRunner {
                             let (handle, stop) = stop_pair();
                             make(&ctx, &store, stop).map(|a| (a, handle))
                         });
-                    match made {
-                        Ok((mut agent, handle)) => {
-                            let _ = tx.send(Ok((agent.session().id().clone(), handle)));
-                            let mut ev = Streamed(stream);
-                            if let Err(e) = agent.drive(text, &mut ev).await {
-                                output::note(format!("cairn: a served run stopped: {e}"));
-                            }
-                        }
+                    let (mut agent, handle) = match made {
+                        Ok(x) => x,
                         Err(e) => {
                             let _ = tx.send(Err(classified(&e)));
+                            return;
                         }
+                    };
+                    let run = agent.session().id().clone();
+                    hooks.started(&run, handle);
+                    let _ = tx.send(Ok(run.clone()));
+                    let mut ev = Streamed {
+                        run: run.clone(),
+                        hooks: hooks.as_mut(),
+                    };
+                    if let Err(e) = agent.drive(text, &mut ev).await {
+                        output::note(format!("cairn: a served run stopped: {e}"));
                     }
+                    hooks.ended(&run);
                 });
-                done();
             })
             .map_err(|e| failure(format!("cannot start the run's thread: {e}")))?;
-        let (id, stop) = rx
-            .recv()
-            .map_err(|_| failure("the run's thread ended before the session existed".into()))??;
-        Ok(Started { id, stop })
+        rx.recv()
+            .map_err(|_| failure("the run's thread ended before the session existed".into()))?
     }
 }
 
 impl Runner for CliRunner {
-    fn start(
-        &self,
-        req: StartRequest,
-        stream: TextSink,
-        done: Box<dyn FnOnce() + Send>,
-    ) -> Result<Started, RunError> {
+    fn start(&self, req: StartRequest, hooks: Box<dyn RunHooks>) -> Result<RunId, RunError> {
         let usage = |message: String| RunError {
             class: Class::Usage,
             message,
@@ -167,54 +165,42 @@ impl Runner for CliRunner {
             cwd: dir,
         };
         let task = req.task.clone();
-        self.spawn(
-            ctx,
-            Some(task.clone()),
-            stream,
-            done,
-            move |ctx, store, stop| {
-                let model = ModelArgs {
-                    model: req.model.clone(),
-                    max_turns: req.max_turns,
-                    max_tokens: req.max_tokens,
-                    ..ModelArgs::default()
-                };
-                let spec = NewSession {
-                    model: &model,
-                    system: None,
-                    name: req.name.clone(),
-                };
-                run::check_new(ctx, &spec)?;
-                run::new_agent(ctx, store, &spec, &task, stop)
-            },
-        )
+        self.spawn(ctx, Some(task.clone()), hooks, move |ctx, store, stop| {
+            let model = ModelArgs {
+                model: req.model.clone(),
+                max_turns: req.max_turns,
+                max_tokens: req.max_tokens,
+                ..ModelArgs::default()
+            };
+            let spec = NewSession {
+                model: &model,
+                system: None,
+                name: req.name.clone(),
+            };
+            run::check_new(ctx, &spec)?;
+            run::new_agent(ctx, store, &spec, &task, stop)
+        })
     }
 
     fn resume(
         &self,
         id: &RunId,
         text: Option<String>,
-        stream: TextSink,
-        done: Box<dyn FnOnce() + Send>,
-    ) -> Result<Started, RunError> {
+        hooks: Box<dyn RunHooks>,
+    ) -> Result<(), RunError> {
         let id = id.clone();
-        self.spawn(
-            self.ctx.clone(),
-            text,
-            stream,
-            done,
-            move |ctx, store, stop| {
-                let mut quiet = cairn_agent::Silent;
-                run::open_agent(
-                    ctx,
-                    store,
-                    &id,
-                    &ModelArgs::default(),
-                    false,
-                    stop,
-                    &mut quiet,
-                )
-            },
-        )
+        self.spawn(self.ctx.clone(), text, hooks, move |ctx, store, stop| {
+            let mut quiet = cairn_agent::Silent;
+            run::open_agent(
+                ctx,
+                store,
+                &id,
+                &ModelArgs::default(),
+                false,
+                stop,
+                &mut quiet,
+            )
+        })
+        .map(drop)
     }
 }
