@@ -68,20 +68,27 @@ fn record_data(key: &str, seq: u64, record: &serde_json::Value) -> String {
 /// The stream of session `id`, started (and its journal followed) on first
 /// use.
 pub(crate) fn followed(state: &Shared, id: &cairn_store::RunId) -> Result<Arc<Followed>, ApiError> {
-    let mut streams = state.streams.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(f) = streams.get(id.as_str()) {
+    let streams = || state.streams.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(f) = streams().get(id.as_str()) {
         return Ok(f.clone());
     }
+    // The journal is read without the map's lock, so opening a long
+    // session never holds up the streams of the others.
     let path = state.store.journal_path(id);
-    let mut follower =
-        Follower::open(&path, id.as_str()).map_err(|e| ApiError::failed(e.to_string()))?;
+    let mut follower = Follower::open(&path, id.as_str()).map_err(follow_error)?;
     // What the journal holds now is covered: the stream starts after it.
-    let now = follower.poll().map_err(|e| integrity(e.to_string()))?;
+    let now = follower.poll().map_err(follow_error)?;
     let covered = now.last().map_or(0, |(r, _)| r.seq);
+    let mut map = streams();
+    // Another request may have started it meanwhile: theirs is the one.
+    if let Some(f) = map.get(id.as_str()) {
+        return Ok(f.clone());
+    }
     let f = Arc::new(Followed {
         stream: LiveStream::starting_at(StreamLimits::default(), JournalSeq(covered)),
     });
-    streams.insert(id.to_string(), f.clone());
+    map.insert(id.to_string(), f.clone());
+    drop(map);
     let weak = Arc::downgrade(&f);
     let run = id.to_string();
     std::thread::Builder::new()
@@ -91,12 +98,17 @@ pub(crate) fn followed(state: &Shared, id: &cairn_store::RunId) -> Result<Arc<Fo
     Ok(f)
 }
 
-fn integrity(message: String) -> ApiError {
-    ApiError {
-        status: http::StatusCode::INTERNAL_SERVER_ERROR,
-        code: "integrity",
-        class: Class::Integrity,
-        message,
+/// A journal that cannot be read is a failure; one that does not verify
+/// is an integrity error.
+fn follow_error(e: crate::follow::FollowError) -> ApiError {
+    match e {
+        crate::follow::FollowError::Io { .. } => ApiError::failed(e.to_string()),
+        e => ApiError {
+            status: http::StatusCode::INTERNAL_SERVER_ERROR,
+            code: "integrity",
+            class: Class::Integrity,
+            message: e.to_string(),
+        },
     }
 }
 
