@@ -9,8 +9,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use common::Scratch;
 use serde_json::json;
@@ -36,27 +35,8 @@ fn the_api_answers_as_its_openapi_document_says() {
         "hi",
     ]);
     assert!(out.status.success());
-    let mut server = s
-        .cmd()
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(server.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    let base = format!(
-        "http://{}",
-        line.split("http://")
-            .nth(1)
-            .and_then(|r| r.split('/').next())
-            .unwrap_or_else(|| panic!("no address in {line:?}"))
-    );
-    std::thread::spawn(move || {
-        let mut sink = String::new();
-        let _ = err.read_to_string(&mut sink);
-    });
+    let served = common::Served::start(&s, &[]);
+    let base = served.base();
     // The event stream never ends, so it is tested by its own tests.
     let out = Command::new(&program)
         .args(["run", &format!("{base}/openapi.json")])
@@ -70,10 +50,7 @@ fn the_api_answers_as_its_openapi_document_says() {
         .env("NO_COLOR", "1")
         .output()
         .unwrap();
-    unsafe {
-        libc::kill(server.id() as i32, libc::SIGTERM);
-    }
-    let _ = server.wait();
+    drop(served);
     assert!(
         out.status.success(),
         "{}\n{}",

@@ -3,11 +3,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::Stdio;
+use std::io::{Read, Write};
 use std::time::Duration;
 
-use common::Scratch;
+use common::{Scratch, Served};
 use serde_json::json;
 
 fn get(addr: &str, path: &str, extra: &str) -> String {
@@ -36,22 +35,8 @@ fn serve_lists_the_stores_sessions_and_guards_itself() {
     assert!(out.status.success());
     let id = s.only_session();
 
-    let mut child = s
-        .cmd()
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
+    let served = Served::start(&s, &[]);
+    let addr = served.addr.clone();
     let list = get(&addr, "/v1/sessions", "");
     assert!(list.starts_with("HTTP/1.1 200"), "{list}");
     assert!(list.contains(&id), "{list}");
@@ -66,10 +51,7 @@ fn serve_lists_the_stores_sessions_and_guards_itself() {
     assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
     let viewer = get(&addr, "/", "");
     assert!(viewer.contains("<title>cairn</title>"), "{viewer}");
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGTERM);
-    }
-    let status = child.wait().unwrap();
+    let status = served.stop();
     assert!(status.success(), "{status:?}");
 
     let out = s.run(&["serve", "--listen", "0.0.0.0:0"]);
@@ -102,31 +84,6 @@ fn request(
     (status, json)
 }
 
-fn serve(s: &Scratch) -> (std::process::Child, String) {
-    let mut child = s
-        .cmd()
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
-    // Keep draining stderr so the server never blocks on it.
-    std::thread::spawn(move || {
-        let mut sink = String::new();
-        let _ = err.read_to_string(&mut sink);
-    });
-    (child, addr)
-}
-
 fn wait_status(addr: &str, id: &str, want: &str) -> serde_json::Value {
     let start = std::time::Instant::now();
     loop {
@@ -156,7 +113,8 @@ fn runs_started_resumed_suspended_rewound_and_checkpointed_over_http() {
         ]),
     );
     let model = format!("script:{}", script.display());
-    let (mut child, addr) = serve(&s);
+    let served = Served::start(&s, &[]);
+    let addr = served.addr.clone();
     let ws = s.ws.display().to_string();
 
     let (code, v) = request(
@@ -279,11 +237,7 @@ fn runs_started_resumed_suspended_rewound_and_checkpointed_over_http() {
         Some(&json!({"task": "x", "workspace": "/no/such/dir", "model": "script:/x"})),
     );
     assert_eq!(code, 400, "{v}");
-
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGTERM);
-    }
-    let _ = child.wait();
+    drop(served);
 }
 
 #[test]
@@ -299,29 +253,15 @@ fn no_response_ever_contains_an_api_key() {
     assert!(out.status.success());
     let id = s.only_session();
     let key = "sk-cairn-secret-7f3a9c";
-    let mut child = s
-        .cmd()
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("OPENAI_API_KEY", key)
-        .env("ANTHROPIC_API_KEY", key)
-        .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .unwrap()
-        .to_string();
-    std::thread::spawn(move || {
-        let mut sink = String::new();
-        let _ = err.read_to_string(&mut sink);
-    });
+    let served = Served::start(
+        &s,
+        &[
+            ("OPENAI_API_KEY", key),
+            ("ANTHROPIC_API_KEY", key),
+            ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1"),
+        ],
+    );
+    let addr = served.addr.clone();
     let ws = s.ws.display().to_string();
     // A run whose provider cannot be reached, with the key in the server's
     // environment: its error, its records and every route stay keyless.
@@ -371,10 +311,7 @@ fn no_response_ever_contains_an_api_key() {
         !store.iter().any(|b| b.contains(key)),
         "the store holds the key"
     );
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGTERM);
-    }
-    let _ = child.wait();
+    drop(served);
 }
 
 /// Every file under `dir`, as text.

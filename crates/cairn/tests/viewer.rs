@@ -8,9 +8,8 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use common::{call, Scratch};
 use serde_json::json;
@@ -57,27 +56,8 @@ fn the_viewer_lists_shows_streams_forks_and_diffs() {
         ]),
     );
 
-    let mut server = s
-        .cmd()
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(server.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    let base = format!(
-        "http://{}",
-        line.split("http://")
-            .nth(1)
-            .and_then(|r| r.split('/').next())
-            .unwrap_or_else(|| panic!("no address in {line:?}"))
-    );
-    std::thread::spawn(move || {
-        let mut sink = String::new();
-        let _ = err.read_to_string(&mut sink);
-    });
+    let served = common::Served::start(&s, &[]);
+    let base = served.base();
 
     let target = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target");
     std::fs::create_dir_all(&target).unwrap();
@@ -92,10 +72,7 @@ fn the_viewer_lists_shows_streams_forks_and_diffs() {
         .env("CAIRN_PLAYWRIGHT_DIR", pw.unwrap())
         .output()
         .unwrap();
-    unsafe {
-        libc::kill(server.id() as i32, libc::SIGTERM);
-    }
-    let _ = server.wait();
+    drop(served);
     assert!(
         out.status.success(),
         "{}\n{}",

@@ -149,3 +149,62 @@ pub fn shell(id: &str, command: &str) -> Value {
         serde_json::json!({"command": command, "timeout_s": 60}),
     )
 }
+
+/// `cairn serve` on an ephemeral loopback port, its stderr drained;
+/// stopped with SIGTERM when dropped.
+pub struct Served {
+    pub child: Child,
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
+}
+
+impl Served {
+    pub fn start(s: &Scratch, env: &[(&str, &str)]) -> Served {
+        use std::io::{BufRead, BufReader, Read};
+        let mut cmd = s.cmd();
+        cmd.args(["serve", "--listen", "127.0.0.1:0"]);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        err.read_line(&mut line).unwrap();
+        let addr = line
+            .split("http://")
+            .nth(1)
+            .and_then(|r| r.split('/').next())
+            .unwrap_or_else(|| panic!("no address in {line:?}"))
+            .to_string();
+        // Drained, so the server never blocks on a full pipe.
+        std::thread::spawn(move || {
+            let mut sink = String::new();
+            let _ = err.read_to_string(&mut sink);
+        });
+        Served { child, addr }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn base(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// SIGTERM, and how it exited.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        kill(&mut self.child, libc::SIGTERM);
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            kill(&mut self.child, libc::SIGTERM);
+            let _ = self.child.wait();
+        }
+    }
+}
