@@ -26,6 +26,11 @@ fn meta(ws: &str) -> Meta {
     }
 }
 
+/// A GET's JSON body.
+async fn get_json(c: &reqwest::Client, url: impl reqwest::IntoUrl) -> serde_json::Value {
+    c.get(url).send().await.unwrap().json().await.unwrap()
+}
+
 fn user(t: &str) -> RecordBody {
     RecordBody::User(User { text: t.into() })
 }
@@ -66,48 +71,20 @@ async fn list_show_records_and_errors() {
     let s = start(None).await;
     let (id, _w) = session(&s, &["one", "two", "three"]);
     let c = reqwest::Client::new();
-    let list: serde_json::Value = c
-        .get(format!("{}/v1/sessions", s.base))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list = get_json(&c, format!("{}/v1/sessions", s.base)).await;
     assert_eq!(list[0]["id"], id.as_str());
     assert_eq!(list[0]["records"], 4);
-    let repo = c
-        .get(format!("{}/v1/sessions", s.base))
-        .query(&[("repo", "/nowhere/else")])
-        .send()
-        .await
-        .unwrap()
-        .json::<serde_json::Value>()
-        .await
-        .unwrap();
+    let repo = get_json(&c, format!("{}/v1/sessions?repo=/nowhere/else", s.base)).await;
     assert_eq!(repo.as_array().unwrap().len(), 0, "filtered by repository");
 
-    let show: serde_json::Value = c
-        .get(format!("{}/v1/sessions/{id}", s.base))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let show = get_json(&c, format!("{}/v1/sessions/{id}", s.base)).await;
     assert_eq!(show["id"], id.as_str());
 
-    let page: serde_json::Value = c
-        .get(format!(
-            "{}/v1/sessions/{id}/records?after=1&limit=2",
-            s.base
-        ))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let page = get_json(
+        &c,
+        format!("{}/v1/sessions/{id}/records?after=1&limit=2", s.base),
+    )
+    .await;
     let seqs: Vec<u64> = page["records"]
         .as_array()
         .unwrap()
@@ -135,14 +112,7 @@ async fn list_show_records_and_errors() {
         assert_eq!(body["error"]["class"], "usage", "{path}");
     }
 
-    let doc: serde_json::Value = c
-        .get(format!("{}/openapi.json", s.base))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let doc = get_json(&c, format!("{}/openapi.json", s.base)).await;
     assert_eq!(doc["openapi"], "3.0.3");
     assert!(doc["paths"]["/v1/sessions/{id}/events"].is_object());
 
@@ -336,23 +306,14 @@ async fn fork_snapshots_and_a_diff_with_its_lines() {
         .unwrap()
         .snapshot;
     let c = reqwest::Client::new();
-    let snaps: serde_json::Value = c
-        .get(format!("{}/v1/sessions/{id}/snapshots", s.base))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let snaps: serde_json::Value =
+        get_json(&c, format!("{}/v1/sessions/{id}/snapshots", s.base)).await;
     assert_eq!(snaps.as_array().unwrap().len(), 2);
-    let diff: serde_json::Value = c
-        .get(format!("{}/v1/sessions/{id}/diff?from={a}&to={b}", s.base))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let diff = get_json(
+        &c,
+        format!("{}/v1/sessions/{id}/diff?from={a}&to={b}", s.base),
+    )
+    .await;
     assert_eq!(diff[0]["path"], "f.txt");
     assert_eq!(diff[0]["added"], 2);
     assert_eq!(diff[0]["removed"], 1);
