@@ -479,11 +479,11 @@ impl Worker {
                         ) => {
                             if let Some((t0, pre)) = open.take() {
                                 if t0 == t {
-                                    let changed = tracker.run_diff_stat(&pre, &snap)?;
+                                    let changed = tracker.run_changed_paths(&pre, &snap)?;
                                     if let Some(p) = points.last_mut() {
-                                        for c in changed {
-                                            if !p.files.contains(&c.path) {
-                                                p.files.push(c.path);
+                                        for path in changed {
+                                            if !p.files.contains(&path) {
+                                                p.files.push(path);
                                             }
                                         }
                                     }

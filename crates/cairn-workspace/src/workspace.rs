@@ -591,12 +591,39 @@ impl Workspace {
         to: &SnapshotId,
     ) -> Result<Vec<FileChange>, WorkspaceError> {
         let (a, b) = (self.manifest(from)?, self.manifest(to)?);
-        let run = attribution::attribute(self, from, to)?.run;
-        let pairs: Vec<_> = diffstat::differing(&a.entries, &b.entries)
+        let pairs = self.run_pairs(&a, &b)?;
+        diffstat::describe_all(&self.pool, &pairs)
+    }
+
+    /// The paths [`Workspace::run_diff_stat`] lists, without reading any
+    /// file's content (what a list of "files this turn changed" needs).
+    ///
+    /// # Errors
+    /// As [`Workspace::run_diff_stat`], but for object errors.
+    pub fn run_changed_paths(
+        &self,
+        from: &SnapshotId,
+        to: &SnapshotId,
+    ) -> Result<Vec<String>, WorkspaceError> {
+        let (a, b) = (self.manifest(from)?, self.manifest(to)?);
+        Ok(self
+            .run_pairs(&a, &b)?
+            .into_iter()
+            .map(|(p, _, _)| p.to_owned())
+            .collect())
+    }
+
+    /// The differing entries from `a` to `b` that the run itself changed.
+    fn run_pairs<'m>(
+        &self,
+        a: &'m Manifest,
+        b: &'m Manifest,
+    ) -> Result<Vec<diffstat::Pair<'m>>, WorkspaceError> {
+        let run = attribution::attribute(self, &a.id, &b.id)?.run;
+        Ok(diffstat::differing(&a.entries, &b.entries)
             .into_iter()
             .filter(|(p, _, _)| run.contains(*p))
-            .collect();
-        diffstat::describe_all(&self.pool, &pairs)
+            .collect())
     }
 
     /// A unified diff of `path` from snapshot `from` to snapshot `to`
