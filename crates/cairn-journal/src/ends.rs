@@ -233,7 +233,7 @@ pub fn read_ends(path: &Path, run: &str) -> Result<Option<Ends>, JournalError> {
 }
 
 fn read_head_at(f: &std::fs::File, path: &Path, len: u64) -> Result<Option<Head>, JournalError> {
-    let mut window: u64 = 4 * 1024;
+    let mut window: u64 = 1024;
     loop {
         let take = window.min(len);
         let buf = read_at(f, path, 0, take)?;
@@ -263,7 +263,7 @@ fn read_suffix(
     len: u64,
     stop: impl Fn(&Record) -> bool,
 ) -> Result<Option<Vec<(Record, ChainHash)>>, JournalError> {
-    let mut window: u64 = 2 * 1024;
+    let mut window: u64 = 1024;
     loop {
         let take = window.min(len);
         let buf = read_at(f, path, len - take, take)?;

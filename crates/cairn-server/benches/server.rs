@@ -749,7 +749,7 @@ async fn run() {
         )
     } else if f < 0.7 * p {
         format!(
-            "the follower, not the journal writer (busy {:.0}%): it reads once per {POLL_MS:.0} ms poll and publishes what it read in steps of 256 records, and a subscriber's 1,024-frame buffer must hold what arrives between its reads, so a journal-followed session sustains about 1,024 records per poll (~41,000 records/s, {:.0}% of it reached here) before subscribers are dropped; one append of {BURST} records dropped {drops} of {SUBSCRIBERS} subscribers as slow_client",
+            "the follower, not the journal writer (busy {:.0}%): it reads once per {POLL_MS:.0} ms poll and publishes at the pace of its slowest subscriber, and this bench's producer stays within {WINDOW} frames of the slowest reader, so the follower can deliver at most {WINDOW} frames per poll to each ({:.0}% of that cap reached here); one append of {BURST} records dropped {drops} of {SUBSCRIBERS} subscribers as slow_client",
             busy * 100.0,
             100.0 * f / follower_cap
         )

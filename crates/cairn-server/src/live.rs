@@ -41,9 +41,9 @@ use crate::stream::{Backlog, Ended, Frame, JournalSeq, LiveSeq, LiveStream, Stre
 /// How often a followed journal is read for new records.
 const POLL: Duration = Duration::from_millis(25);
 
-/// Records published from one read before the follower lets readers
-/// drain (a quarter of a subscriber's buffer).
-const BURST: usize = 256;
+/// How long a followed stream waits for a subscriber with no room before
+/// it publishes anyway and that subscriber is dropped as a slow client.
+const PATIENCE: Duration = Duration::from_secs(1);
 
 /// A session's live stream and the thread that feeds it from its journal.
 pub struct Followed {
@@ -112,6 +112,18 @@ fn follow_error(e: crate::follow::FollowError) -> ApiError {
     }
 }
 
+/// Waits until every subscriber can take a frame, or until one has had no
+/// room for [`PATIENCE`]: the follower only lags the journal, which the run
+/// never waits for, so a burst (a long batch appended at once) reaches
+/// readers that keep reading, while one that stopped is dropped as a slow
+/// client by the next publish.
+fn wait_for_room(stream: &LiveStream) {
+    let since = std::time::Instant::now();
+    while stream.room() == Some(0) && since.elapsed() < PATIENCE {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Publishes each new record of the journal until the stream is gone.
 fn follow(stream: Weak<Followed>, mut follower: Follower) {
     loop {
@@ -119,13 +131,8 @@ fn follow(stream: Weak<Followed>, mut follower: Follower) {
         let Some(f) = stream.upgrade() else { return };
         match follower.poll() {
             Ok(new) => {
-                for (i, (r, line)) in new.into_iter().enumerate() {
-                    // A burst (a long batch appended at once) is published
-                    // in steps, so readers can drain between them rather
-                    // than all be dropped as slow clients.
-                    if i > 0 && i % BURST == 0 {
-                        std::thread::sleep(Duration::from_millis(2));
-                    }
+                for (r, line) in new {
+                    wait_for_room(&f.stream);
                     // The record as the journal holds it (a verified JSON line).
                     let data = format!("{{\"journal_seq\":{},\"record\":{line}}}", r.seq);
                     f.stream.publish_record(JournalSeq(r.seq), &data);

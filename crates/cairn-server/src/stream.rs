@@ -361,6 +361,19 @@ impl LiveStream {
         self.lock().subscribers.len()
     }
 
+    /// The fewest frames any attached subscriber can still take before it
+    /// is a slow client (`None`: no subscribers). A publisher that may wait
+    /// — one following a journal, which the run never waits for — paces
+    /// itself by this instead of dropping readers in a burst.
+    pub fn room(&self) -> Option<usize> {
+        self.lock()
+            .subscribers
+            .iter()
+            .filter(|s| !s.tx.is_closed())
+            .map(|s| s.tx.capacity())
+            .min()
+    }
+
     /// Whether [`LiveStream::close`] was called.
     pub fn is_closed(&self) -> bool {
         self.lock().closed

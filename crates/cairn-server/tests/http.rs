@@ -283,6 +283,118 @@ async fn a_session_written_by_another_process_streams_and_a_reconnect_misses_not
     assert_eq!(body["error"]["code"], "cursor_ahead");
 }
 
+/// What a client keeps of a record event: its live seq, journal seq and
+/// record.
+fn kept(events: Vec<(Option<u64>, serde_json::Value)>) -> Vec<(u64, u64, serde_json::Value)> {
+    events
+        .into_iter()
+        .map(|(id, d)| {
+            let id = id.expect("inside the ring every record has a live seq");
+            (id, d["journal_seq"].as_u64().unwrap(), d["record"].clone())
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_dropped_at_random_during_a_run_gets_what_a_connected_one_got() {
+    use rand::{Rng, SeedableRng};
+    const RECORDS: usize = 1_500;
+    let s = start(None).await;
+    let (id, mut w) = session(&s, &["before"]);
+    let c = reqwest::Client::new();
+    let url = format!("{}/v1/sessions/{id}/events", s.base);
+    let steady = c.get(&url).send().await.unwrap();
+    assert_eq!(steady.status().as_u16(), 200);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    // The run: records appended in small bursts, as turns land.
+    let writer = std::thread::spawn(move || {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let mut i = 0;
+        while i < RECORDS {
+            let burst = rng.random_range(1..40).min(RECORDS - i);
+            for _ in 0..burst {
+                w.append(&user(&format!("turn text {i}"))).unwrap();
+                i += 1;
+            }
+            std::thread::sleep(Duration::from_millis(rng.random_range(0..4)));
+        }
+        w
+    });
+
+    // A client that drops after a random number of records, sometimes
+    // waits, and reconnects with the last id it saw.
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    let mut dropping: Vec<(u64, u64, serde_json::Value)> = Vec::new();
+    let mut reconnects = 0;
+    while dropping.len() < RECORDS {
+        let mut req = c.get(&url);
+        if let Some((last, _, _)) = dropping.last() {
+            req = req.header("last-event-id", last.to_string());
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), 200);
+        let want = rng.random_range(1..120).min(RECORDS - dropping.len());
+        let (got, _) = read_records(resp, want).await;
+        dropping.extend(kept(got));
+        reconnects += 1;
+        if rng.random_bool(0.3) {
+            tokio::time::sleep(Duration::from_millis(rng.random_range(0..30))).await;
+        }
+    }
+    let (got, _) = read_records(steady, RECORDS).await;
+    let connected = kept(got);
+    writer.join().unwrap();
+
+    assert!(
+        reconnects > 10,
+        "the client really dropped ({reconnects} connections)"
+    );
+    assert_eq!(
+        dropping.len(),
+        connected.len(),
+        "nothing missing, nothing twice"
+    );
+    assert_eq!(dropping, connected, "the same frames in the same order");
+    let ids: Vec<u64> = connected.iter().map(|(i, _, _)| *i).collect();
+    assert_eq!(
+        ids,
+        (1..=RECORDS as u64).collect::<Vec<_>>(),
+        "dense live seqs"
+    );
+    assert_eq!(connected.last().unwrap().1, RECORDS as u64 + 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_appended_at_once_reaches_every_reader() {
+    const BURST: usize = 5_000;
+    let s = start(None).await;
+    let (id, mut w) = session(&s, &["before"]);
+    let c = reqwest::Client::new();
+    let url = format!("{}/v1/sessions/{id}/events", s.base);
+    let mut readers = Vec::new();
+    for _ in 0..6 {
+        let resp = c.get(&url).send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), 200);
+        readers.push(resp);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // One batch: the follower reads all of it in one poll, five times a
+    // reader's buffer.
+    let burst: Vec<RecordBody> = (0..BURST).map(|i| user(&format!("burst {i}"))).collect();
+    w.append_batch(&burst).unwrap();
+    let all =
+        futures_util::future::join_all(readers.into_iter().map(|r| read_records(r, BURST))).await;
+    for (got, _) in all {
+        // `read_records` fails on a `slow_client` error event.
+        let seqs: Vec<u64> = got
+            .iter()
+            .map(|(_, d)| d["journal_seq"].as_u64().unwrap())
+            .collect();
+        assert_eq!(seqs, (3..BURST as u64 + 3).collect::<Vec<_>>());
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fork_snapshots_and_a_diff_with_its_lines() {
     let s = start(None).await;

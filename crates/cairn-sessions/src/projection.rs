@@ -125,72 +125,120 @@ fn index_lock_path(store: &Store) -> PathBuf {
     store.sessions_index().with_file_name("sessions.index.lock")
 }
 
-/// Reads `sessions.index`: the newest entry per id. Malformed lines are
-/// skipped; a missing or oversized index reads as empty.
-pub fn read_index(store: &Store) -> HashMap<String, Projection> {
-    let path = store.sessions_index();
-    let Ok(f) = File::open(&path) else {
-        return HashMap::new();
-    };
-    if f.metadata()
-        .map(|m| m.len() > MAX_INDEX_BYTES)
-        .unwrap_or(true)
-    {
-        return HashMap::new();
-    }
-    let mut bytes = Vec::new();
-    if f.take(MAX_INDEX_BYTES).read_to_end(&mut bytes).is_err() {
-        return HashMap::new();
-    }
-    // Parse in parts on every core, at line boundaries; later parts win, as
-    // later lines do.
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(8);
-    let mut parts = Vec::with_capacity(workers);
-    let mut start = 0;
-    for k in 1..=workers {
-        let mut end = if k == workers {
-            bytes.len()
-        } else {
-            bytes.len() * k / workers
+/// The bytes of `sessions.index`, read once. Its lines are found and keyed
+/// by id without parsing their projections: a lister parses each entry on
+/// the thread that checks it, so nothing is allocated for entries it never
+/// uses and nothing allocated on one thread is freed on another.
+pub struct IndexBytes(Vec<u8>);
+
+impl IndexBytes {
+    /// Reads `sessions.index`; a missing, unreadable or oversized index reads
+    /// as empty.
+    pub fn read(store: &Store) -> IndexBytes {
+        let path = store.sessions_index();
+        let Ok(f) = File::open(&path) else {
+            return IndexBytes(Vec::new());
         };
-        while end < bytes.len() && end > 0 && bytes[end - 1] != b'\n' {
-            end += 1;
+        let Ok(len) = f.metadata().map(|m| m.len()) else {
+            return IndexBytes(Vec::new());
+        };
+        if len > MAX_INDEX_BYTES {
+            return IndexBytes(Vec::new());
         }
-        let end = end.max(start);
-        parts.push(&bytes[start..end]);
-        start = end;
+        let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+        if f.take(MAX_INDEX_BYTES).read_to_end(&mut bytes).is_err() {
+            return IndexBytes(Vec::new());
+        }
+        IndexBytes(bytes)
     }
-    let mut out = HashMap::new();
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = parts
-            .into_iter()
-            .map(|p| scope.spawn(move || parse_lines(p)))
-            .collect();
-        for h in handles {
-            match h.join() {
-                Ok(part) => out.extend(part),
-                Err(panic) => std::panic::resume_unwind(panic),
+
+    /// The newest line per id (later lines win), unparsed. Lines too long or
+    /// without a readable id are skipped.
+    pub fn entries(&self) -> HashMap<&str, IndexEntry<'_>> {
+        let bytes = &self.0[..];
+        // Split at line boundaries into one part per core; later parts win,
+        // as later lines do.
+        let workers = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(8);
+        let mut parts = Vec::with_capacity(workers);
+        let mut start = 0;
+        for k in 1..=workers {
+            let mut end = if k == workers {
+                bytes.len()
+            } else {
+                bytes.len() * k / workers
+            };
+            while end < bytes.len() && end > 0 && bytes[end - 1] != b'\n' {
+                end += 1;
             }
+            let end = end.max(start);
+            parts.push(&bytes[start..end]);
+            start = end;
         }
-    });
-    out
+        let mut out = HashMap::new();
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = parts
+                .into_iter()
+                .map(|p| scope.spawn(move || keyed_lines(p)))
+                .collect();
+            for h in handles {
+                match h.join() {
+                    Ok(part) => out.extend(part),
+                    Err(panic) => std::panic::resume_unwind(panic),
+                }
+            }
+        });
+        out
+    }
 }
 
-fn parse_lines(bytes: &[u8]) -> Vec<(String, Projection)> {
+/// One unparsed line of `sessions.index`.
+#[derive(Clone, Copy)]
+pub struct IndexEntry<'a>(&'a [u8]);
+
+impl IndexEntry<'_> {
+    /// The projection on this line, or `None` when it is malformed or is not
+    /// the projection of the session its line names.
+    pub fn parse(self) -> Option<Projection> {
+        let l: IndexLine = serde_json::from_slice(self.0).ok()?;
+        (l.projection.summary.id == l.id).then_some(l.projection)
+    }
+}
+
+/// Only the id of an index line; the rest is skipped, not kept.
+#[derive(Deserialize)]
+struct LineId<'a> {
+    #[serde(borrow)]
+    id: std::borrow::Cow<'a, str>,
+}
+
+fn keyed_lines(bytes: &[u8]) -> Vec<(&str, IndexEntry<'_>)> {
     let mut out = Vec::new();
     for line in bytes.split(|&b| b == b'\n') {
         if line.is_empty() || line.len() > MAX_LINE_BYTES {
             continue;
         }
-        if let Ok(l) = serde_json::from_slice::<IndexLine>(line) {
-            if l.projection.summary.id == l.id {
-                out.push((l.id, l.projection));
-            }
+        // Ids are ASCII: an escaped one is not an id, and is skipped.
+        if let Ok(LineId {
+            id: std::borrow::Cow::Borrowed(id),
+        }) = serde_json::from_slice::<LineId>(line)
+        {
+            out.push((id, IndexEntry(line)));
         }
     }
     out
+}
+
+/// Reads `sessions.index`: the newest entry per id, parsed. Malformed lines
+/// are skipped; a missing or oversized index reads as empty.
+pub fn read_index(store: &Store) -> HashMap<String, Projection> {
+    let bytes = IndexBytes::read(store);
+    let entries = bytes.entries();
+    entries
+        .into_iter()
+        .filter_map(|(id, e)| Some((id.to_owned(), e.parse()?)))
+        .collect()
 }
 
 /// A held `sessions.index.lock`. Its bytes hold the [`Compacted`] record.

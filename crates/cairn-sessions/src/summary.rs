@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::fork::{check_lineage, Pin, ReceiptFault};
 use crate::load::load;
 use crate::projection::{
-    journal_stat, read_index, read_meta, update_index, write_meta, Binding, Projection,
+    journal_stat, read_meta, update_index, write_meta, Binding, IndexBytes, IndexEntry, Projection,
 };
 use crate::SessionError;
 
@@ -263,9 +263,12 @@ fn rebuild(store: &Store, id: &RunId) -> Listed {
 }
 
 /// The listing of one session, or `None` when it has no journal (a run
-/// directory being created or removed).
-fn listed(store: &Store, id: &RunId, projection: Option<Projection>) -> Option<Listed> {
-    let projection = projection.or_else(|| read_meta(store, id));
+/// directory being created or removed). `entry` is its line of the index;
+/// without one, its `meta.json` is tried.
+fn listed(store: &Store, id: &RunId, entry: Option<IndexEntry<'_>>) -> Option<Listed> {
+    let projection = entry
+        .and_then(IndexEntry::parse)
+        .or_else(|| read_meta(store, id));
     if let Some(l) = projection.and_then(|p| trust(store, id, p)) {
         return Some(l);
     }
@@ -317,11 +320,12 @@ fn persist(store: &Store, all: &HashMap<String, Listed>) {
 }
 
 /// Summarises run `id` (and checks a fork's ancestors). Never fails: a
-/// session that does not verify gets `valid: false` and the problem.
+/// session that does not verify gets `valid: false` and the problem. Reads
+/// each session's own `meta.json`, not the store's index, so it costs the
+/// same in a store of ten sessions or ten thousand.
 pub fn summarize(store: &Store, id: &RunId) -> Summary {
-    let mut index = read_index(store);
     let mut all = HashMap::new();
-    let Some(me) = listed(store, id, index.remove(id.as_str())) else {
+    let Some(me) = listed(store, id, None) else {
         return Summary::invalid(
             store,
             id,
@@ -332,7 +336,7 @@ pub fn summarize(store: &Store, id: &RunId) -> Summary {
     };
     for pin in &me.receipt {
         if let Ok(aid) = RunId::parse(&pin.run) {
-            if let Some(l) = listed(store, &aid, index.remove(aid.as_str())) {
+            if let Some(l) = listed(store, &aid, None) {
                 all.insert(pin.run.clone(), l);
             }
         }
@@ -360,13 +364,14 @@ pub fn summarize(store: &Store, id: &RunId) -> Summary {
 /// # Errors
 /// Only when the store's `runs/` directory cannot be read.
 pub fn list(store: &Store) -> Result<Vec<Summary>, cairn_store::StoreError> {
-    let mut index = read_index(store);
-    let work: Vec<(RunId, Option<Projection>)> = store
+    let bytes = IndexBytes::read(store);
+    let index = bytes.entries();
+    let work: Vec<(RunId, Option<IndexEntry<'_>>)> = store
         .run_ids()?
         .into_iter()
         .map(|id| {
-            let p = index.remove(id.as_str());
-            (id, p)
+            let e = index.get(id.as_str()).copied();
+            (id, e)
         })
         .collect();
     // Each session is checked on its own: spread them over the cores.

@@ -21,6 +21,10 @@ try {
   await page.goto(base + "/");
   // The list shows the session made before the test.
   await page.waitForSelector(".session", { timeout: 15000 });
+  // Sessions are grouped under their workspace.
+  const heading = await page.locator(".group h2.repo").first().innerText();
+  const leaf = workspace.split("/").filter(Boolean).pop();
+  if (!heading.includes(leaf)) fail("the session list is not grouped by workspace: " + heading);
   const first = page.locator(".session").first();
   await first.click();
   await page.waitForSelector("#timeline .rec.user", { timeout: 15000 });
