@@ -7,12 +7,13 @@
 //! setgid or sticky bit from a manifest is applied.
 
 use std::io::{self, BufWriter, Write};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use cairn_objects::{ObjectHash, ObjectPool};
 use cairn_store::safe::{permission_bits, temp_name};
+use cairn_store::storage;
 
 use crate::CheckpointError;
 
@@ -105,13 +106,14 @@ pub(crate) fn stage(
     let file = create_at(dir, &temp)
         .map_err(|e| CheckpointError::io("creating a temporary file for", shown, e))?;
     let result = (|| -> Result<(), CheckpointError> {
-        let mut out = BufWriter::with_capacity(1 << 20, &file);
+        let tracked = storage::Tracked::resolved(&file, storage::path_at(dir.as_fd(), &temp));
+        let mut out = BufWriter::with_capacity(1 << 20, tracked);
         pool.read_to(hash, &mut out)?;
         out.flush()
             .map_err(|e| CheckpointError::io("writing", shown, e))?;
         drop(out);
         set_mode(&file, mode, shown)?;
-        file.sync_all()
+        storage::sync_fd(file.as_fd(), false, "checkpoint.restore.file")
             .map_err(|e| CheckpointError::io("syncing", shown, e))
     })();
     match result {

@@ -11,10 +11,10 @@
 //! - opening cuts a torn tail (and fsyncs the cut) before the first append.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
-use cairn_store::{durable, RunId, Store};
+use cairn_store::{durable, storage, RunId, Store};
 
 use crate::chain::ChainHash;
 use crate::lock::RunLock;
@@ -30,12 +30,23 @@ pub trait JournalIo: Send {
     fn sync_data(&mut self) -> io::Result<()>;
 }
 
-impl JournalIo for File {
+/// The journal file itself: appends and syncs go through the storage
+/// interface (`cairn_store::storage`), so the crash model sees them.
+struct JournalFile {
+    file: File,
+    path: PathBuf,
+    /// Bytes in the file: where the next append lands.
+    len: u64,
+}
+
+impl JournalIo for JournalFile {
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        Write::write_all(self, buf)
+        storage::append(&mut self.file, &self.path, self.len, buf)?;
+        self.len += buf.len() as u64;
+        Ok(())
     }
     fn sync_data(&mut self) -> io::Result<()> {
-        File::sync_data(self)
+        storage::sync_data(&self.file, &self.path, "journal.append")
     }
 }
 
@@ -101,9 +112,13 @@ impl JournalWriter {
             None => ChainHash::genesis(id.as_str()),
         };
         let mut w = JournalWriter {
+            io: Box::new(JournalFile {
+                file,
+                path: path.clone(),
+                len: 0,
+            }),
             path,
             run: id.clone(),
-            io: Box::new(file),
             _lock: lock,
             next_seq: 1,
             tail: genesis,
@@ -116,7 +131,7 @@ impl JournalWriter {
             std::slice::from_ref(&RecordBody::Meta(Box::new(meta))),
             true,
         )?;
-        durable::fsync_dir(&dir)?;
+        durable::fsync_dir_at(&dir, "journal.create")?;
         Ok(w)
     }
 
@@ -142,17 +157,23 @@ impl JournalWriter {
             .map_err(|e| JournalError::io("opening", &path, e))?;
         if scan.torn.is_some() {
             // Cut the torn tail under the lock, durably, before any append.
-            file.set_len(scan.valid_len)
+            storage::set_len(&file, &path, scan.valid_len)
                 .map_err(|e| JournalError::io("cutting the torn tail of", &path, e))?;
-            file.sync_data().map_err(|source| JournalError::Sync {
-                path: path.clone(),
-                source,
+            storage::sync_data(&file, &path, "journal.cut").map_err(|source| {
+                JournalError::Sync {
+                    path: path.clone(),
+                    source,
+                }
             })?;
         }
         let w = JournalWriter {
+            io: Box::new(JournalFile {
+                file,
+                path: path.clone(),
+                len: scan.valid_len,
+            }),
             path,
             run: id.clone(),
-            io: Box::new(file),
             _lock: lock,
             next_seq: scan.records.len() as u64 + 1,
             tail: scan.tail,

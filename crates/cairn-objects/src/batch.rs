@@ -32,8 +32,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 use cairn_store::durable::{
-    create_dir_deferred, create_dir_private, fsync_dir, sync_filesystem_held, FILE_MODE,
+    create_dir_deferred, create_dir_private, fsync_dir_at, sync_filesystem_held, FILE_MODE,
 };
+use cairn_store::storage;
 use tempfile::TempPath;
 
 use crate::format::{Header, ObjectKind};
@@ -154,8 +155,10 @@ impl<'p> ObjectBatch<'p> {
             .permissions(Permissions::from_mode(FILE_MODE))
             .tempfile_in(dir)
             .map_err(|e| ObjectError::io("creating a temporary file in", dir, e))?;
+        storage::created_file(temp.path());
         temp.write_all(bytes)
             .map_err(|e| ObjectError::io("writing", temp.path().to_path_buf(), e))?;
+        storage::wrote(temp.path(), 0, bytes);
         self.state().files.push(Staged {
             temp: temp.into_temp_path(),
             dest: dest.to_path_buf(),
@@ -243,9 +246,9 @@ impl<'p> ObjectBatch<'p> {
                 kind: ObjectKind::Blob,
                 plain_len: size,
             };
-            tmp.write_all(&header.encode()).map_err(io)?;
-            let mut enc =
-                zstd::stream::write::Encoder::new(tmp.as_file_mut(), ZSTD_LEVEL).map_err(io)?;
+            let mut w = storage::Tracked::new(tmp.as_file_mut(), &tmp_path, 0);
+            w.write_all(&header.encode()).map_err(io)?;
+            let mut enc = zstd::stream::write::Encoder::new(&mut w, ZSTD_LEVEL).map_err(io)?;
             let (again, len) = hash_stream(file, path, |chunk| enc.write_all(chunk).map_err(io))?;
             enc.finish().map_err(io)?;
             if again != hash || len != size {
@@ -314,12 +317,14 @@ impl<'p> ObjectBatch<'p> {
     }
 
     fn temp_in(&self, fan: &Path) -> Result<tempfile::NamedTempFile, ObjectError> {
-        tempfile::Builder::new()
+        let tmp = tempfile::Builder::new()
             .prefix(".")
             .suffix(".tmp")
             .permissions(Permissions::from_mode(FILE_MODE))
             .tempfile_in(fan)
-            .map_err(|e| ObjectError::io("creating temporary object in", fan, e))
+            .map_err(|e| ObjectError::io("creating temporary object in", fan, e))?;
+        storage::created_file(tmp.path());
+        Ok(tmp)
     }
 
     /// Compresses `body` and stages it as an object of `kind` whose plain
@@ -339,6 +344,8 @@ impl<'p> ObjectBatch<'p> {
         let tmp_path = tmp.path().to_owned();
         write_both(tmp.as_file_mut(), &header, &encoded)
             .map_err(|e| ObjectError::io("writing object", &tmp_path, e))?;
+        storage::wrote(&tmp_path, 0, &header);
+        storage::wrote(&tmp_path, header.len() as u64, &encoded);
         let stored = (header.len() + encoded.len()) as u64;
         let list = kind == ObjectKind::ChunkList;
         self.push(tmp.into_temp_path(), fan, hash, stored, list);
@@ -476,7 +483,7 @@ fn sync_dirs(dirs: Vec<PathBuf>) -> Result<(), ObjectError> {
             .map(|part| {
                 scope.spawn(move || -> Result<(), ObjectError> {
                     for d in part {
-                        fsync_dir(d)?;
+                        fsync_dir_at(d, "objects.dir")?;
                     }
                     Ok(())
                 })
@@ -510,13 +517,15 @@ fn publish_lane(
     for s in lane {
         if fsync {
             File::open(&s.temp)
-                .and_then(|f| f.sync_all())
+                .and_then(|f| storage::sync_all(&f, &s.temp, "objects.file"))
                 .map_err(|e| ObjectError::io("syncing object", s.temp.to_path_buf(), e))?;
         }
         let dest = s.dest;
+        let temp = s.temp.to_path_buf();
         s.temp
             .persist(&dest)
             .map_err(|e| ObjectError::io("renaming object into place", &dest, e.error))?;
+        storage::renamed(&temp, &dest);
         bytes += s.stored;
         progress.advance(Phase::Store, 1, s.stored);
     }

@@ -6,7 +6,7 @@ use std::fs;
 use std::io;
 use std::path::PathBuf;
 
-use cairn_store::durable::fsync_dir;
+use cairn_store::durable::fsync_dir_at;
 
 use crate::{
     ObjectError, ObjectHash, ObjectKind, ObjectPool, Phase, Progress, SourceError, StoreLock,
@@ -176,7 +176,7 @@ pub fn prune(
         }
         if i == 0 {
             for d in dirs {
-                fsync_dir(&d)?;
+                fsync_dir_at(&d, "prune.dir")?;
             }
         }
     }
@@ -244,7 +244,10 @@ fn mark_chunks(
 
 fn remove(path: &PathBuf) -> Result<(), ObjectError> {
     match fs::remove_file(path) {
-        Ok(()) => Ok(()),
+        Ok(()) => {
+            cairn_store::storage::removed(path);
+            Ok(())
+        }
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(ObjectError::io("removing", path, e)),
     }

@@ -186,7 +186,10 @@ fn walk(
                 // SAFETY: valid descriptor and NUL-terminated name.
                 match check(unsafe { libc::mkdirat(at.as_raw_fd(), c.as_ptr(), 0o777) }) {
                     Ok(_) => {
-                        sync(at).map_err(io)?;
+                        if let Some(p) = crate::storage::path_at(at, comp) {
+                            crate::storage::created_dir(&p);
+                        }
+                        crate::storage::sync_fd(at, true, "dir").map_err(io)?;
                         created.push(so_far.clone());
                     }
                     // Made by someone else meanwhile: open it like any other.
@@ -281,13 +284,6 @@ pub(crate) fn fstat(fd: impl AsFd) -> io::Result<libc::stat> {
     // SAFETY: valid descriptor and a pointer to a live `stat`.
     check(unsafe { libc::fstat(fd.as_fd().as_raw_fd(), &mut st) })?;
     Ok(st)
-}
-
-/// `fsync` of an open directory.
-pub(crate) fn sync(dir: BorrowedFd<'_>) -> io::Result<()> {
-    // SAFETY: valid descriptor.
-    check(unsafe { libc::fsync(dir.as_raw_fd()) })?;
-    Ok(())
 }
 
 #[cfg(any(target_os = "linux", target_os = "android"))]

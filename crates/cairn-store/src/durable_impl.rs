@@ -14,7 +14,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
-use crate::StoreError;
+use crate::{storage, StoreError};
 
 /// Mode of every directory cairn creates.
 pub const DIR_MODE: u32 = 0o700;
@@ -26,9 +26,16 @@ pub const FILE_MODE: u32 = 0o600;
 /// # Errors
 /// The directory cannot be opened or the fsync fails.
 pub fn fsync_dir(dir: &Path) -> Result<(), StoreError> {
+    fsync_dir_at(dir, "dir")
+}
+
+/// [`fsync_dir`] naming its site for the crash model (see [`crate::storage`]).
+///
+/// # Errors
+/// As [`fsync_dir`].
+pub fn fsync_dir_at(dir: &Path, site: &'static str) -> Result<(), StoreError> {
     let d = File::open(dir).map_err(|e| StoreError::io("opening directory", dir, e))?;
-    d.sync_all()
-        .map_err(|e| StoreError::io("syncing directory", dir, e))
+    storage::sync_dir(&d, dir, site).map_err(|e| StoreError::io("syncing directory", dir, e))
 }
 
 /// Flushes every dirty file and directory of the file system that holds
@@ -51,7 +58,8 @@ pub fn sync_filesystem(dir: &Path) -> Result<bool, StoreError> {
         return Ok(false);
     }
     let d = File::open(dir).map_err(|e| StoreError::io("opening directory", dir, e))?;
-    sync_filesystem_of(&d).map_err(|e| StoreError::io("syncing the file system of", dir, e))?;
+    storage::syncfs(&d, dir, "syncfs")
+        .map_err(|e| StoreError::io("syncing the file system of", dir, e))?;
     Ok(true)
 }
 
@@ -66,24 +74,9 @@ pub fn sync_filesystem_held(held: &File, dir: &Path) -> Result<bool, StoreError>
     if !syncfs_reports_errors() {
         return Ok(false);
     }
-    sync_filesystem_of(held).map_err(|e| StoreError::io("syncing the file system of", dir, e))?;
+    storage::syncfs(held, dir, "syncfs")
+        .map_err(|e| StoreError::io("syncing the file system of", dir, e))?;
     Ok(true)
-}
-
-#[cfg(target_os = "linux")]
-fn sync_filesystem_of(d: &File) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: syncfs takes a descriptor we own for the duration of the call.
-    if unsafe { libc::syncfs(d.as_raw_fd()) } == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn sync_filesystem_of(_: &File) -> io::Result<()> {
-    Err(io::Error::from(io::ErrorKind::Unsupported))
 }
 
 /// True when `syncfs(2)` returns writeback errors: Linux 5.8 and later.
@@ -128,6 +121,7 @@ pub fn create_dir_private(dir: &Path) -> Result<(), StoreError> {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => return Ok(()),
         Err(e) => return Err(StoreError::io("creating directory", dir, e)),
     }
+    storage::created_dir(dir);
     // The umask may have narrowed the mode further, never widened it; make it exact.
     fs::set_permissions(dir, fs::Permissions::from_mode(DIR_MODE))
         .map_err(|e| StoreError::io("setting permissions of", dir, e))?;
@@ -151,6 +145,7 @@ pub fn create_dir_deferred(dir: &Path) -> Result<bool, StoreError> {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => return Ok(false),
         Err(e) => return Err(StoreError::io("creating directory", dir, e)),
     }
+    storage::created_dir(dir);
     // The umask may have narrowed the mode further, never widened it; make it exact.
     fs::set_permissions(dir, fs::Permissions::from_mode(DIR_MODE))
         .map_err(|e| StoreError::io("setting permissions of", dir, e))?;
@@ -163,13 +158,15 @@ pub fn create_dir_deferred(dir: &Path) -> Result<bool, StoreError> {
 /// # Errors
 /// The file exists or cannot be created.
 pub fn create_file_private(path: &Path) -> Result<File, StoreError> {
-    OpenOptions::new()
+    let f = OpenOptions::new()
         .read(true)
         .write(true)
         .create_new(true)
         .mode(FILE_MODE)
         .open(path)
-        .map_err(|e| StoreError::io("creating file", path, e))
+        .map_err(|e| StoreError::io("creating file", path, e))?;
+    storage::created_file(path);
+    Ok(f)
 }
 
 /// Replaces `path` with `bytes` atomically and durably: temporary file in the same
@@ -210,18 +207,20 @@ pub fn write_atomic_with(
         .tempfile_in(dir)
         .map_err(|e| StoreError::io("creating temporary file in", dir, e))?;
     let tmp_path = tmp.path().to_owned();
+    storage::created_file(&tmp_path);
     {
-        let mut w = io::BufWriter::with_capacity(256 << 10, tmp.as_file_mut());
+        let tracked = storage::Tracked::new(tmp.as_file_mut(), &tmp_path, 0);
+        let mut w = io::BufWriter::with_capacity(256 << 10, tracked);
         fill(&mut w)
             .and_then(|()| w.flush())
             .map_err(|e| StoreError::io("writing", &tmp_path, e))?;
     }
-    tmp.as_file()
-        .sync_all()
+    storage::sync_all(tmp.as_file(), &tmp_path, "atomic.file")
         .map_err(|e| StoreError::io("syncing", &tmp_path, e))?;
     tmp.persist(path)
         .map_err(|e| StoreError::io("renaming into place", path, e.error))?;
-    fsync_dir(dir)
+    storage::renamed(&tmp_path, path);
+    fsync_dir_at(dir, "atomic.dir")
 }
 
 #[cfg(test)]

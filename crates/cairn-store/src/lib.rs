@@ -41,12 +41,14 @@ mod id;
 mod layout;
 pub mod nofollow;
 pub mod safe;
+pub mod storage;
 
 /// Durable file-system primitives (fsync discipline of DESIGN §1 and §2).
 pub mod durable {
     pub use crate::durable_impl::{
-        create_dir_deferred, create_dir_private, create_file_private, fsync_dir, sync_filesystem,
-        sync_filesystem_held, write_atomic, write_atomic_with, DIR_MODE, FILE_MODE,
+        create_dir_deferred, create_dir_private, create_file_private, fsync_dir, fsync_dir_at,
+        sync_filesystem, sync_filesystem_held, write_atomic, write_atomic_with, DIR_MODE,
+        FILE_MODE,
     };
 }
 pub use error::StoreError;

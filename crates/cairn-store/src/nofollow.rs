@@ -28,6 +28,7 @@ use std::path::Path;
 
 use crate::beneath::{check, cstr};
 pub use crate::beneath::{open_beneath, Beneath, DirId, Unreachable};
+use crate::storage;
 
 /// Why a directory could not be reached safely.
 #[derive(Debug)]
@@ -176,7 +177,11 @@ pub fn create_new_at(dir: &OwnedFd, name: &str, mode: u32) -> io::Result<File> {
         )
     })?;
     // SAFETY: `fd` was just returned by openat and is owned by nothing else.
-    Ok(unsafe { File::from_raw_fd(fd) })
+    let file = unsafe { File::from_raw_fd(fd) };
+    if let Some(p) = storage::path_at(dir.as_fd(), name) {
+        storage::created_file(&p);
+    }
+    Ok(file)
 }
 
 /// Opens the existing file `name` in `dir` for reading, not through a
@@ -208,6 +213,12 @@ pub fn rename_at(dir: &OwnedFd, from: &str, to: &str) -> io::Result<()> {
     let (a, b) = (cstr(from)?, cstr(to)?);
     // SAFETY: valid descriptor and NUL-terminated names.
     check(unsafe { libc::renameat(dir.as_raw_fd(), a.as_ptr(), dir.as_raw_fd(), b.as_ptr()) })?;
+    if let (Some(f), Some(t)) = (
+        storage::path_at(dir.as_fd(), from),
+        storage::path_at(dir.as_fd(), to),
+    ) {
+        storage::renamed(&f, &t);
+    }
     Ok(())
 }
 
@@ -219,6 +230,9 @@ pub fn unlink_at(dir: &OwnedFd, name: &str) -> io::Result<()> {
     let c = cstr(name)?;
     // SAFETY: valid descriptor and NUL-terminated name.
     check(unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), 0) })?;
+    if let Some(p) = storage::path_at(dir.as_fd(), name) {
+        storage::removed(&p);
+    }
     Ok(())
 }
 
@@ -230,6 +244,9 @@ pub fn rmdir_at(dir: &OwnedFd, name: &str) -> io::Result<()> {
     let c = cstr(name)?;
     // SAFETY: valid descriptor and NUL-terminated name.
     check(unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), libc::AT_REMOVEDIR) })?;
+    if let Some(p) = storage::path_at(dir.as_fd(), name) {
+        storage::removed(&p);
+    }
     Ok(())
 }
 
@@ -257,7 +274,7 @@ pub fn chmod_at(dir: &OwnedFd, name: &str, mode: u32) -> io::Result<()> {
 /// # Errors
 /// The fsync fails.
 pub fn sync_dir(dir: &OwnedFd) -> io::Result<()> {
-    crate::beneath::sync(dir.as_fd())
+    storage::sync_fd(dir.as_fd(), true, "dir")
 }
 
 /// What a directory entry or a `stat` result is.
@@ -403,7 +420,10 @@ pub fn replace_at(
             .map_err(fail("set the permissions of"))?;
     }
     file.write_all(bytes).map_err(fail("write"))?;
-    file.sync_all().map_err(fail("sync"))?;
+    if let Some(p) = storage::path_at(dir.as_fd(), &temp) {
+        storage::wrote(&p, 0, bytes);
+    }
+    storage::sync_fd(file.as_fd(), false, "replace.file").map_err(fail("sync"))?;
     drop(file);
     rename_at(dir, &temp, name).map_err(fail("replace"))?;
     std::mem::forget(staged);

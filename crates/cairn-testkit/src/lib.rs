@@ -4,6 +4,9 @@
 //!   test binary as a child that writes in a loop and prints a line for each
 //!   thing it has made durable, kill it with SIGKILL at a random moment, and
 //!   check what survived against what was acknowledged.
+//! - [`crash_model`]: the power-cut model. A scenario runs for real with
+//!   every storage operation recorded; each state a power cut may leave at
+//!   each point is then built and checked against what was acknowledged.
 //! - [`upstream`]: a mock model API (OpenAI Chat Completions and Responses,
 //!   Anthropic Messages) that speaks the real wire formats, streamed and not,
 //!   and can be told to fail, sleep, or cut the connection after k events.
@@ -35,6 +38,7 @@
 #![deny(missing_docs)]
 
 mod crash;
+pub mod crash_model;
 mod error;
 pub mod pty;
 pub mod python;

@@ -18,12 +18,13 @@
 
 use std::collections::{BTreeSet, HashSet};
 use std::io::{BufWriter, Write as _};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Mutex;
 
 use cairn_objects::{Phase, Progress};
 use cairn_store::safe::permission_bits;
+use cairn_store::storage;
 use rayon::prelude::*;
 
 use crate::manifest::{Entry, SnapshotId};
@@ -306,7 +307,8 @@ fn stage(
     let file = safe_fs::create_at(&dir, &temp)
         .map_err(|e| WorkspaceError::io("creating a temporary file for", &w.path, e))?;
     let result = (|| -> Result<(), WorkspaceError> {
-        let mut out = BufWriter::with_capacity(256 << 10, &file);
+        let tracked = storage::Tracked::resolved(&file, storage::path_at(dir.as_fd(), &temp));
+        let mut out = BufWriter::with_capacity(256 << 10, tracked);
         ws.pool().read_to(&w.entry.hash, &mut out)?;
         out.flush()
             .map_err(|e| WorkspaceError::io("writing", &w.path, e))?;
@@ -315,7 +317,7 @@ fn stage(
             w.entry.mode,
         )))
         .map_err(|e| WorkspaceError::io("setting the mode of", &w.path, e))?;
-        file.sync_all()
+        storage::sync_fd(file.as_fd(), false, "restore.file")
             .map_err(|e| WorkspaceError::io("syncing", &w.path, e))
     })();
     if let Err(e) = result {
