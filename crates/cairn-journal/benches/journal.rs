@@ -5,7 +5,8 @@
 //!   (a) cairn, one fsync per record;
 //!   (b) a bare write + fdatasync loop: the physical limit of this disk;
 //!   (c) SQLite (rusqlite), WAL, synchronous=FULL, one row per transaction;
-//!   (d) cairn batch appends of 16 and 128 records per fsync.
+//!   (d) cairn batch appends of 16 and 128 records per fsync;
+//!   (e) (b) through the storage interface every durable writer uses.
 //! Each figure is the median of several rounds. Then fold and verify
 //! throughput on a 100,000-record journal.
 
@@ -85,6 +86,27 @@ fn bare_rate(dir: &Path, n: usize, len: usize) -> f64 {
     for _ in 0..n {
         Write::write_all(&mut f, &line).unwrap();
         f.sync_data().unwrap();
+    }
+    n as f64 / start.elapsed().as_secs_f64()
+}
+
+/// (b) through the storage interface (`cairn_store::storage`), which every
+/// durable writer uses: what the abstraction costs when nothing records.
+fn interface_rate(dir: &Path, n: usize, len: usize) -> f64 {
+    let path = dir.join(format!("iface-{}", RunId::new()));
+    let mut f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .unwrap();
+    let mut line = vec![b'x'; len - 1];
+    line.push(b'\n');
+    let start = Instant::now();
+    let mut at = 0;
+    for _ in 0..n {
+        cairn_store::storage::append(&mut f, &path, at, &line).unwrap();
+        cairn_store::storage::sync_data(&f, &path, "bench").unwrap();
+        at += line.len() as u64;
     }
     n as f64 / start.elapsed().as_secs_f64()
 }
@@ -202,22 +224,30 @@ fn main() {
         base.display()
     );
     let (mut a, mut b, mut c, mut d16, mut d128) = (vec![], vec![], vec![], vec![], vec![]);
+    let mut e = vec![];
     for _ in 0..ROUNDS {
         // Interleaved, so drift in the disk's speed hits every contender alike.
         a.push(cairn_rate(dir, n, 1));
         b.push(bare_rate(dir, n, len));
+        e.push(interface_rate(dir, n, len));
         c.push(sqlite_rate(dir, n, len));
         d16.push(cairn_rate(dir, n * 16, 16));
         d128.push(cairn_rate(dir, (n * 128).min(400_000), 128));
     }
     let (a, b, c, d16, d128) = (median(a), median(b), median(c), median(d16), median(d128));
+    let e = median(e);
     println!("  (a) cairn, fsync per record      {a:>12.0} records/s");
     println!("  (b) bare write+fdatasync         {b:>12.0} records/s");
+    println!("  (e) (b) via cairn_store::storage {e:>12.0} records/s");
     println!("  (c) SQLite WAL synchronous=FULL  {c:>12.0} records/s");
     println!("  (d) cairn batch of 16            {d16:>12.0} records/s");
     println!("  (d) cairn batch of 128           {d128:>12.0} records/s");
     println!("  a/b = {:.3}   (target >= 0.9)", a / b);
     println!("  a/c = {:.3}   (target >= 1.0)", a / c);
+    println!(
+        "  e/b = {:.3}   (the storage interface's cost with no recorder; 1.0 = none)",
+        e / b
+    );
     println!(
         "  batch-128 {} 100,000 records/s",
         if d128 >= 100_000.0 { ">=" } else { "<" }
