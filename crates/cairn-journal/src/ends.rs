@@ -232,6 +232,29 @@ pub fn read_ends(path: &Path, run: &str) -> Result<Option<Ends>, JournalError> {
     }))
 }
 
+/// Where the written bytes of a file of `len` bytes end: before the NUL
+/// bytes that end it (a writer's preallocated space), found by reading
+/// back from the end. `None` when more than [`MAX_END_BYTES`] of them would
+/// have to be read.
+fn written_end(f: &std::fs::File, path: &Path, len: u64) -> Result<Option<u64>, JournalError> {
+    // Mostly the last byte is a newline: start small.
+    let mut window: u64 = 64;
+    let mut end = len;
+    while end > 0 {
+        if len - end >= MAX_END_BYTES {
+            return Ok(None);
+        }
+        let take = window.min(end);
+        let buf = read_at(f, path, end - take, take)?;
+        match buf.iter().rposition(|&b| b != 0) {
+            Some(i) => return Ok(Some(end - take + i as u64 + 1)),
+            None => end -= take,
+        }
+        window = (window * 4).min(64 * 1024);
+    }
+    Ok(Some(0))
+}
+
 fn read_head_at(f: &std::fs::File, path: &Path, len: u64) -> Result<Option<Head>, JournalError> {
     let mut window: u64 = 1024;
     loop {
@@ -267,6 +290,14 @@ fn read_suffix(
     loop {
         let take = window.min(len);
         let buf = read_at(f, path, len - take, take)?;
+        if buf.last() == Some(&0) {
+            // A running writer's preallocated space (NUL bytes) ends the
+            // file: the records end before it.
+            return match written_end(f, path, len)? {
+                Some(end) if end < len => read_suffix(f, path, end, stop),
+                _ => Ok(None),
+            };
+        }
         if buf.last() != Some(&b'\n') {
             return Ok(None);
         }

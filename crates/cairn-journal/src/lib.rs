@@ -74,4 +74,4 @@ pub use record::{
     RecordBody, Routing, Snapshot, Terminal, TerminalReason, Thinking, ToolCall, ToolResult,
     ToolStart, Totals, Usage, User, Versioning, VersioningState, SCHEMA_VERSION,
 };
-pub use writer::{Appended, JournalIo, JournalWriter};
+pub use writer::{Appended, JournalIo, JournalWriter, PREALLOCATE_STEP};

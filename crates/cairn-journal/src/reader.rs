@@ -35,6 +35,10 @@ pub struct TornTail {
     pub offset: u64,
     /// How many bytes it spans.
     pub len: u64,
+    /// Every byte of it is NUL: space a writer preallocated and has not
+    /// written yet (or a file system's zero fill after a crash), not a cut
+    /// record.
+    pub zeros: bool,
 }
 
 /// A journal read in full.
@@ -59,8 +63,12 @@ pub struct VerifyReport {
     pub tail: ChainHash,
     /// The first seq that does not verify, if any.
     pub first_bad_seq: Option<u64>,
-    /// A torn tail was found (and ignored).
+    /// A torn tail was found (and ignored): a cut record, not only zeros.
     pub torn_tail: bool,
+    /// The journal ends in NUL bytes only: space its writer preallocated
+    /// (a writer that is running, or one that stopped without cutting it).
+    /// Not damage; the next writer cuts it.
+    pub preallocated_tail: bool,
     /// What is wrong, when something is.
     pub problem: Option<String>,
 }
@@ -149,8 +157,17 @@ pub fn verify_bytes(bytes: &[u8], run: &str) -> VerifyReport {
         records: w.scan.records.len() as u64,
         tail: w.scan.tail,
         first_bad_seq,
-        torn_tail: w.scan.torn.is_some(),
+        torn_tail: w.scan.torn.is_some_and(|t| !t.zeros),
+        preallocated_tail: w.scan.torn.is_some_and(|t| t.zeros),
         problem,
+    }
+}
+
+fn torn_at(bytes: &[u8], pos: usize) -> TornTail {
+    TornTail {
+        offset: pos as u64,
+        len: (bytes.len() - pos) as u64,
+        zeros: bytes[pos..].iter().all(|&b| b == 0),
     }
 }
 
@@ -247,10 +264,7 @@ fn walk(bytes: &[u8], run: &str) -> Walk {
         };
         let Some(end) = next_line(bytes, pos) else {
             // A cut line: no newline before the end of the file.
-            torn = Some(TornTail {
-                offset: pos as u64,
-                len: (bytes.len() - pos) as u64,
-            });
+            torn = Some(torn_at(bytes, pos));
             break;
         };
         let line = &bytes[pos..end];
@@ -263,10 +277,7 @@ fn walk(bytes: &[u8], run: &str) -> Walk {
                         "not a valid record ({e}), yet valid records follow it"
                     )));
                 } else {
-                    torn = Some(TornTail {
-                        offset: pos as u64,
-                        len: (bytes.len() - pos) as u64,
-                    });
+                    torn = Some(torn_at(bytes, pos));
                 }
                 break;
             }

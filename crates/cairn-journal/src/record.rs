@@ -664,9 +664,14 @@ impl Record {
     /// fields, the header's among them, are ignored).
     ///
     /// # Errors
-    /// The line is not a record of a known kind with its fields.
+    /// The line is not UTF-8 (JSON text is, and serde refuses such a line
+    /// even where the bytes are in a field this build ignores), or not a
+    /// record of a known kind with its fields.
     pub fn from_line(line: &[u8]) -> Result<Record, serde_json::Error> {
-        use serde_json::from_slice as parse;
+        use serde_json::from_str as parse;
+        let line = std::str::from_utf8(line).map_err(|e| {
+            <serde_json::Error as serde::de::Error>::custom(format!("the line is not UTF-8: {e}"))
+        })?;
         #[derive(Deserialize)]
         struct Head<'a> {
             v: u32,
@@ -763,6 +768,21 @@ pub fn now_rfc3339() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_that_is_not_utf8_is_refused_even_in_a_field_it_ignores() {
+        let prev = "0".repeat(64);
+        let ok = format!(
+            r#"{{"v":1,"seq":2,"prev":"{prev}","ts":"t","kind":"user","text":"a","extra":"?"}}"#
+        );
+        assert!(Record::from_line(ok.as_bytes()).is_ok());
+        let bad: Vec<u8> = ok
+            .bytes()
+            .map(|b| if b == b'?' { 0xff } else { b })
+            .collect();
+        assert!(Record::from_line(&bad).is_err());
+        assert!(serde_json::from_slice::<Record>(&bad).is_err());
+    }
 
     #[test]
     fn a_refused_result_is_spelled_refused_and_written_as_v3() {

@@ -2,8 +2,12 @@
 //!
 //! Invariants:
 //! - the writer holds the run's lock for its whole life;
-//! - each append is one write of whole lines followed by `fdatasync`; only
-//!   then is the record acknowledged (its seq and hash returned);
+//! - each append is one write of whole lines at the end of the records
+//!   (after, at most, one write of zeros that extends the file by
+//!   [`PREALLOCATE_STEP`]) followed by `fdatasync`; only then is the record
+//!   acknowledged (its seq and hash returned);
+//! - the zeros past the records are cut when the writer is dropped; a crash
+//!   leaves them, and readers take them for a torn tail (`TornTail::zeros`);
 //! - creating a run fsyncs the run directory (and its parent) so the new
 //!   journal's directory entry survives a crash;
 //! - a failed write or fsync poisons the writer: it never retries, because the
@@ -28,25 +32,99 @@ pub trait JournalIo: Send {
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()>;
     /// Makes everything written so far durable (`fdatasync`).
     fn sync_data(&mut self) -> io::Result<()>;
+    /// Cuts space preallocated past the records, durably (nothing to do
+    /// for an implementation that preallocates none).
+    fn trim(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }
+
+/// How much the journal file is extended by at a time, with zeros, so that
+/// most appends overwrite space the file already has: their `fdatasync`
+/// then makes no size change durable (no file-system journal commit), as
+/// SQLite's WAL overwrites its own. A reader takes NUL bytes to the end of
+/// the file for a torn tail (DESIGN §2), which is what they are.
+pub const PREALLOCATE_STEP: u64 = 128 * 1024;
 
 /// The journal file itself: appends and syncs go through the storage
 /// interface (`cairn_store::storage`), so the crash model sees them.
+///
+/// Records are written at `len` over zeros written earlier; the zeros past
+/// `len` are cut when the file is dropped (unless a write or sync failed:
+/// then nothing more is done to the file).
 struct JournalFile {
     file: File,
     path: PathBuf,
-    /// Bytes in the file: where the next append lands.
+    /// Bytes of records: where the next append lands.
     len: u64,
+    /// Bytes in the file: records, then zeros.
+    allocated: u64,
+    /// A write or sync failed: the file is left as it is.
+    failed: bool,
+}
+
+impl JournalFile {
+    fn new(file: File, path: PathBuf, len: u64) -> JournalFile {
+        JournalFile {
+            file,
+            path,
+            len,
+            allocated: len,
+            failed: false,
+        }
+    }
+
+    fn append(&mut self, buf: &[u8]) -> io::Result<()> {
+        let end = self.len + buf.len() as u64;
+        if end > self.allocated {
+            // One extension covers this append and the next many; it is made
+            // durable by this append's sync, with the record.
+            let grown = end.div_ceil(PREALLOCATE_STEP) * PREALLOCATE_STEP;
+            let zeros = vec![0u8; usize::try_from(grown - self.allocated).unwrap_or(0)];
+            storage::write_at(&self.file, &self.path, self.allocated, &zeros)?;
+            self.allocated = grown;
+        }
+        storage::write_at(&self.file, &self.path, self.len, buf)?;
+        self.len = end;
+        Ok(())
+    }
 }
 
 impl JournalIo for JournalFile {
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        storage::append(&mut self.file, &self.path, self.len, buf)?;
-        self.len += buf.len() as u64;
-        Ok(())
+        let r = self.append(buf);
+        self.failed |= r.is_err();
+        r
     }
     fn sync_data(&mut self) -> io::Result<()> {
-        storage::sync_data(&self.file, &self.path, "journal.append")
+        let r = storage::sync_data(&self.file, &self.path, "journal.append");
+        self.failed |= r.is_err();
+        r
+    }
+    fn trim(&mut self) -> io::Result<()> {
+        if self.failed || self.allocated == self.len {
+            return Ok(());
+        }
+        let r = storage::set_len(&self.file, &self.path, self.len)
+            .and_then(|()| storage::sync_data(&self.file, &self.path, "journal.trim"));
+        match r {
+            Ok(()) => self.allocated = self.len,
+            Err(_) => self.failed = true,
+        }
+        r
+    }
+}
+
+impl Drop for JournalFile {
+    fn drop(&mut self) {
+        if self.failed || self.allocated == self.len {
+            return;
+        }
+        // Best effort: zeros left by a failure here read as a preallocated
+        // tail, which the next writer cuts.
+        if storage::set_len(&self.file, &self.path, self.len).is_ok() {
+            let _ = storage::sync_data(&self.file, &self.path, "journal.close");
+        }
     }
 }
 
@@ -93,46 +171,53 @@ impl JournalWriter {
         meta.run = id.to_string();
         let dir = store.run_dir(id);
         durable::create_dir_private(&store.runs_dir())?;
+        let fresh = !dir.exists();
         durable::create_dir_private(&dir)?;
-        let lock = RunLock::acquire(&store.lock_path(id), id.as_str())?;
-        let path = store.journal_path(id);
-        let file = match durable::create_file_private(&path) {
-            Ok(f) => f,
-            Err(cairn_store::StoreError::Io { source, .. })
-                if source.kind() == io::ErrorKind::AlreadyExists =>
-            {
-                return Err(JournalError::Exists {
-                    run: id.to_string(),
-                })
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let genesis = match &meta.fork {
-            Some(f) => ChainHash::fork_genesis(&f.parent, f.seq, &f.hash),
-            None => ChainHash::genesis(id.as_str()),
-        };
-        let mut w = JournalWriter {
-            io: Box::new(JournalFile {
-                file,
-                path: path.clone(),
+        let made = (|| -> Result<Self, JournalError> {
+            let lock = RunLock::acquire(&store.lock_path(id), id.as_str())?;
+            let path = store.journal_path(id);
+            let file = match durable::create_file_private(&path) {
+                Ok(f) => f,
+                Err(cairn_store::StoreError::Io { source, .. })
+                    if source.kind() == io::ErrorKind::AlreadyExists =>
+                {
+                    return Err(JournalError::Exists {
+                        run: id.to_string(),
+                    })
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let genesis = match &meta.fork {
+                Some(f) => ChainHash::fork_genesis(&f.parent, f.seq, &f.hash),
+                None => ChainHash::genesis(id.as_str()),
+            };
+            let mut w = JournalWriter {
+                io: Box::new(JournalFile::new(file, path.clone(), 0)),
+                path,
+                run: id.clone(),
+                _lock: lock,
+                next_seq: 1,
+                tail: genesis,
                 len: 0,
-            }),
-            path,
-            run: id.clone(),
-            _lock: lock,
-            next_seq: 1,
-            tail: genesis,
-            len: 0,
-            poisoned: false,
-            buf: Vec::with_capacity(1024),
-            last_ts: String::new(),
-        };
-        w.append_many(
-            std::slice::from_ref(&RecordBody::Meta(Box::new(meta))),
-            true,
-        )?;
-        durable::fsync_dir_at(&dir, "journal.create")?;
-        Ok(w)
+                poisoned: false,
+                buf: Vec::with_capacity(1024),
+                last_ts: String::new(),
+            };
+            w.append_many(
+                std::slice::from_ref(&RecordBody::Meta(Box::new(meta))),
+                true,
+            )?;
+            durable::fsync_dir_at(&dir, "journal.create")?;
+            Ok(w)
+        })();
+        if let Err(e) = &made {
+            // A run that could not be made (a full disk) leaves nothing
+            // behind: not a directory every reader would report as damage.
+            if fresh && !matches!(e, JournalError::Exists { .. }) {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+        }
+        made
     }
 
     /// Opens run `id` for appending: takes the lock first, then reads and
@@ -151,8 +236,10 @@ impl JournalWriter {
         let lock = RunLock::acquire(&store.lock_path(id), id.as_str())?;
         let bytes = std::fs::read(&path).map_err(|e| JournalError::io("reading", &path, e))?;
         let scan = scan_journal_bytes(&path, &bytes, id.as_str())?;
+        // Written at known offsets (`pwrite`), not `O_APPEND`: appends
+        // overwrite preallocated zeros.
         let file = OpenOptions::new()
-            .append(true)
+            .write(true)
             .open(&path)
             .map_err(|e| JournalError::io("opening", &path, e))?;
         if scan.torn.is_some() {
@@ -167,11 +254,7 @@ impl JournalWriter {
             })?;
         }
         let w = JournalWriter {
-            io: Box::new(JournalFile {
-                file,
-                path: path.clone(),
-                len: scan.valid_len,
-            }),
+            io: Box::new(JournalFile::new(file, path.clone(), scan.valid_len)),
             path,
             run: id.clone(),
             _lock: lock,
@@ -310,6 +393,28 @@ impl JournalWriter {
         Ok(Appended {
             seq: seq - 1,
             hash: tail,
+        })
+    }
+
+    /// Cuts the space preallocated past the records now (the next append
+    /// extends the file again), so the file's length and mtime stay as they
+    /// are until the session is written again: a projection bound to them
+    /// then stays good after the writer closes. Called at the end of a
+    /// stretch of work.
+    ///
+    /// # Errors
+    /// [`JournalError::Sync`]: the cut or its `fdatasync` failed, and the
+    /// writer is poisoned (the records already acknowledged are durable).
+    pub fn trim(&mut self) -> Result<(), JournalError> {
+        if self.poisoned {
+            return Ok(());
+        }
+        self.io.trim().map_err(|source| {
+            self.poisoned = true;
+            JournalError::Sync {
+                path: self.path.clone(),
+                source,
+            }
         })
     }
 

@@ -240,3 +240,50 @@ fn records_appended_as_a_group_are_what_a_reader_reads() {
     assert_eq!(scan.records.len(), 4);
     assert_eq!(&scan.records[1..], &written[..]);
 }
+
+#[test]
+fn appends_overwrite_preallocated_zeros_that_are_cut_when_the_writer_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let id = RunId::new();
+    let mut w = JournalWriter::create(&store, &id, common::meta("/w")).unwrap();
+    for i in 0..20 {
+        w.append(&common::user(&format!("record {i}"))).unwrap();
+    }
+    let path = store.journal_path(&id);
+    let physical = std::fs::metadata(&path).unwrap().len();
+    assert_eq!(physical, PREALLOCATE_STEP, "the file is extended in steps");
+    assert!(w.len() < physical);
+    // While it runs: readers see the records and a preallocated tail, which
+    // verify tells apart from a torn one; the ends are read past the zeros.
+    let scan = read_journal(&path, id.as_str()).unwrap();
+    assert_eq!(scan.records.len(), 21);
+    let torn = scan.torn.unwrap();
+    assert!(torn.zeros && torn.offset == w.len());
+    let report = verify_journal(&path, id.as_str()).unwrap();
+    assert!(report.ok() && report.preallocated_tail && !report.torn_tail);
+    let ends = read_ends(&path, id.as_str())
+        .unwrap()
+        .expect("the ends past the zeros");
+    assert_eq!(ends.tail.last().unwrap().seq, 21);
+    let logical = w.len();
+    drop(w);
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len(),
+        logical,
+        "the zeros are cut"
+    );
+    let report = verify_journal(&path, id.as_str()).unwrap();
+    assert!(report.ok() && !report.preallocated_tail && !report.torn_tail);
+    // A writer that died with its zeros in place: the next one cuts them.
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.set_len(logical + 4096).unwrap();
+    drop(f);
+    let (mut w, scan) = JournalWriter::open(&store, &id).unwrap();
+    assert!(scan.torn.is_some_and(|t| t.zeros && t.len == 4096));
+    w.append(&common::user("after")).unwrap();
+    drop(w);
+    let scan = read_journal(&path, id.as_str()).unwrap();
+    assert_eq!(scan.records.len(), 22);
+    assert!(scan.torn.is_none());
+}

@@ -5,6 +5,8 @@
 //!
 //! 1. A line is the bytes up to a `\n`. Bytes after the last `\n` are a line
 //!    being written: they are kept in memory and completed by a later poll.
+//!    NUL bytes are space the writer preallocated: reading stops at the
+//!    first, and the next poll reads from there again.
 //! 2. Line 1 must be a `meta` naming the followed run; its fork pin, if any,
 //!    gives `h(0)` (`ChainHash::fork_genesis`), else `ChainHash::genesis`.
 //! 3. Line n must carry `seq` n and `prev` = `h(n-1)`. When `prev` is wrong,
@@ -238,16 +240,33 @@ impl Follower {
         self.consumed + self.pending.len() as u64
     }
 
-    /// Appends the bytes after what was read to `pending`.
+    /// Appends the bytes after what was read to `pending`, up to the first
+    /// NUL byte: from there on the file is space its writer preallocated
+    /// and has not written yet (no record holds a raw NUL), to be read again
+    /// once it is.
     fn read_new(&mut self) -> Result<(), FollowError> {
         let at = self.read_to();
         if let Err(e) = self.file.seek(SeekFrom::Start(at)) {
             return Err(self.io("seeking in", e));
         }
-        if let Err(e) = self.file.read_to_end(&mut self.pending) {
-            return Err(self.io("reading", e));
+        let mut chunk = vec![0u8; 64 * 1024];
+        loop {
+            let n = match self.file.read(&mut chunk) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(self.io("reading", e)),
+            };
+            if n == 0 {
+                return Ok(());
+            }
+            match chunk[..n].iter().position(|&b| b == 0) {
+                Some(i) => {
+                    self.pending.extend_from_slice(&chunk[..i]);
+                    return Ok(());
+                }
+                None => self.pending.extend_from_slice(&chunk[..n]),
+            }
         }
-        Ok(())
     }
 
     /// Takes every complete good line from `pending` into `out`; stops at a

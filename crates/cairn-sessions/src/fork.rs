@@ -335,6 +335,8 @@ pub fn fork(
     child.records = 2;
     let mut receipt = vec![own_pin];
     receipt.extend(parent_receipt);
+    // Suspended: the child's projection must hold after its writer closes.
+    writer.trim()?;
     crate::summary::refresh(store, &id, &child, &writer.tail().to_hex(), &receipt)?;
     Ok((id, writer, child))
 }

@@ -172,6 +172,7 @@ pub fn verify(store: &Store, id: &RunId) -> Result<VerifyReport, SessionError> {
             tail: scan.records.get(kept).map_or(report.tail, |r| r.prev),
             first_bad_seq: Some(seq),
             torn_tail: report.torn_tail,
+            preallocated_tail: report.preallocated_tail,
             problem: Some(problem),
         }
     };

@@ -34,7 +34,7 @@ impl Session {
         let mut meta = meta;
         meta.run = id.to_string();
         let state = RunState::from_meta(&meta, writer.last_ts());
-        let s = Session {
+        let mut s = Session {
             store: store.clone(),
             writer,
             state,
@@ -196,7 +196,14 @@ impl Session {
 
     /// Rewrites the projections from the state. Best effort: a projection
     /// that is not written is rebuilt from the record by the next reader.
-    pub fn refresh_projections(&self) {
+    pub fn refresh_projections(&mut self) {
+        // At the end of a stretch, cut the journal's preallocated space
+        // first, so the binding written now holds after the writer closes.
+        if self.state.status != cairn_journal::Status::Running {
+            if let Err(e) = self.writer.trim() {
+                tracing::warn!("journal of {} not trimmed: {e}", self.id());
+            }
+        }
         let tail = self.writer.tail().to_hex();
         if let Err(e) = crate::refresh(&self.store, self.id(), &self.state, &tail, &self.receipt) {
             tracing::warn!("projections of {} not refreshed: {e}", self.id());

@@ -232,20 +232,23 @@ fn rebuild(store: &Store, id: &RunId) -> Listed {
                 .to_hex();
             let summary = Summary::from_state(id, &l.state, records, &tail);
             // Bind to what was read; if the file moved meanwhile, the next
-            // reader sees a mismatch and rebuilds again.
+            // reader sees a mismatch and rebuilds again. A running writer's
+            // preallocated zeros are no torn record: bound with them.
             let after = journal_stat(&path).ok();
             let rebuilt = match (before, after) {
-                (Some(b), Some(a)) if a == b && l.scan.torn.is_none() => Some(Projection {
-                    binding: Binding {
-                        len: a.0,
-                        mtime_ns: a.1,
-                        records,
-                        tail,
-                        head,
-                    },
-                    summary: summary.clone(),
-                    receipt: l.receipt.clone(),
-                }),
+                (Some(b), Some(a)) if a == b && l.scan.torn.is_none_or(|t| t.zeros) => {
+                    Some(Projection {
+                        binding: Binding {
+                            len: a.0,
+                            mtime_ns: a.1,
+                            records,
+                            tail,
+                            head,
+                        },
+                        summary: summary.clone(),
+                        receipt: l.receipt.clone(),
+                    })
+                }
                 _ => None,
             };
             Listed {

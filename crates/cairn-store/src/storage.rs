@@ -225,6 +225,18 @@ pub fn append(file: &mut File, path: &Path, at: u64, bytes: &[u8]) -> io::Result
     Ok(())
 }
 
+/// Writes all of `bytes` at `offset` of `file` (`pwrite`; the file must
+/// not be open with `O_APPEND`).
+///
+/// # Errors
+/// The write fails; nothing is reported.
+pub fn write_at(file: &File, path: &Path, offset: u64, bytes: &[u8]) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    file.write_all_at(bytes, offset)?;
+    wrote(path, offset, bytes);
+    Ok(())
+}
+
 /// Cuts or extends `file` to `len`.
 ///
 /// # Errors

@@ -43,8 +43,14 @@ pub fn coded(code: Code, message: impl Into<String>) -> anyhow::Error {
     .into()
 }
 
-/// The exit code for an error, from the first typed error in its chain.
+/// The exit code for an error, from the first typed error in its chain. A
+/// full disk (ENOSPC, or an exhausted quota) is a failure while working,
+/// whatever error carries it: nothing was wrong with the input, and the same
+/// command works once there is space again.
 pub fn classify(err: &anyhow::Error) -> Code {
+    if is_disk_full(err) {
+        return Code::Failure;
+    }
     for cause in err.chain() {
         if let Some(c) = cause.downcast_ref::<Coded>() {
             return c.code;
@@ -135,6 +141,31 @@ fn model_code(m: &ModelError) -> Code {
         | ModelError::ScriptParse { .. } => Code::Usage,
         _ => Code::Failure,
     }
+}
+
+/// True when the error comes from a full file system (ENOSPC) or an exhausted
+/// disk quota (EDQUOT). The IO error is looked for in the chain, and in the
+/// causes' text too: some errors carry an IO error's message, not the error.
+pub fn is_disk_full(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| {
+        let io = c.downcast_ref::<std::io::Error>().is_some_and(|e| {
+            matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+                || e.kind() == std::io::ErrorKind::StorageFull
+        });
+        let text = c.to_string();
+        io || text.contains("No space left on device") || text.contains("Disk quota exceeded")
+    })
+}
+
+/// What to do about an error, when cairn knows more than its message says:
+/// printed after the error and its causes.
+pub fn hint(err: &anyhow::Error) -> Option<&'static str> {
+    is_disk_full(err).then_some(
+        "the disk is full (no space is left on the file system of the store or the \
+         workspace): free some space there (`cairn prune` deletes stored objects that \
+         nothing names any more) and run the command again; what cairn acknowledged \
+         before is kept, and a session this stopped goes on with `cairn resume ID`",
+    )
 }
 
 /// True when the error is a closed stdout (`cairn sessions | head`): not a failure.

@@ -59,6 +59,9 @@ pub fn error(prefix: &str, e: &anyhow::Error) {
         }
         shown.push(text);
     }
+    if let Some(hint) = crate::exit::hint(e) {
+        note(format!("{prefix}: {hint}"));
+    }
 }
 
 // The rules for text that reaches a terminal live in one place, shared

@@ -127,11 +127,16 @@ pub fn show(ctx: &Context, args: &ShowArgs) -> anyhow::Result<Code> {
         s.push_str(&format!("INVALID   {p}\n"));
     }
     if let Some(Ok(l)) = &loaded {
-        if let Some(t) = &l.scan.torn {
-            s.push_str(&format!(
+        match &l.scan.torn {
+            Some(t) if t.zeros => s.push_str(&format!(
+                "preallocated {} bytes at offset {} (space its writer reserved; cut when it closes or by the next writer)\n",
+                t.len, t.offset
+            )),
+            Some(t) => s.push_str(&format!(
                 "torn tail {} bytes at offset {} (an interrupted write; ignored, cut by the next writer)\n",
                 t.len, t.offset
-            ));
+            )),
+            None => {}
         }
         if args.transcript {
             s.push('\n');

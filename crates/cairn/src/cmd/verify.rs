@@ -15,6 +15,7 @@ struct Report {
     tail: String,
     first_bad_seq: Option<u64>,
     torn_tail: bool,
+    preallocated_tail: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     problem: Option<String>,
 }
@@ -41,6 +42,7 @@ pub fn run(ctx: &Context, args: &VerifyArgs) -> anyhow::Result<Code> {
             tail: r.tail.to_hex(),
             first_bad_seq: r.first_bad_seq,
             torn_tail: r.torn_tail,
+            preallocated_tail: r.preallocated_tail,
             problem: r.problem,
         };
         if report.ok {
@@ -74,6 +76,10 @@ pub fn run(ctx: &Context, args: &VerifyArgs) -> anyhow::Result<Code> {
                 if r.torn_tail {
                     s.push_str(
                         "  (torn tail ignored: an interrupted write; the next writer cuts it)",
+                    );
+                } else if r.preallocated_tail {
+                    s.push_str(
+                        "  (preallocated space after the last record: its writer is running, or stopped before cutting it; the next writer cuts it)",
                     );
                 }
             } else {
