@@ -136,6 +136,8 @@ pub use preview::RewindPreview;
 pub use prune_source::SnapshotManifests;
 pub use rebuild::{NotRebuilt, RebuildReport};
 pub use restore::{LeftAlone, RestoreReport, RestoreScope};
+#[doc(hidden)]
+pub use statcache::statcache_round_trip;
 pub use workspace::{NodeEnd, NodeEntry, Workspace};
 
 /// Now, RFC 3339 UTC with microseconds (the `created` of a manifest).

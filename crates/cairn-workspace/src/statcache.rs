@@ -281,6 +281,19 @@ impl StatCache {
     }
 }
 
+/// Decodes the bytes of a stat-cache file and encodes what they decoded to
+/// again, for the fuzz targets of `crates/cairn-fuzz` (not part of the
+/// API): `None` when the bytes are not a whole, intact cache of a version
+/// this build reads; else the bytes the encoder writes for the decoded
+/// cache and the checksum the decoder recorded for the file.
+#[doc(hidden)]
+pub fn statcache_round_trip(bytes: &[u8]) -> Option<(Vec<u8>, Option<ObjectHash>)> {
+    let cache = StatCache::decode(bytes)?;
+    let mut out = Vec::with_capacity(bytes.len());
+    cache.encode_to(&mut out).ok()?;
+    Some((out, cache.on_disk))
+}
+
 /// A writer that hashes what passes through it.
 struct Summing<'w> {
     inner: &'w mut dyn Write,
