@@ -2,6 +2,8 @@
 //! Helpers for black-box tests: a scratch store and workspace, a script
 //! writer, the cairn binary, and journal inspection.
 
+pub mod ledger;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
