@@ -907,41 +907,29 @@ impl Vm {
     /// Sends `go` (with its arguments) at each of the restored guest's ticks
     /// until it answers `GO`; returns when it did.
     fn start(&mut self, go: &str, deadline: Instant) -> Result<Instant, String> {
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok((at, line)) => {
-                    if line.starts_with("POWERCUT WAITING") {
-                        self.send(go)?;
-                        continue;
-                    }
-                    let go = line.starts_with("POWERCUT GO");
-                    let error = line.starts_with("POWERCUT ERROR");
-                    self.seen.push(line.clone());
-                    if go {
-                        return Ok(at);
-                    }
-                    if error {
-                        return Err(format!("the guest says: {line}"));
-                    }
-                }
-                Err(e) => {
-                    let gone = matches!(e, mpsc::RecvTimeoutError::Disconnected);
-                    return Err(format!(
-                        "{} before `GO`; the console said:\n{}",
-                        if gone { "qemu exited" } else { "timed out" },
-                        last_lines(&self.seen, 15)
-                    ));
-                }
-            }
-        }
+        self.answer("POWERCUT GO", deadline, Some(go))
     }
 
     /// Waits for a line starting with `prefix`; returns when it came.
     fn wait_for(&mut self, prefix: &str, deadline: Instant) -> Result<Instant, String> {
+        self.answer(prefix, deadline, None)
+    }
+
+    /// Waits for a line starting with `prefix`, sending `resend` whenever
+    /// the guest says it is waiting; a `POWERCUT ERROR` line, qemu's exit or
+    /// the deadline is an error naming what the console said.
+    fn answer(
+        &mut self,
+        prefix: &str,
+        deadline: Instant,
+        resend: Option<&str>,
+    ) -> Result<Instant, String> {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
+                Ok((_, line)) if line.starts_with("POWERCUT WAITING") && resend.is_some() => {
+                    self.send(resend.unwrap_or_default())?;
+                }
                 Ok((at, line)) => {
                     let found = line.starts_with(prefix);
                     let error = line.starts_with("POWERCUT ERROR");
