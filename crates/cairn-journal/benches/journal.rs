@@ -73,27 +73,11 @@ fn cairn_rate(dir: &Path, n: usize, batch: usize) -> f64 {
     done as f64 / start.elapsed().as_secs_f64()
 }
 
-fn bare_rate(dir: &Path, n: usize, len: usize) -> f64 {
-    let path = dir.join(format!("bare-{}", RunId::new()));
-    let mut f = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .unwrap();
-    let mut line = vec![b'x'; len - 1];
-    line.push(b'\n');
-    let start = Instant::now();
-    for _ in 0..n {
-        Write::write_all(&mut f, &line).unwrap();
-        f.sync_data().unwrap();
-    }
-    n as f64 / start.elapsed().as_secs_f64()
-}
-
-/// (b) through the storage interface (`cairn_store::storage`), which every
+/// (b) a bare write + fdatasync loop; with `storage`, (e) the same loop
+/// through the storage interface (`cairn_store::storage`) that every
 /// durable writer uses: what the abstraction costs when nothing records.
-fn interface_rate(dir: &Path, n: usize, len: usize) -> f64 {
-    let path = dir.join(format!("iface-{}", RunId::new()));
+fn append_rate(dir: &Path, n: usize, len: usize, storage: bool) -> f64 {
+    let path = dir.join(format!("bare-{}", RunId::new()));
     let mut f = OpenOptions::new()
         .create(true)
         .append(true)
@@ -104,8 +88,13 @@ fn interface_rate(dir: &Path, n: usize, len: usize) -> f64 {
     let start = Instant::now();
     let mut at = 0;
     for _ in 0..n {
-        cairn_store::storage::append(&mut f, &path, at, &line).unwrap();
-        cairn_store::storage::sync_data(&f, &path, "bench").unwrap();
+        if storage {
+            cairn_store::storage::append(&mut f, &path, at, &line).unwrap();
+            cairn_store::storage::sync_data(&f, &path, "bench").unwrap();
+        } else {
+            Write::write_all(&mut f, &line).unwrap();
+            f.sync_data().unwrap();
+        }
         at += line.len() as u64;
     }
     n as f64 / start.elapsed().as_secs_f64()
@@ -217,7 +206,7 @@ fn main() {
     let dir = tmp.path();
     let len = line_len(dir);
     // Enough records for ~1 s per round on a fast disk, fewer on a slow one.
-    let probe = bare_rate(dir, 200, len);
+    let probe = append_rate(dir, 200, len, false);
     let n = ((probe * 1.5) as usize).clamp(500, 20_000);
     println!(
         "durable appends of {len}-byte records in {} ({n} per round, median of {ROUNDS}):",
@@ -228,8 +217,8 @@ fn main() {
     for _ in 0..ROUNDS {
         // Interleaved, so drift in the disk's speed hits every contender alike.
         a.push(cairn_rate(dir, n, 1));
-        b.push(bare_rate(dir, n, len));
-        e.push(interface_rate(dir, n, len));
+        b.push(append_rate(dir, n, len, false));
+        e.push(append_rate(dir, n, len, true));
         c.push(sqlite_rate(dir, n, len));
         d16.push(cairn_rate(dir, n * 16, 16));
         d128.push(cairn_rate(dir, (n * 128).min(400_000), 128));
