@@ -138,7 +138,7 @@ pub use rebuild::{NotRebuilt, RebuildReport};
 pub use restore::{LeftAlone, RestoreReport, RestoreScope};
 #[doc(hidden)]
 pub use statcache::statcache_round_trip;
-pub use workspace::{NodeEnd, NodeEntry, Workspace};
+pub use workspace::{list_snapshots, NodeEnd, NodeEntry, Workspace};
 
 /// Now, RFC 3339 UTC with microseconds (the `created` of a manifest).
 pub(crate) fn now_rfc3339() -> String {

@@ -647,8 +647,7 @@ impl Workspace {
     /// # Errors
     /// A manifest or the index cannot be read.
     pub fn list_snapshots(&self) -> Result<Vec<SnapshotInfo>, WorkspaceError> {
-        let all = history::summaries(&self.snapshots_dir())?;
-        Ok(history::list(&all, &self.read_index()?))
+        list_snapshots(&self.store, &self.run)
     }
 
     /// Every interval on the chain to the head, oldest first, each judged by
@@ -752,4 +751,19 @@ pub(crate) fn lock_run(store: &Store, run: &RunId) -> Result<File, WorkspaceErro
         .lock()
         .map_err(|e| WorkspaceError::io("locking", &lock_path, e))?;
     Ok(ws_lock)
+}
+
+/// Every snapshot of run `run`, newest first, with every label each
+/// carries: what [`Workspace::list_snapshots`] answers, read from the store
+/// alone. It needs no workspace directory (the session's may be on another
+/// machine, or gone) and no lock (manifests are immutable and the index is
+/// replaced atomically).
+///
+/// # Errors
+/// A manifest or the index cannot be read.
+pub fn list_snapshots(store: &Store, run: &RunId) -> Result<Vec<SnapshotInfo>, WorkspaceError> {
+    let snapshots = store.snapshots_dir(run);
+    let all = history::summaries(&snapshots)?;
+    let index = Index::load(&store.workspace_index_path(run), &snapshots)?.0;
+    Ok(history::list(&all, &index))
 }

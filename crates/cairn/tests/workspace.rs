@@ -716,3 +716,27 @@ fn a_change_list_that_cannot_be_computed_is_journaled_as_unknown_not_empty() {
     );
     assert_eq!(reconcile["v"], 2);
 }
+
+#[test]
+fn snapshots_are_listed_from_the_store_when_the_workspace_is_gone() {
+    let s = Scratch::new();
+    let out = exec(&s, None, "echo 1 > one.txt");
+    let id = json(&out.stdout)["id"].as_str().unwrap().to_string();
+    let before = json(&s.run(&["rewind", &id, "--list-snapshots", "--json"]).stdout);
+    assert!(!before.as_array().unwrap().is_empty());
+    // The session's workspace is on another machine, or deleted: listing
+    // reads only the store.
+    std::fs::remove_dir_all(&s.ws).unwrap();
+    let out = s
+        .cmd()
+        .current_dir(s.dir.path())
+        .args(["rewind", &id, "--list-snapshots", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(json(&out.stdout), before);
+}

@@ -32,11 +32,8 @@ pub fn run(ctx: &Context, args: &RewindArgs) -> anyhow::Result<Code> {
     let id = ctx.existing_run(&args.id)?;
     let store = Store::open(ctx.store.root())?;
     if args.list_snapshots {
-        // Reading needs no lock: manifests are immutable and the index is
-        // replaced atomically.
-        let root = cairn_sessions::load(&store, &id)?.state.workspace;
-        let ws = tracker(&store, &id, Path::new(&root))?;
-        let list = ws.list_snapshots()?;
+        // From the store alone: the workspace need not exist here.
+        let list = cairn_workspace::list_snapshots(&store, &id)?;
         if args.json {
             output::json(&list)?;
         } else if list.is_empty() {
