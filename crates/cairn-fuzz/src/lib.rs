@@ -11,6 +11,8 @@
 //! |----------------|--------------------------------------------------------------|
 //! | [`journal`]    | `Record::from_line`, the reader's walk, the ends readers     |
 //! | [`sse`]        | `SseParser`                                                  |
+//! | [`openai_stream`] | OpenAI chat-completion streams (SSE + `ChatDecoder`)      |
+//! | [`anthropic_stream`] | Anthropic message streams (SSE + `MessagesDecoder`)    |
 //! | [`ignore`]     | `IgnoreRules::parse` and its decisions                       |
 //! | [`manifest`]   | snapshot manifests (`Manifest::read`, prune's reader)        |
 //! | [`statcache`]  | the stat cache file                                          |
@@ -43,6 +45,7 @@ mod manifest;
 mod scratch;
 mod sse;
 mod statcache;
+mod stream;
 
 pub use checkpoint::{checkpoint, CHECKPOINT_ID};
 pub use chunks::{chunked_content, chunks, SMALL_BLOBS};
@@ -51,15 +54,18 @@ pub use journal::{journal, RUN};
 pub use manifest::{manifest, SNAPSHOT_ID};
 pub use sse::sse;
 pub use statcache::statcache;
+pub use stream::{anthropic_stream, openai_stream};
 
 /// A fuzz target: bytes in, a panic when a property does not hold.
 pub type Target = fn(&[u8]);
 
 /// Every target, by name, as the corpus directories and `fuzz/fuzz_targets/`
 /// name them.
-pub const TARGETS: [(&str, Target); 7] = [
+pub const TARGETS: [(&str, Target); 9] = [
     ("journal", journal),
     ("sse", sse),
+    ("openai_stream", openai_stream),
+    ("anthropic_stream", anthropic_stream),
     ("ignore", ignore),
     ("manifest", manifest),
     ("statcache", statcache),

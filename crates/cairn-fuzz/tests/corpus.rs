@@ -51,6 +51,16 @@ fn sse_corpus() {
 }
 
 #[test]
+fn openai_stream_corpus() {
+    run("openai_stream", cairn_fuzz::openai_stream);
+}
+
+#[test]
+fn anthropic_stream_corpus() {
+    run("anthropic_stream", cairn_fuzz::anthropic_stream);
+}
+
+#[test]
 fn ignore_corpus() {
     run("ignore", cairn_fuzz::ignore);
 }

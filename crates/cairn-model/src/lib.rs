@@ -73,6 +73,8 @@
 #![deny(missing_docs)]
 
 mod anthropic;
+#[doc(hidden)]
+pub mod decode;
 mod error;
 mod http;
 mod message;

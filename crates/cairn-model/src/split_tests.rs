@@ -5,10 +5,7 @@
 
 use proptest::prelude::*;
 
-use crate::anthropic::MessagesDecoder;
-use crate::http::{Decoder, Decoding, Failure, Fed};
-use crate::message::ModelResponse;
-use crate::openai::ChatDecoder;
+use crate::decode::{decode_stream, Outcome, StreamFormat};
 
 macro_rules! fixtures {
     ($dir:literal: $($name:literal),* $(,)?) => {
@@ -48,49 +45,12 @@ const ANTHROPIC: &[(&str, &[u8])] = fixtures!("anthropic":
     "thinking_tool_use.sse",
 );
 
-/// What one stream decodes to.
-#[derive(Debug, PartialEq)]
-enum Outcome {
-    /// The response and the text the sink received.
-    Response(Box<ModelResponse>, String),
-    /// Why the attempt failed.
-    Failed(String),
-}
-
-fn failed(failure: Failure) -> Outcome {
-    Outcome::Failed(match failure {
-        Failure::Retry { detail, .. } => format!("retry: {detail}"),
-        Failure::Fatal(error) => format!("fatal: {error}"),
-    })
-}
-
-/// Decodes `bytes` fed in the pieces that the byte offsets `cuts` make.
-fn decode<D: Decoder<Output = ModelResponse>>(decoder: D, bytes: &[u8], cuts: &[usize]) -> Outcome {
-    let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (bytes.len() + 1)).collect();
-    cuts.sort_unstable();
-    let mut decoding = Decoding::new(decoder);
-    let mut sink = String::new();
-    let mut start = 0;
-    for end in cuts.into_iter().chain([bytes.len()]) {
-        match decoding.feed(&bytes[start..end], &mut sink) {
-            Ok(Fed::Done) => return Outcome::Response(Box::new(decoding.finish()), sink),
-            Ok(Fed::More) => {}
-            Err(failure) => return failed(failure),
-        }
-        start = end;
-    }
-    match decoding.ended(None) {
-        Ok(response) => Outcome::Response(Box::new(response), sink),
-        Err(failure) => failed(failure),
-    }
-}
-
 fn openai(bytes: &[u8], cuts: &[usize]) -> Outcome {
-    decode(ChatDecoder::new("gpt-test"), bytes, cuts)
+    decode_stream(StreamFormat::OpenAiChat, bytes, cuts)
 }
 
 fn anthropic(bytes: &[u8], cuts: &[usize]) -> Outcome {
-    decode(MessagesDecoder::new("claude-test"), bytes, cuts)
+    decode_stream(StreamFormat::AnthropicMessages, bytes, cuts)
 }
 
 type Decode = fn(&[u8], &[usize]) -> Outcome;
