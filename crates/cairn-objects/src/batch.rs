@@ -120,6 +120,11 @@ impl<'p> ObjectBatch<'p> {
         }
     }
 
+    /// The pool this batch writes into.
+    pub(crate) fn pool(&self) -> &'p ObjectPool {
+        self.pool
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         // A panic while holding this lock leaves the sets consistent enough:
         // at worst an object is written twice or an extra directory fsynced.
@@ -339,13 +344,27 @@ impl<'p> ObjectBatch<'p> {
         body: &[u8],
     ) -> Result<u64, ObjectError> {
         let encoded = compress(body).map_err(|e| ObjectError::io("compressing for", fan, e))?;
-        let mut tmp = self.temp_in(fan)?;
         let header = Header { kind, plain_len }.encode();
+        self.stage_raw(fan, hash, kind, &header, &encoded)
+    }
+
+    /// Stages an object's stored encoding, `header` then `encoded`, exactly
+    /// as given (a put that compressed it, or an import of bytes already
+    /// checked against `hash`); a chunk list is published after every blob.
+    pub(crate) fn stage_raw(
+        &self,
+        fan: &Path,
+        hash: ObjectHash,
+        kind: ObjectKind,
+        header: &[u8],
+        encoded: &[u8],
+    ) -> Result<u64, ObjectError> {
+        let mut tmp = self.temp_in(fan)?;
         let tmp_path = tmp.path().to_owned();
-        write_both(tmp.as_file_mut(), &header, &encoded)
+        write_both(tmp.as_file_mut(), header, encoded)
             .map_err(|e| ObjectError::io("writing object", &tmp_path, e))?;
-        storage::wrote(&tmp_path, 0, &header);
-        storage::wrote(&tmp_path, header.len() as u64, &encoded);
+        storage::wrote(&tmp_path, 0, header);
+        storage::wrote(&tmp_path, header.len() as u64, encoded);
         let stored = (header.len() + encoded.len()) as u64;
         let list = kind == ObjectKind::ChunkList;
         self.push(tmp.into_temp_path(), fan, hash, stored, list);

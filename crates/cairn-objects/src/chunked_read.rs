@@ -9,7 +9,7 @@
 use std::cell::RefCell;
 use std::collections::HashSet;
 use std::fs::File;
-use std::io::{BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 
 use rayon::prelude::*;
@@ -72,28 +72,14 @@ impl ObjectPool {
         header: &Header,
         reader: BufReader<File>,
     ) -> Result<Vec<ChunkRef>, ObjectError> {
-        let corrupt = |reason: String| ObjectError::Corrupt {
-            hash: *hash,
-            path: path.to_owned(),
-            reason,
-        };
-        let limit = header
-            .plain_len
-            .saturating_mul(LIST_ENTRY_LEN as u64)
-            .min(LIST_MAX);
-        let dec = zstd::stream::read::Decoder::with_buffer(reader)
-            .map_err(|e| ObjectError::io("starting to decode", path, e))?
-            .single_frame();
-        let mut body = Vec::new();
-        dec.take(limit + 1)
-            .read_to_end(&mut body)
-            .map_err(|e| corrupt(format!("its chunk list does not decode ({e})")))?;
-        if body.len() as u64 > limit {
-            return Err(corrupt(
-                "its chunk list is longer than its content allows".into(),
-            ));
-        }
-        decode_list(&body, header.plain_len).map_err(corrupt)
+        decode_list_from(reader, header).map_err(|e| match e {
+            ListError::Start(e) => ObjectError::io("starting to decode", path, e),
+            ListError::Damaged(reason) => ObjectError::Corrupt {
+                hash: *hash,
+                path: path.to_owned(),
+                reason,
+            },
+        })
     }
 
     /// The chunks of the object named `hash`: `None` for a blob.
@@ -198,6 +184,28 @@ impl ObjectPool {
         out: &mut dyn Write,
     ) -> Result<u64, ObjectError> {
         let list = self.read_list(hash, path, header, reader)?;
+        let (got, len) = self.reassemble(hash, &list, path, out)?;
+        if got != *hash || len != header.plain_len {
+            return Err(ObjectError::Corrupt {
+                hash: *hash,
+                path: path.to_owned(),
+                reason: format!("its chunks verify but together hash to {got}"),
+            });
+        }
+        Ok(len)
+    }
+
+    /// Streams the chunks of `list` (the list of `hash`, whose file is
+    /// `path`, for messages) from the pool into `out`, each verified before
+    /// its bytes are written, and returns the hash and length of the whole,
+    /// for the caller to check against the list's name.
+    pub(crate) fn reassemble(
+        &self,
+        hash: &ObjectHash,
+        list: &[ChunkRef],
+        path: &Path,
+        out: &mut dyn Write,
+    ) -> Result<(ObjectHash, u64), ObjectError> {
         let mut whole = Hasher::default();
         for group in list.chunks(PREFETCH) {
             let read: Vec<Result<Vec<u8>, ObjectError>> =
@@ -209,15 +217,7 @@ impl ObjectPool {
                     .map_err(|e| ObjectError::io("copying the content of", path, e))?;
             }
         }
-        let (got, len) = whole.finish();
-        if got != *hash || len != header.plain_len {
-            return Err(ObjectError::Corrupt {
-                hash: *hash,
-                path: path.to_owned(),
-                reason: format!("its chunks verify but together hash to {got}"),
-            });
-        }
-        Ok(len)
+        Ok(whole.finish())
     }
 
     /// Re-hashes an object and, for a chunk list, every chunk it names and
@@ -296,6 +296,40 @@ impl ObjectPool {
         }
         Ok(report)
     }
+}
+
+/// Why a chunk list's body did not decode.
+pub(crate) enum ListError {
+    /// The decoder could not be set up.
+    Start(std::io::Error),
+    /// The body is not a chunk list for this header (the reason, in words).
+    Damaged(String),
+}
+
+/// Decodes the zstd frame of a chunk list (positioned just after its
+/// header), checking the list's shape against the header's plain length,
+/// and never decoding more than such a list can hold.
+pub(crate) fn decode_list_from<R: BufRead>(
+    reader: R,
+    header: &Header,
+) -> Result<Vec<ChunkRef>, ListError> {
+    let limit = header
+        .plain_len
+        .saturating_mul(LIST_ENTRY_LEN as u64)
+        .min(LIST_MAX);
+    let dec = zstd::stream::read::Decoder::with_buffer(reader)
+        .map_err(ListError::Start)?
+        .single_frame();
+    let mut body = Vec::new();
+    dec.take(limit + 1)
+        .read_to_end(&mut body)
+        .map_err(|e| ListError::Damaged(format!("its chunk list does not decode ({e})")))?;
+    if body.len() as u64 > limit {
+        return Err(ListError::Damaged(
+            "its chunk list is longer than its content allows".into(),
+        ));
+    }
+    decode_list(&body, header.plain_len).map_err(ListError::Damaged)
 }
 
 /// Records a missing or damaged object in `report`, or passes other errors on.

@@ -12,6 +12,11 @@ use crate::ObjectHash;
 /// The error a [`crate::ManifestSource`] returns when a manifest cannot be read.
 pub type SourceError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
+/// The error a [`crate::RemoteObjects`] backend returns; its message says
+/// what failed and what to do (the S3 backend's are typed, so a caller may
+/// downcast them).
+pub type RemoteError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// What went wrong in the object pool.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -83,6 +88,50 @@ pub enum ObjectError {
         #[source]
         source: SourceError,
     },
+    /// The stored bytes of an object fetched from a remote store do not
+    /// decode, or do not hash to the name they were fetched under. Nothing
+    /// of the object was imported.
+    #[error("object {hash} fetched from {origin} is damaged: {reason}. Nothing of it was imported; delete that object at {origin} and upload it again from a store that holds it intact (uploads never overwrite)")]
+    FetchedCorrupt {
+        /// The name the bytes were fetched under.
+        hash: ObjectHash,
+        /// The remote store, e.g. its URL.
+        origin: String,
+        /// What does not verify.
+        reason: String,
+    },
+    /// An object fetched from a remote store was written by a newer cairn
+    /// (a header version, kind or codec this build does not know).
+    #[error("object {hash} fetched from {origin} has format version {version} or a kind this cairn does not know: upgrade cairn to fetch it")]
+    FetchedNewer {
+        /// The name the bytes were fetched under.
+        hash: ObjectHash,
+        /// The remote store.
+        origin: String,
+        /// The version byte found.
+        version: u8,
+    },
+    /// A remote store does not hold an object that was to be fetched from it.
+    #[error("object {hash} is not in {remote}: it was never uploaded there, or was removed by hand; push it from a store that holds it")]
+    RemoteMissing {
+        /// The object asked for.
+        hash: ObjectHash,
+        /// The remote store.
+        remote: String,
+    },
+    /// A remote store's backend failed (unreachable, refused, misconfigured).
+    #[error("{action} object {hash} at {remote}: {source}")]
+    Remote {
+        /// What cairn was doing, e.g. "uploading".
+        action: &'static str,
+        /// The object it was moving.
+        hash: ObjectHash,
+        /// The remote store.
+        remote: String,
+        /// The backend's error, which says what to do.
+        #[source]
+        source: RemoteError,
+    },
     /// Another process holds the store lock and the caller chose not to wait.
     #[error("the store at {path} is busy: another cairn is capturing or pruning; wait for it to finish and retry")]
     StoreBusy {
@@ -112,6 +161,8 @@ impl ObjectError {
             ObjectError::Missing { .. }
                 | ObjectError::Corrupt { .. }
                 | ObjectError::ManifestUnreadable { .. }
+                | ObjectError::FetchedCorrupt { .. }
+                | ObjectError::RemoteMissing { .. }
         )
     }
 

@@ -88,7 +88,7 @@ impl Header {
     /// Decodes a header, or says what is wrong with it.
     pub(crate) fn decode(b: &[u8]) -> Result<Header, HeaderError> {
         if b.len() < HEADER_LEN {
-            return Err(HeaderError::Damaged("shorter than its 16-byte header"));
+            return Err(HeaderError::Damaged("is shorter than its 16-byte header"));
         }
         if b[..4] != MAGIC {
             return Err(HeaderError::Damaged("does not start with the object magic"));

@@ -30,6 +30,12 @@
 //!   Every write needs the lock (the put and batch methods take a
 //!   `&StoreLock`), which writers hold shared until their manifest is
 //!   durable, so prune never races a capture.
+//! - Objects move to and from a store elsewhere ([`RemoteObjects`], e.g.
+//!   S3 in `cairn-remote`) as their stored bytes: [`upload`] sends chunks
+//!   before their list and never overwrites; [`fetch_missing`] verifies
+//!   every object against its name before any of it becomes visible
+//!   ([`ObjectPool::import_stored`]). Objects are uploaded before a record
+//!   naming them is published.
 //!
 //! # Not guaranteed
 //! - Objects are not encrypted, and the hash proves integrity, not origin.
@@ -38,8 +44,8 @@
 //! - A streaming read of a damaged object has already produced bytes when the
 //!   damage is detected.
 //!
-//! No async, no networking; [`ObjectBatch::commit`] uses a few short-lived IO
-//! threads. Progress goes to a [`Progress`] you pass in; nothing is drawn.
+//! No async, no networking; [`ObjectBatch::commit`] and the transfers use a
+//! few short-lived IO threads. Progress goes to a [`Progress`] you pass in; nothing is drawn.
 //!
 //! # Example
 //! ```
@@ -84,6 +90,8 @@ mod lock;
 mod pool;
 mod progress;
 mod prune;
+mod remote;
+mod stored;
 
 pub use batch::{BatchReport, ObjectBatch};
 pub use chunk::{
@@ -91,10 +99,11 @@ pub use chunk::{
     MAX_CHUNK, MIN_CHUNK,
 };
 pub use chunked_read::{BadObject, ObjectCheck};
-pub use error::{ObjectError, SourceError};
+pub use error::{ObjectError, RemoteError, SourceError};
 pub use format::ObjectKind;
 pub use hash::{HashParseError, ObjectHash};
 pub use lock::{LockMode, StoreLock};
 pub use pool::{open_nofollow, ObjectInfo, ObjectPool, Put, POOL_FORMAT};
 pub use progress::{NoProgress, Phase, Progress};
 pub use prune::{prune, ManifestSource, PruneOptions, PruneReport};
+pub use remote::{fetch_missing, upload, PutOutcome, RemoteEntry, RemoteObjects, TransferReport};

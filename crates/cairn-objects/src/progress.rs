@@ -23,6 +23,12 @@ pub enum Phase {
     /// Re-reading stored objects and checking their hashes (items: objects;
     /// bytes: plain bytes verified).
     Verify,
+    /// Sending objects to a remote store (items: objects sent; bytes: their
+    /// stored bytes).
+    Upload,
+    /// Fetching objects from a remote store (items: objects fetched; bytes:
+    /// their stored bytes).
+    Fetch,
 }
 
 /// Receives progress. Every method has an empty default, so an implementation
