@@ -22,6 +22,21 @@ fn named(record: &Record) -> Vec<(&'static str, &str)> {
     }
 }
 
+/// The objects `record` names besides manifests: a `model_call`'s request
+/// and response bodies (nothing for any other kind). What a copy of the
+/// session to another store (`cairn push`, `cairn pull`) takes along.
+///
+/// # Errors
+/// A hash that does not parse, saying which body it is.
+pub fn model_call_objects(record: &Record) -> Result<Vec<ObjectHash>, String> {
+    named(record)
+        .into_iter()
+        .map(|(what, h)| {
+            ObjectHash::parse(h).map_err(|e| format!("its {what} hash {h:?} is not a hash ({e})"))
+        })
+        .collect()
+}
+
 /// What is wrong with the bodies `records` name: one line each (empty when
 /// every one is present and hashes right).
 pub fn check_model_call_objects(store: &Store, records: &[Record]) -> Vec<String> {

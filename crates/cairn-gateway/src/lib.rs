@@ -27,7 +27,7 @@ pub use filing::{Filing, SharedSession};
 pub use forms::{
     parse_whole, stream_to_whole, whole_to_stream, Api, FormError, Parsed, StreamWatch,
 };
-pub use journaled::{check_model_call_objects, JournaledCalls};
+pub use journaled::{check_model_call_objects, model_call_objects, JournaledCalls};
 pub use key::{
     client_session, idempotency_key, requested_model, retry_marker, strip_credentials,
     wants_stream, ClientSession, Key, KeyParseError, RequestFacts, SessionHeader,

@@ -12,7 +12,11 @@
 //!   journal's directory entry survives a crash;
 //! - a failed write or fsync poisons the writer: it never retries, because the
 //!   page cache may already have dropped the data it claimed to write;
-//! - opening cuts a torn tail (and fsyncs the cut) before the first append.
+//! - opening cuts a torn tail (and fsyncs the cut) before the first append;
+//! - lines copied from another copy of the journal
+//!   ([`JournalWriter::append_lines`]) are written as given, and only when
+//!   each continues the chain (seq, `prev`), so a copy is byte for byte the
+//!   original.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -372,23 +376,91 @@ impl JournalWriter {
             self.buf.push(b'\n');
             seq += 1;
         }
-        if let Err(source) = self.io.write_all(&self.buf) {
+        if let Err(e) = write_durably(self.io.as_mut(), &self.path, &self.buf) {
             self.poisoned = true;
-            return Err(JournalError::Write {
-                path: self.path.clone(),
-                source,
-            });
-        }
-        if let Err(source) = self.io.sync_data() {
-            self.poisoned = true;
-            return Err(JournalError::Sync {
-                path: self.path.clone(),
-                source,
-            });
+            return Err(e);
         }
         self.next_seq = seq;
         self.tail = tail;
         self.len += self.buf.len() as u64;
+        self.last_ts = ts;
+        Ok(Appended {
+            seq: seq - 1,
+            hash: tail,
+        })
+    }
+
+    /// Appends `lines` exactly as given: whole journal lines, each ending
+    /// in `\n`, taken from another copy of this journal (what `cairn push`
+    /// and `cairn pull` append). They are written with one write and made
+    /// durable with one `fdatasync`, as [`JournalWriter::append_batch`], and
+    /// never re-serialised, so the copy holds the original's bytes and
+    /// chain.
+    ///
+    /// Before anything is written, every line must continue this journal's
+    /// chain: the k-th carries seq [`JournalWriter::seq`]` + k` and a `prev`
+    /// equal to the chain hash of the line before it, and none is a `meta`.
+    /// Only those links are checked: the caller verifies the records
+    /// themselves (for instance by reading the journal they come from with
+    /// [`crate::scan_journal_bytes`]).
+    ///
+    /// # Errors
+    /// [`JournalError::InvalidAppend`] (nothing written, the writer not
+    /// poisoned) when `lines` is empty or not whole lines, or a line is not
+    /// a record header that continues the chain; otherwise as
+    /// [`JournalWriter::append`].
+    pub fn append_lines(&mut self, lines: &[u8]) -> Result<Appended, JournalError> {
+        /// The header fields a link is checked by.
+        #[derive(serde::Deserialize)]
+        struct Link<'a> {
+            seq: u64,
+            #[serde(borrow)]
+            prev: std::borrow::Cow<'a, str>,
+            #[serde(borrow)]
+            kind: std::borrow::Cow<'a, str>,
+            #[serde(borrow)]
+            ts: std::borrow::Cow<'a, str>,
+        }
+        if self.poisoned {
+            return Err(JournalError::Poisoned {
+                path: self.path.clone(),
+            });
+        }
+        let Some(body) = lines.strip_suffix(b"\n") else {
+            return Err(JournalError::InvalidAppend(
+                "the lines to append must be whole lines, each ending in a newline",
+            ));
+        };
+        let mut seq = self.next_seq;
+        let mut tail = self.tail;
+        let mut ts = String::new();
+        for line in body.split(|&b| b == b'\n') {
+            let Ok(link) = serde_json::from_slice::<Link<'_>>(line) else {
+                return Err(JournalError::InvalidAppend(
+                    "a line to append is not a journal record",
+                ));
+            };
+            if link.kind == "meta" {
+                return Err(JournalError::InvalidAppend(
+                    "`meta` is written only as the first record",
+                ));
+            }
+            if link.seq != seq || ChainHash::from_hex(&link.prev) != Some(tail) {
+                return Err(JournalError::InvalidAppend(
+                    "the lines to append do not continue this journal's chain",
+                ));
+            }
+            tail = tail.next(line);
+            seq += 1;
+            ts = link.ts.into_owned();
+        }
+        if let Err(e) = write_durably(self.io.as_mut(), &self.path, lines) {
+            self.poisoned = true;
+            return Err(e);
+        }
+        self.next_seq = seq;
+        self.tail = tail;
+        self.len += lines.len() as u64;
         self.last_ts = ts;
         Ok(Appended {
             seq: seq - 1,
@@ -465,6 +537,20 @@ impl JournalWriter {
     }
 }
 
+/// One write of `bytes` at the end of the journal, then `fdatasync`: the
+/// only way records reach the file. The caller poisons its writer when it
+/// fails.
+fn write_durably(io: &mut dyn JournalIo, path: &Path, bytes: &[u8]) -> Result<(), JournalError> {
+    io.write_all(bytes).map_err(|source| JournalError::Write {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    io.sync_data().map_err(|source| JournalError::Sync {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
 /// Whether every cost in `body` obeys its state's rules (see `Cost`).
 fn costs_valid(body: &RecordBody) -> bool {
     match body {
@@ -482,5 +568,75 @@ impl JournalIo for NullIo {
     }
     fn sync_data(&mut self) -> io::Result<()> {
         Err(io::Error::other("no journal file"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Meta, User};
+
+    fn meta() -> Meta {
+        Meta {
+            run: String::new(),
+            created: "2026-01-01T00:00:00Z".into(),
+            workspace: "/tmp/ws".into(),
+            name: None,
+            fingerprint: None,
+            fork: None,
+            routing: None,
+            system_file: None,
+        }
+    }
+
+    fn user(text: &str) -> RecordBody {
+        RecordBody::User(User { text: text.into() })
+    }
+
+    /// Lines copied from one journal make another byte for byte the same;
+    /// lines that do not continue the chain are refused and write nothing.
+    #[test]
+    fn appended_lines_copy_a_journal_exactly_and_only_when_they_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (
+            Store::open(dir.path().join("a")).unwrap(),
+            Store::open(dir.path().join("b")).unwrap(),
+        );
+        let id = RunId::new();
+        let mut w = JournalWriter::create(&a, &id, meta()).unwrap();
+        let meta_len = w.len() as usize;
+        w.append_batch(&[user("one"), user("two")]).unwrap();
+        w.trim().unwrap();
+        let original = std::fs::read(a.journal_path(&id)).unwrap();
+        drop(w);
+
+        // The copy starts with the meta line, then takes the rest as lines.
+        std::fs::create_dir_all(b.run_dir(&id)).unwrap();
+        std::fs::write(b.journal_path(&id), &original[..meta_len]).unwrap();
+        let (mut c, _) = JournalWriter::open(&b, &id).unwrap();
+        let rest = &original[meta_len..];
+        let second = rest.iter().position(|&x| x == b'\n').unwrap() + 1;
+        for bad in [
+            &rest[second..],     // skips a seq
+            &rest[..second - 1], // no newline at the end
+            b"{\"not\":\"a record\"}\n".as_slice(),
+            &original[..meta_len], // a second meta
+            b"".as_slice(),
+        ] {
+            let e = c.append_lines(bad).unwrap_err();
+            assert!(matches!(e, JournalError::InvalidAppend(_)), "{e}");
+            assert!(!c.is_poisoned());
+        }
+        let done = c.append_lines(rest).unwrap();
+        assert_eq!(done.seq, 3);
+        assert_eq!(c.seq(), 3);
+        c.trim().unwrap();
+        drop(c);
+        assert_eq!(std::fs::read(b.journal_path(&id)).unwrap(), original);
+        let scan = crate::read_journal(&b.journal_path(&id), id.as_str()).unwrap();
+        assert_eq!(scan.tail, done.hash);
+        // The writer goes on from the copied records.
+        let (mut c, _) = JournalWriter::open(&b, &id).unwrap();
+        assert_eq!(c.append(&user("three")).unwrap().seq, 4);
     }
 }

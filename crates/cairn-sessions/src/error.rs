@@ -61,4 +61,74 @@ pub enum SessionError {
     /// The session's workspace versioning failed.
     #[error(transparent)]
     Workspace(#[from] cairn_workspace::WorkspaceError),
+    /// The object pool failed.
+    #[error(transparent)]
+    Objects(#[from] cairn_objects::ObjectError),
+    /// A copy (`cairn push`, `cairn pull`) found the two stores holding
+    /// different records of the session.
+    #[error("the two stores hold different histories of session {run} from seq {seq}; nothing was copied. Look at both (`cairn --store DIR session show {run} --transcript`); to keep one, remove the other copy (`cairn --store DIR session rm {run}`) and copy again")]
+    Diverged {
+        /// The session.
+        run: String,
+        /// The first seq whose records differ.
+        seq: u64,
+    },
+    /// A copy found a manifest the destination already holds with other
+    /// bytes (manifests are written once and never change).
+    #[error("{destination_path} already exists with other bytes than {source_path}: a manifest is written once and never changed, so one of the two stores was changed by hand or is damaged; nothing of the session was copied. Compare the two files and remove the wrong one")]
+    ManifestConflict {
+        /// The manifest in the store copied from.
+        source_path: std::path::PathBuf,
+        /// The one in the store copied to.
+        destination_path: std::path::PathBuf,
+    },
+    /// An object a session needs is not in the store it is copied from.
+    #[error("object {hash}, which session {run} needs, is missing from the store {}; nothing of the session's journal was copied. `cairn verify {run}` and `cairn checkpoint verify` there say what names it; put the object back from another copy of that store", store.display())]
+    SourceObjectMissing {
+        /// The session.
+        run: String,
+        /// The object.
+        hash: cairn_objects::ObjectHash,
+        /// The store copied from.
+        store: std::path::PathBuf,
+    },
+    /// A copied object was stored under another name than it was read by.
+    #[error("object {hash} of session {run} was stored as {got}: its bytes do not hash to its name; nothing of the session's journal was copied. Check the store copied from with `cairn verify {run}`")]
+    ObjectMismatch {
+        /// The session.
+        run: String,
+        /// The object's name.
+        hash: cairn_objects::ObjectHash,
+        /// What its bytes hash to.
+        got: cairn_objects::ObjectHash,
+    },
+    /// A snapshot or checkpoint manifest cannot be read or parsed.
+    #[error("the manifest {} cannot be used: {reason}; nothing of the session's journal was copied. Repair or remove it (another copy of the store may hold it intact)", path.display())]
+    ManifestUnreadable {
+        /// The manifest.
+        path: std::path::PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A record names an object by something that is not an object name.
+    #[error("session {run}: the record at seq {seq} names an object it cannot be copied with: {reason}; nothing of the session was copied")]
+    BadObjectName {
+        /// The session.
+        run: String,
+        /// The record.
+        seq: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A path inside a store is a symbolic link, or another kind of file
+    /// than the store keeps there.
+    #[error("{} is {what}, where the store keeps a plain {expected}: cairn never follows symbolic links inside a store. Move it out of the store and retry", path.display())]
+    NotPlain {
+        /// The path.
+        path: std::path::PathBuf,
+        /// What it is, e.g. `a symbolic link`.
+        what: &'static str,
+        /// What the store keeps there: `file` or `directory`.
+        expected: &'static str,
+    },
 }

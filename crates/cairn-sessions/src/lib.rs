@@ -16,6 +16,10 @@
 //!   resume) once that prefix changes or is truncated.
 //! - A session that does not verify is listed with `valid: false` and the
 //!   problem, never dropped.
+//! - A session copied to another store ([`transfer`]: `cairn push`, `cairn
+//!   pull`) arrives with its ancestors, every object and manifest it names
+//!   before its journal, and its journal byte for byte; copies that
+//!   disagree are refused, and repeating a copy writes nothing.
 //!
 //! ```
 //! let dir = tempfile::tempdir().unwrap();
@@ -34,6 +38,7 @@ mod repo;
 pub mod restore;
 mod session;
 mod summary;
+mod transfer;
 
 pub use error::SessionError;
 pub use fork::{check_receipt, fork, lineage, pin_at, Pin, MAX_DEPTH};
@@ -50,3 +55,4 @@ pub use summary::{
     list, newest_idle, refresh, reindex, reindex_workspaces, summarize, ParentRef, Summary,
     WorkspaceReindex,
 };
+pub use transfer::{transfer, RecordObjects, SessionTransfer, TransferReport, TransferStatus};

@@ -81,6 +81,36 @@ pub enum Command {
     Gateway(GatewayArgs),
     /// Serve the store over HTTP: the JSON API, live event streams, the web viewer
     Serve(ServeArgs),
+    /// Copy sessions, with their ancestors and objects, to another store (a directory)
+    #[command(override_usage = "cairn push [--json] (ID | --all) REMOTE")]
+    Push(PushArgs),
+    /// Copy a session, with its ancestors and objects, from another store (a directory)
+    Pull(PullArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PushArgs {
+    /// Copy every session in the store
+    #[arg(long)]
+    pub all: bool,
+    /// ID REMOTE, or REMOTE alone with --all. REMOTE: a store's directory
+    /// (created when missing) or file:///ABS/PATH
+    #[arg(required = true, num_args = 1..=2, value_name = "ID | REMOTE")]
+    pub args: Vec<String>,
+    /// Print one JSON object
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PullArgs {
+    /// Session id
+    pub id: String,
+    /// The store to copy it from: a directory, or file:///ABS/PATH
+    pub remote: String,
+    /// Print one JSON object
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

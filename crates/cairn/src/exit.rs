@@ -123,9 +123,17 @@ fn session_code(s: &SessionError) -> Code {
         SessionError::Journal(j) => journal_code(j),
         SessionError::ForkPrefix { .. }
         | SessionError::PinnedByForks { .. }
-        | SessionError::NamedByCheckpoints { .. } => Code::Refused,
+        | SessionError::NamedByCheckpoints { .. }
+        | SessionError::Diverged { .. }
+        | SessionError::ManifestConflict { .. }
+        | SessionError::NotPlain { .. } => Code::Refused,
         SessionError::BadForkPoint { .. } => Code::Usage,
-        SessionError::Unreadable { .. } => Code::Integrity,
+        SessionError::Unreadable { .. }
+        | SessionError::SourceObjectMissing { .. }
+        | SessionError::ObjectMismatch { .. }
+        | SessionError::ManifestUnreadable { .. }
+        | SessionError::BadObjectName { .. } => Code::Integrity,
+        SessionError::Objects(o) => flags(o.is_integrity(), o.is_refusal(), false),
         SessionError::Workspace(w) => flags(w.is_integrity(), w.is_refusal(), w.is_usage()),
         SessionError::Checkpoint(c) => flags(c.is_integrity(), c.is_refusal(), c.is_usage()),
         _ => Code::Failure,

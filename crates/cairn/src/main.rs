@@ -94,5 +94,7 @@ fn run(cli: Cli) -> anyhow::Result<Code> {
         Command::Verify(a) => cmd::verify::run(&ctx, &a),
         Command::Gateway(a) => cmd::gateway::run(&ctx, &a),
         Command::Serve(a) => cmd::serve::run(&ctx, a),
+        Command::Push(a) => cmd::transfer::push(&ctx, &a),
+        Command::Pull(a) => cmd::transfer::pull(&ctx, &a),
     }
 }

@@ -10,6 +10,7 @@ pub mod rewind;
 pub mod run;
 pub mod serve;
 pub mod sessions;
+pub mod transfer;
 pub mod tui;
 pub mod verify;
 pub mod workspace;

@@ -1,0 +1,309 @@
+//! The files of a transfer, read and written below a store's root without
+//! following a symbolic link: journals' first lines, snapshot and checkpoint
+//! manifests, and the directories written into.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::Path;
+
+use cairn_checkpoint::{Checkpoint, CheckpointId, CHECKPOINT_VERSION};
+use cairn_journal::ForkPin;
+use cairn_objects::ObjectHash;
+use cairn_store::nofollow::{self, FileKind, Reach};
+use cairn_store::{durable, RunId, Store, StoreError};
+use cairn_workspace::{SnapshotId, MANIFEST_VERSION};
+use serde::Deserialize;
+
+use crate::fork::MAX_PIN_LINE;
+use crate::SessionError;
+
+/// A manifest to copy: where it lies below the store root, its bytes, and
+/// the objects it names.
+#[derive(Debug)]
+pub(super) struct ManifestFile {
+    pub(super) rel: String,
+    pub(super) bytes: Vec<u8>,
+    pub(super) objects: Vec<ObjectHash>,
+}
+
+/// The fields of a snapshot manifest a copy needs.
+#[derive(Deserialize)]
+struct SnapshotHashes {
+    version: u32,
+    id: SnapshotId,
+    entries: std::collections::BTreeMap<String, HashOnly>,
+}
+
+#[derive(Deserialize)]
+struct HashOnly {
+    hash: ObjectHash,
+}
+
+/// The fork pin in the first record of `id`'s journal in `store` (`None`
+/// inside for a root session), or `None` when it has no journal. A first
+/// line that does not say is taken for a root's: reading the journal in
+/// full reports what is wrong with it.
+pub(super) fn fork_pin(store: &Store, id: &RunId) -> Result<Option<Option<ForkPin>>, SessionError> {
+    #[derive(Deserialize)]
+    struct Head {
+        #[serde(default)]
+        fork: Option<ForkPin>,
+    }
+    let path = store.journal_path(id);
+    let Some(file) = open_beneath(store.root(), &rel(store, &path))? else {
+        return Ok(None);
+    };
+    let mut line = Vec::new();
+    io::BufRead::read_until(
+        &mut io::BufReader::new(file).take(MAX_PIN_LINE),
+        b'\n',
+        &mut line,
+    )
+    .map_err(|e| io_error("reading", &path, e))?;
+    let line = line.strip_suffix(b"\n").unwrap_or(&line);
+    Ok(Some(
+        serde_json::from_slice::<Head>(line)
+            .ok()
+            .and_then(|h| h.fork),
+    ))
+}
+
+/// The snapshot manifests of `id` in `store`.
+pub(super) fn snapshot_manifests(
+    store: &Store,
+    id: &RunId,
+) -> Result<Vec<ManifestFile>, SessionError> {
+    let dir = rel(store, &store.snapshots_dir(id));
+    let mut out = Vec::new();
+    let valid = |s: &str| SnapshotId::parse(s).is_ok();
+    for (stem, rel_path) in manifest_names(store, &dir, valid)? {
+        let Some(bytes) = read_beneath(store.root(), &rel_path)? else {
+            continue;
+        };
+        let unreadable = |reason: String| SessionError::ManifestUnreadable {
+            path: store.root().join(&rel_path),
+            reason,
+        };
+        let m: SnapshotHashes =
+            serde_json::from_slice(&bytes).map_err(|e| unreadable(e.to_string()))?;
+        if m.version > MANIFEST_VERSION {
+            return Err(unreadable(format!(
+                "format version {} is newer than this cairn's {MANIFEST_VERSION}; upgrade cairn",
+                m.version
+            )));
+        }
+        if m.id.as_str() != stem {
+            return Err(unreadable(format!("it names itself {}", m.id)));
+        }
+        let objects = m.entries.values().map(|e| e.hash).collect();
+        out.push(ManifestFile {
+            rel: rel_path,
+            bytes,
+            objects,
+        });
+    }
+    Ok(out)
+}
+
+/// The checkpoint manifests of the sessions in `runs`, by session. Every
+/// manifest in the store is read: which session one belongs to is in it.
+pub(super) fn checkpoint_manifests(
+    store: &Store,
+    runs: &HashSet<&str>,
+) -> Result<HashMap<String, Vec<ManifestFile>>, SessionError> {
+    let dir = rel(store, &store.checkpoints_dir());
+    let mut out: HashMap<String, Vec<ManifestFile>> = HashMap::new();
+    let valid = |s: &str| CheckpointId::parse(s).is_ok();
+    for (stem, rel_path) in manifest_names(store, &dir, valid)? {
+        let Some(bytes) = read_beneath(store.root(), &rel_path)? else {
+            continue;
+        };
+        let unreadable = |reason: String| SessionError::ManifestUnreadable {
+            path: store.root().join(&rel_path),
+            reason,
+        };
+        let cp: Checkpoint =
+            serde_json::from_slice(&bytes).map_err(|e| unreadable(e.to_string()))?;
+        if cp.version > CHECKPOINT_VERSION {
+            return Err(unreadable(format!(
+                "format version {} is newer than this cairn's {CHECKPOINT_VERSION}; upgrade cairn",
+                cp.version
+            )));
+        }
+        if cp.id.as_str() != stem {
+            return Err(unreadable(format!("it names itself {}", cp.id)));
+        }
+        if !runs.contains(cp.run.as_str()) {
+            continue;
+        }
+        let objects = cp
+            .paths
+            .iter()
+            .flat_map(|p| p.entries.iter().map(|e| e.hash))
+            .collect();
+        out.entry(cp.run.clone()).or_default().push(ManifestFile {
+            rel: rel_path,
+            bytes,
+            objects,
+        });
+    }
+    Ok(out)
+}
+
+/// The `<id>.json` files (an id that `valid` accepts) of the directory `dir`
+/// below the store root, as
+/// (id, path below the root), sorted; other names (temporary files of an
+/// interrupted write) are left out. An entry with a manifest's name that is
+/// not a regular file is refused.
+fn manifest_names(
+    store: &Store,
+    dir: &str,
+    valid: impl Fn(&str) -> bool,
+) -> Result<Vec<(String, String)>, SessionError> {
+    let mut out = Vec::new();
+    for e in list_beneath(store.root(), dir)? {
+        let Some(stem) = e
+            .name
+            .to_str()
+            .and_then(|n| n.strip_suffix(".json"))
+            .filter(|s| valid(s))
+        else {
+            continue;
+        };
+        let rel_path = format!("{dir}/{stem}.json");
+        if e.kind != FileKind::File {
+            return Err(SessionError::NotPlain {
+                path: store.root().join(&rel_path),
+                what: e.kind.describe(),
+                expected: "file",
+            });
+        }
+        out.push((stem.to_owned(), rel_path));
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// `path` (one of the store's own paths) relative to the store root, `/`-separated.
+pub(super) fn rel(store: &Store, path: &Path) -> String {
+    path.strip_prefix(store.root())
+        .unwrap_or(path)
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn io_error(action: &'static str, path: &Path, source: io::Error) -> SessionError {
+    SessionError::Store(StoreError::Io {
+        action,
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Opens the directory `rel` below `root` without following a symlink below
+/// the root; `None` when it (or the root) does not exist.
+fn open_dir_beneath(root: &Path, rel: &str) -> Result<Option<std::os::fd::OwnedFd>, SessionError> {
+    let root_fd = match nofollow::open_root(root) {
+        Ok(fd) => fd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_error("opening", root, e)),
+    };
+    match nofollow::open_dir(&root_fd, rel, false, &mut Vec::new()) {
+        Ok(fd) => Ok(Some(fd)),
+        Err(Reach::Io(e)) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(Reach::Io(e)) => Err(io_error("opening", &root.join(rel), e)),
+        Err(Reach::Symlink(p)) => Err(SessionError::NotPlain {
+            path: root.join(p),
+            what: FileKind::Symlink.describe(),
+            expected: "directory",
+        }),
+        Err(Reach::NotDir(p)) => Err(SessionError::NotPlain {
+            path: root.join(p),
+            what: "not a directory",
+            expected: "directory",
+        }),
+    }
+}
+
+/// Opens the regular file `rel` below `root` for reading without following
+/// a symlink; `None` when it does not exist.
+fn open_beneath(root: &Path, rel: &str) -> Result<Option<File>, SessionError> {
+    let (dir, name) = nofollow::split(rel);
+    let Some(dir_fd) = open_dir_beneath(root, dir)? else {
+        return Ok(None);
+    };
+    let path = root.join(rel);
+    let not_plain = |what| SessionError::NotPlain {
+        path: path.clone(),
+        what,
+        expected: "file",
+    };
+    match nofollow::lstat_if_exists(&dir_fd, name) {
+        Ok(None) => return Ok(None),
+        Ok(Some(st)) if !nofollow::is_regular(&st) => {
+            return Err(not_plain(FileKind::of(&st).describe()))
+        }
+        Ok(Some(_)) => {}
+        Err(e) => return Err(io_error("reading metadata of", &path, e)),
+    }
+    // Opened without following a symlink, so one swapped in since fails.
+    let file = match nofollow::open_file_at(&dir_fd, name) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_error("opening", &path, e)),
+    };
+    let st = nofollow::stat_of(&file).map_err(|e| io_error("reading metadata of", &path, e))?;
+    if !nofollow::is_regular(&st) {
+        return Err(not_plain(FileKind::of(&st).describe()));
+    }
+    Ok(Some(file))
+}
+
+/// The bytes of the regular file `rel` below `root`, `None` when it does
+/// not exist; a symlink anywhere below the root is refused.
+pub(super) fn read_beneath(root: &Path, rel: &str) -> Result<Option<Vec<u8>>, SessionError> {
+    let Some(mut file) = open_beneath(root, rel)? else {
+        return Ok(None);
+    };
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .map_err(|e| io_error("reading", &root.join(rel), e))?;
+    Ok(Some(bytes))
+}
+
+/// The entries of the directory `rel` below `root` (none when it does not
+/// exist), not following a symlink.
+fn list_beneath(root: &Path, rel: &str) -> Result<Vec<nofollow::Entry>, SessionError> {
+    let Some(fd) = open_dir_beneath(root, rel)? else {
+        return Ok(Vec::new());
+    };
+    nofollow::read_dir_at(&fd).map_err(|e| io_error("listing", &root.join(rel), e))
+}
+
+/// Makes `rel` below `root` a directory, creating what is missing (`0700`,
+/// each new entry's parent fsynced), and refuses any component that is a
+/// symlink or not a directory.
+pub(super) fn ensure_dir(root: &Path, rel: &str) -> Result<(), SessionError> {
+    let mut at = root.to_path_buf();
+    for part in rel.split('/').filter(|p| !p.is_empty()) {
+        at.push(part);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.is_dir() => {}
+            Ok(m) => {
+                return Err(SessionError::NotPlain {
+                    path: at,
+                    what: if m.file_type().is_symlink() {
+                        FileKind::Symlink.describe()
+                    } else {
+                        "not a directory"
+                    },
+                    expected: "directory",
+                })
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => durable::create_dir_private(&at)?,
+            Err(e) => return Err(io_error("reading metadata of", &at, e)),
+        }
+    }
+    Ok(())
+}
