@@ -106,4 +106,6 @@ pub use lock::{LockMode, StoreLock};
 pub use pool::{open_nofollow, ObjectInfo, ObjectPool, Put, POOL_FORMAT};
 pub use progress::{NoProgress, Phase, Progress};
 pub use prune::{prune, ManifestSource, PruneOptions, PruneReport};
-pub use remote::{fetch_missing, upload, PutOutcome, RemoteEntry, RemoteObjects, TransferReport};
+pub use remote::{
+    fetch_missing, upload, PoolRemote, PutOutcome, RemoteEntry, RemoteObjects, TransferReport,
+};

@@ -253,7 +253,7 @@ fn remove(path: &PathBuf) -> Result<(), ObjectError> {
     }
 }
 
-enum PoolFile {
+pub(crate) enum PoolFile {
     Object {
         hash: ObjectHash,
         path: PathBuf,
@@ -265,7 +265,7 @@ enum PoolFile {
 }
 
 /// Every object and temporary file in the pool.
-fn list_pool(pool: &ObjectPool) -> Result<Vec<PoolFile>, ObjectError> {
+pub(crate) fn list_pool(pool: &ObjectPool) -> Result<Vec<PoolFile>, ObjectError> {
     let read = |dir: &PathBuf| -> Result<Option<fs::ReadDir>, ObjectError> {
         match fs::read_dir(dir) {
             Ok(r) => Ok(Some(r)),

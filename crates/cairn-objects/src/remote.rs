@@ -446,5 +446,8 @@ fn parallel<T: Sync, R: Send>(
     }
 }
 
+mod local;
+pub use local::PoolRemote;
+
 #[cfg(test)]
 mod tests;

@@ -92,16 +92,6 @@ pub enum SessionError {
         /// The store copied from.
         store: std::path::PathBuf,
     },
-    /// A copied object was stored under another name than it was read by.
-    #[error("object {hash} of session {run} was stored as {got}: its bytes do not hash to its name; nothing of the session's journal was copied. Check the store copied from with `cairn verify {run}`")]
-    ObjectMismatch {
-        /// The session.
-        run: String,
-        /// The object's name.
-        hash: cairn_objects::ObjectHash,
-        /// What its bytes hash to.
-        got: cairn_objects::ObjectHash,
-    },
     /// A snapshot or checkpoint manifest cannot be read or parsed.
     #[error("the manifest {} cannot be used: {reason}; nothing of the session's journal was copied. Repair or remove it (another copy of the store may hold it intact)", path.display())]
     ManifestUnreadable {

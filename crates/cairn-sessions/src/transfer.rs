@@ -30,9 +30,11 @@
 //!    manifests, in its checkpoint manifests, and in its records (the
 //!    caller says which: [`RecordObjects`], the gateway's `model_call`
 //!    bodies) — that the destination lacks is read from the source,
-//!    verified against its name, and put into the destination, whose own
-//!    put re-chunks large content. The destination's store lock is held
-//!    shared from before the first object is looked up until the journal is
+//!    copied into the destination in its stored encoding (compression and
+//!    chunk lists unchanged, chunks before their list), each checked against
+//!    its name before it becomes visible there: the path of a fetch from any
+//!    remote ([`cairn_objects::fetch_missing`] from a [`PoolRemote`]).
+//!    The destination's store lock is held shared from before the first object is looked up until the journal is
 //!    written, as captures hold it, so a prune there never deletes what is
 //!    about to be named. An object the destination has is skipped without
 //!    reading its body. An object missing from the source, or that does not
@@ -84,16 +86,17 @@
 //!   takes no lock: it is the journal as it was when it was read.
 
 use std::collections::{BTreeSet, HashSet};
-use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
 use cairn_journal::{
     scan_journal_bytes, ChainHash, ForkPin, JournalError, JournalWriter, Record, RecordBody,
     RunLock, Scan,
 };
-use cairn_objects::{ObjectError, ObjectHash, ObjectKind, ObjectPool, Phase, Progress, StoreLock};
+use cairn_objects::{
+    fetch_missing, ObjectError, ObjectHash, ObjectPool, PoolRemote, Progress, StoreLock,
+};
 use cairn_store::nofollow;
-use cairn_store::{durable, RunId, Store, StoreError};
+use cairn_store::{durable, RunId, Store};
 use cairn_workspace::{Label, SnapshotId, Workspace};
 use serde::{Deserialize, Serialize};
 
@@ -456,9 +459,11 @@ impl Copier<'_> {
         Ok(out)
     }
 
-    /// Reads each of `missing` from the source, verified, and puts it into
-    /// the destination; commits them together. Returns (objects, stored
-    /// bytes).
+    /// Copies each of `missing` from the source's pool into the
+    /// destination's, in its stored encoding, each checked against its name
+    /// before it becomes visible there: the path of a fetch from any remote
+    /// ([`cairn_objects::fetch_missing`], the source seen as one by
+    /// [`PoolRemote`]). Returns (objects, stored bytes).
     fn copy_objects(
         &mut self,
         id: &RunId,
@@ -470,54 +475,18 @@ impl Copier<'_> {
             self.opened = Some(ObjectPool::open(self.to)?);
         }
         let pool = self.opened.as_ref().unwrap_or(&self.to_pool);
-        let batch = pool.batch(lock);
-        let progress = self.progress;
-        progress.begin(Phase::Verify, Some(missing.len() as u64));
-        let mut copied = 0;
-        for hash in missing {
-            let info = match self.from_pool.info(hash) {
-                Ok(i) => i,
-                Err(ObjectError::Missing { .. }) => {
-                    return Err(SessionError::SourceObjectMissing {
-                        run: id.to_string(),
-                        hash: *hash,
-                        store: self.from.root().to_path_buf(),
-                    })
-                }
-                Err(e) => return Err(e.into()),
-            };
-            let put = if info.kind == ObjectKind::ChunkList {
-                // Reassembled (every chunk verified, then the whole) into an
-                // unnamed file, then stored by the destination's own put.
-                let file = tempfile::tempfile_in(pool.dir()).map_err(|e| StoreError::Io {
-                    action: "creating a temporary file in",
-                    path: pool.dir().to_path_buf(),
-                    source: e,
-                })?;
-                let mut w = BufWriter::new(file);
-                self.from_pool.read_to(hash, &mut w)?;
-                let file = w.into_inner().map_err(|e| StoreError::Io {
-                    action: "writing a temporary file in",
-                    path: pool.dir().to_path_buf(),
-                    source: e.into_error(),
-                })?;
-                batch.put_open_file(&file, &self.from_pool.path_of(hash))?
-            } else {
-                batch.put_bytes(&self.from_pool.get(hash)?)?
-            };
-            if put.hash != *hash {
-                return Err(SessionError::ObjectMismatch {
+        let source = PoolRemote::new(&self.from_pool);
+        match fetch_missing(pool, lock, &source, missing, self.progress) {
+            Ok(report) => Ok((report.objects, report.bytes)),
+            Err(ObjectError::RemoteMissing { hash, .. }) => {
+                Err(SessionError::SourceObjectMissing {
                     run: id.to_string(),
-                    hash: *hash,
-                    got: put.hash,
-                });
+                    hash,
+                    store: self.from.root().to_path_buf(),
+                })
             }
-            copied += u64::from(put.new);
-            progress.advance(Phase::Verify, 1, info.size);
+            Err(e) => Err(e.into()),
         }
-        progress.end(Phase::Verify);
-        let committed = batch.commit(progress)?;
-        Ok((copied, committed.stored_bytes))
     }
 
     /// Fsyncs the fan-out directories of the `named` objects that were

@@ -130,7 +130,6 @@ fn session_code(s: &SessionError) -> Code {
         SessionError::BadForkPoint { .. } => Code::Usage,
         SessionError::Unreadable { .. }
         | SessionError::SourceObjectMissing { .. }
-        | SessionError::ObjectMismatch { .. }
         | SessionError::ManifestUnreadable { .. }
         | SessionError::BadObjectName { .. } => Code::Integrity,
         SessionError::Objects(o) => flags(o.is_integrity(), o.is_refusal(), false),
