@@ -19,7 +19,11 @@
 //! 2. a chunk list that reads lists chunks of at least one byte adding up to
 //!    the header's length, and `check` names each distinct chunk;
 //! 3. a well-formed object (a blob the target compressed, or a list whose
-//!    chunks are all present and reassemble to its name) reads back.
+//!    chunks are all present and reassemble to its name) reads back;
+//! 4. the same bytes arriving from a remote (`ObjectPool::import_stored`,
+//!    into the same pool without the file) are accepted exactly when the
+//!    pool can read them, and then stored unchanged: bytes from elsewhere
+//!    that a read would refuse never become visible.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -36,6 +40,8 @@ struct Pool {
     /// Holds the pool's directory.
     _scratch: Scratch,
     pool: ObjectPool,
+    /// Held shared, as a fetch holds it, for the imports.
+    lock: StoreLock,
     /// Every blob the pool held before fuzzing, by name: never overwritten.
     known: HashMap<ObjectHash, Vec<u8>>,
 }
@@ -99,6 +105,7 @@ impl Pool {
         Pool {
             _scratch: scratch,
             pool,
+            lock,
             known,
         }
     }
@@ -214,6 +221,24 @@ fn check(p: &Pool, file: &[u8], built: Option<&[u8]>) {
     let info = p.pool.info(&hash);
     let list = p.pool.chunk_list(&hash);
     let _ = std::fs::remove_file(&path);
+
+    // 4.
+    let imported = p.pool.import_stored(&p.lock, &hash, file, "fuzz");
+    let stored = p.pool.stored_bytes(&hash);
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(
+        imported.is_ok(),
+        got.is_ok(),
+        "import: {imported:?}, get: {got:?}"
+    );
+    if imported.is_ok() {
+        match &stored {
+            Ok(bytes) => assert_eq!(bytes, file, "an import stored other bytes"),
+            Err(e) => panic!("an import succeeded and left nothing: {e}"),
+        }
+    } else {
+        assert!(stored.is_err(), "a refused import left the object visible");
+    }
 
     // 1.
     let check_ok = checked.as_ref().is_ok_and(|c| c.ok());
