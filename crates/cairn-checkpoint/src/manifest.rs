@@ -205,11 +205,31 @@ impl Checkpoint {
             io::ErrorKind::NotFound => CheckpointError::NotFound { id: id.to_string() },
             _ => CheckpointError::io("reading checkpoint manifest", &path, e),
         })?;
+        Ok(Loaded {
+            cp: Self::from_bytes(&bytes, &path, id)?,
+            digest: digest(&bytes),
+            path,
+        })
+    }
+
+    /// Parses the bytes of the manifest of `id`, read from `path` (named in
+    /// errors), and checks what it says of itself as [`Checkpoint::read`]
+    /// does (format version, id, run id, one entry per named file), but not
+    /// its paths: for a reader that fetched the bytes its own way (a copy
+    /// between stores) and needs its run and hashes.
+    ///
+    /// # Errors
+    /// [`CheckpointError::ManifestDamaged`].
+    pub fn from_bytes(
+        bytes: &[u8],
+        path: &std::path::Path,
+        id: &CheckpointId,
+    ) -> Result<Checkpoint, CheckpointError> {
         let damaged = |reason: String| CheckpointError::ManifestDamaged {
-            path: path.clone(),
+            path: path.to_path_buf(),
             reason,
         };
-        let cp: Checkpoint = serde_json::from_slice(&bytes).map_err(|e| damaged(e.to_string()))?;
+        let cp: Checkpoint = serde_json::from_slice(bytes).map_err(|e| damaged(e.to_string()))?;
         if cp.version > CHECKPOINT_VERSION {
             return Err(damaged(format!(
                 "format version {} is newer than this cairn's {CHECKPOINT_VERSION}; upgrade cairn",
@@ -228,11 +248,7 @@ impl Checkpoint {
                 )));
             }
         }
-        Ok(Loaded {
-            cp,
-            digest: digest(&bytes),
-            path,
-        })
+        Ok(cp)
     }
 
     /// Every named path and every entry below a named directory passes the

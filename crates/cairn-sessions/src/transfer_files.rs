@@ -7,12 +7,12 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::path::Path;
 
-use cairn_checkpoint::{Checkpoint, CheckpointId, CHECKPOINT_VERSION};
+use cairn_checkpoint::{Checkpoint, CheckpointError, CheckpointId};
 use cairn_journal::ForkPin;
 use cairn_objects::ObjectHash;
 use cairn_store::nofollow::{self, FileKind, Reach};
 use cairn_store::{durable, RunId, Store, StoreError};
-use cairn_workspace::{SnapshotId, MANIFEST_VERSION};
+use cairn_workspace::{Manifest, SnapshotId, WorkspaceError};
 use serde::Deserialize;
 
 use crate::fork::MAX_PIN_LINE;
@@ -25,19 +25,6 @@ pub(super) struct ManifestFile {
     pub(super) rel: String,
     pub(super) bytes: Vec<u8>,
     pub(super) objects: Vec<ObjectHash>,
-}
-
-/// The fields of a snapshot manifest a copy needs.
-#[derive(Deserialize)]
-struct SnapshotHashes {
-    version: u32,
-    id: SnapshotId,
-    entries: std::collections::BTreeMap<String, HashOnly>,
-}
-
-#[derive(Deserialize)]
-struct HashOnly {
-    hash: ObjectHash,
 }
 
 /// The fork pin in the first record of `id`'s journal in `store` (`None`
@@ -69,33 +56,24 @@ pub(super) fn fork_pin(store: &Store, id: &RunId) -> Result<Option<Option<ForkPi
     ))
 }
 
-/// The snapshot manifests of `id` in `store`.
+/// The snapshot manifests of `id` in `store`, each checked as every read
+/// of one is ([`Manifest::from_bytes`]).
 pub(super) fn snapshot_manifests(
     store: &Store,
     id: &RunId,
 ) -> Result<Vec<ManifestFile>, SessionError> {
     let dir = rel(store, &store.snapshots_dir(id));
-    let mut out = Vec::new();
     let valid = |s: &str| SnapshotId::parse(s).is_ok();
-    for (stem, rel_path) in manifest_names(store, &dir, valid)? {
-        let Some(bytes) = read_beneath(store.root(), &rel_path)? else {
-            continue;
-        };
-        let unreadable = |reason: String| SessionError::ManifestUnreadable {
-            path: store.root().join(&rel_path),
-            reason,
-        };
-        let m: SnapshotHashes =
-            serde_json::from_slice(&bytes).map_err(|e| unreadable(e.to_string()))?;
-        if m.version > MANIFEST_VERSION {
-            return Err(unreadable(format!(
-                "format version {} is newer than this cairn's {MANIFEST_VERSION}; upgrade cairn",
-                m.version
-            )));
-        }
-        if m.id.as_str() != stem {
-            return Err(unreadable(format!("it names itself {}", m.id)));
-        }
+    let mut out = Vec::new();
+    for (stem, rel_path, bytes) in manifests(store, &dir, valid)? {
+        let path = store.root().join(&rel_path);
+        let m = SnapshotId::parse(&stem)
+            .map_err(WorkspaceError::from)
+            .and_then(|snap| Manifest::from_bytes(&bytes, &path, &snap))
+            .map_err(|e| match e {
+                WorkspaceError::ManifestDamaged { reason, .. } => unreadable(path, reason),
+                e => unreadable(path, e.to_string()),
+            })?;
         let objects = m.entries.values().map(|e| e.hash).collect();
         out.push(ManifestFile {
             rel: rel_path,
@@ -106,34 +84,28 @@ pub(super) fn snapshot_manifests(
     Ok(out)
 }
 
-/// The checkpoint manifests of the sessions in `runs`, by session. Every
+/// The checkpoint manifests of the sessions in `runs`, by session, each
+/// checked as every read of one is ([`Checkpoint::from_bytes`]). Every
 /// manifest in the store is read: which session one belongs to is in it.
 pub(super) fn checkpoint_manifests(
     store: &Store,
     runs: &HashSet<&str>,
 ) -> Result<HashMap<String, Vec<ManifestFile>>, SessionError> {
     let dir = rel(store, &store.checkpoints_dir());
-    let mut out: HashMap<String, Vec<ManifestFile>> = HashMap::new();
     let valid = |s: &str| CheckpointId::parse(s).is_ok();
-    for (stem, rel_path) in manifest_names(store, &dir, valid)? {
-        let Some(bytes) = read_beneath(store.root(), &rel_path)? else {
-            continue;
-        };
-        let unreadable = |reason: String| SessionError::ManifestUnreadable {
-            path: store.root().join(&rel_path),
-            reason,
-        };
-        let cp: Checkpoint =
-            serde_json::from_slice(&bytes).map_err(|e| unreadable(e.to_string()))?;
-        if cp.version > CHECKPOINT_VERSION {
-            return Err(unreadable(format!(
-                "format version {} is newer than this cairn's {CHECKPOINT_VERSION}; upgrade cairn",
-                cp.version
-            )));
-        }
-        if cp.id.as_str() != stem {
-            return Err(unreadable(format!("it names itself {}", cp.id)));
-        }
+    let mut out: HashMap<String, Vec<ManifestFile>> = HashMap::new();
+    for (stem, rel_path, bytes) in manifests(store, &dir, valid)? {
+        let path = store.root().join(&rel_path);
+        let cp = CheckpointId::parse(&stem)
+            .map_err(|e| CheckpointError::ManifestDamaged {
+                path: path.clone(),
+                reason: e.to_string(),
+            })
+            .and_then(|id| Checkpoint::from_bytes(&bytes, &path, &id))
+            .map_err(|e| match e {
+                CheckpointError::ManifestDamaged { reason, .. } => unreadable(path, reason),
+                e => unreadable(path, e.to_string()),
+            })?;
         if !runs.contains(cp.run.as_str()) {
             continue;
         }
@@ -147,6 +119,27 @@ pub(super) fn checkpoint_manifests(
             bytes,
             objects,
         });
+    }
+    Ok(out)
+}
+
+/// A manifest that does not pass its crate's checks, and why.
+fn unreadable(path: std::path::PathBuf, reason: String) -> SessionError {
+    SessionError::ManifestUnreadable { path, reason }
+}
+
+/// The manifests of [`manifest_names`], with their bytes; one removed
+/// since it was listed is left out.
+fn manifests(
+    store: &Store,
+    dir: &str,
+    valid: impl Fn(&str) -> bool,
+) -> Result<Vec<(String, String, Vec<u8>)>, SessionError> {
+    let mut out = Vec::new();
+    for (stem, rel_path) in manifest_names(store, dir, valid)? {
+        if let Some(bytes) = read_beneath(store.root(), &rel_path)? {
+            out.push((stem, rel_path, bytes));
+        }
     }
     Ok(out)
 }

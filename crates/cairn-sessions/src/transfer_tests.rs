@@ -332,7 +332,7 @@ fn a_manifest_with_other_bytes_is_refused() {
     let name = "01ARZ3NDEKTSV4RRFFQ69G5FAV.json";
     let manifest = |label: &str| {
         format!(
-            "{{\"version\":1,\"id\":\"01ARZ3NDEKTSV4RRFFQ69G5FAV\",\"parent\":null,\"label\":\"{label}\",\"created\":\"2026-01-01T00:00:00Z\",\"entries\":{{}},\"skipped\":[]}}"
+            "{{\"version\":1,\"id\":\"01ARZ3NDEKTSV4RRFFQ69G5FAV\",\"parent\":null,\"label\":\"{label}\",\"created\":\"2026-01-01T00:00:00Z\",\"files\":0,\"bytes\":0,\"entries\":{{}},\"skipped\":[]}}"
         )
     };
     for (store, label) in [(&t.a, "post:exec:1"), (&t.b, "post:exec:2")] {

@@ -276,11 +276,26 @@ impl Manifest {
             },
             _ => WorkspaceError::io("reading manifest", path, e),
         })?;
+        Self::from_bytes(&bytes, path, expect)
+    }
+
+    /// Parses and checks the bytes of a manifest read from `path` (named in
+    /// errors), whose id must equal `expect`: the checks of every read (the
+    /// format version, the id, the one path rule for every entry), for a
+    /// reader that fetched the bytes its own way (a copy between stores).
+    ///
+    /// # Errors
+    /// [`WorkspaceError::ManifestDamaged`] or [`WorkspaceError::UnsafePath`].
+    pub fn from_bytes(
+        bytes: &[u8],
+        path: &Path,
+        expect: &SnapshotId,
+    ) -> Result<Manifest, WorkspaceError> {
         let damaged = |reason: String| WorkspaceError::ManifestDamaged {
             path: path.to_owned(),
             reason,
         };
-        let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| damaged(e.to_string()))?;
+        let m: Manifest = serde_json::from_slice(bytes).map_err(|e| damaged(e.to_string()))?;
         if m.version > MANIFEST_VERSION {
             return Err(damaged(format!(
                 "format version {} is newer than this cairn's {MANIFEST_VERSION}; upgrade cairn",
