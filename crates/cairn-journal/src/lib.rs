@@ -55,6 +55,7 @@ mod fold;
 mod lock;
 mod reader;
 mod record;
+mod remote;
 mod writer;
 
 pub use chain::{ChainHash, ChainHashParseError};
@@ -74,4 +75,5 @@ pub use record::{
     RecordBody, Routing, Snapshot, Terminal, TerminalReason, Thinking, ToolCall, ToolResult,
     ToolStart, Totals, Usage, User, Versioning, VersioningState, SCHEMA_VERSION,
 };
+pub use remote::{RemoteAppended, RemoteJournalError, RemoteJournals};
 pub use writer::{Appended, JournalIo, JournalWriter, PREALLOCATE_STEP};

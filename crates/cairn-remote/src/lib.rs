@@ -2,7 +2,11 @@
 //! interfaces the lower crates define (DESIGN §12, §15). Async lives here
 //! and only here; every interface it implements stays synchronous.
 //!
-//! For now: the object pool on S3-compatible storage, [`S3Objects`], a
+//! Journals on NATS JetStream, [`JetStreamJournals`], a
+//! [`cairn_journal::RemoteJournals`]: one subject per session, fenced
+//! appends, writer leases in a key-value bucket.
+//!
+//! The object pool on S3-compatible storage, [`S3Objects`], a
 //! [`cairn_objects::RemoteObjects`]. With it, [`cairn_objects::upload`]
 //! puts a pool's objects in a bucket before a record naming them is
 //! published, and [`cairn_objects::fetch_missing`] brings them into another
@@ -56,8 +60,10 @@
 #![deny(missing_docs)]
 
 mod error;
+mod jetstream;
 mod location;
 mod s3;
 
 pub use error::S3Error;
+pub use jetstream::{JetStreamConfig, JetStreamJournals, WriterLease};
 pub use s3::{S3Config, S3Objects};

@@ -12,6 +12,8 @@
 //!   and can be told to fail, sleep, or cut the connection after k events.
 //! - [`relay`]: a TCP relay that cuts a client's connection after the k-th SSE
 //!   event of a response, to cut an SDK off from the gateway for real.
+//! - [`nats`]: real `nats-server`s with JetStream (one, or a cluster of
+//!   three) on loopback ports, and a relay that loses an acknowledgement.
 //! - [`pty`]: a program on a pseudo-terminal, its screen kept by a terminal
 //!   emulator, for end-to-end tests and benchmarks of a full-screen TUI.
 //! - [`python`]: the official `openai` and `anthropic` Python SDKs, pinned,
@@ -40,6 +42,7 @@
 mod crash;
 pub mod crash_model;
 mod error;
+pub mod nats;
 pub mod pty;
 pub mod python;
 pub mod relay;

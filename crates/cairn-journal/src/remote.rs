@@ -1,0 +1,174 @@
+//! Journals kept somewhere else (DESIGN §12): the interface a shared
+//! journal store implements, so that copying sessions to it and from it is
+//! one code path whatever the store is. JetStream's implementation lives in
+//! `cairn-remote`; this crate does no networking.
+//!
+//! # The contract an implementation keeps
+//! - A journal is a sequence of whole lines, record `n` the `n`-th line,
+//!   each stored and returned byte for byte (so a file journal copied there
+//!   and back is the same file, and its chain verifies on both).
+//! - [`RemoteJournals::append`] is fenced: it writes records `after+1..`
+//!   only while the journal holds exactly `after` records. A journal that
+//!   holds more is a race this writer lost, unless the records it holds
+//!   there are byte for byte the ones being appended (an earlier attempt
+//!   whose acknowledgement was lost): those are adopted, never stored
+//!   twice.
+//! - A record is reported appended only once the store acknowledged it as
+//!   stored (on every replica it requires). One that was sent but not
+//!   acknowledged is an error, never a success: it may or may not be
+//!   there, and the next read says which.
+//! - A journal that is not there reads as `None`, not as an error.
+
+use crate::LockHolder;
+
+/// What an append did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RemoteAppended {
+    /// Records this call stored.
+    pub stored: u64,
+    /// Records found already stored with the same bytes (a retry after a
+    /// lost acknowledgement) and adopted.
+    pub adopted: u64,
+}
+
+/// A store of session journals that other machines share.
+pub trait RemoteJournals: Send + Sync {
+    /// The store, as the user named it (`nats://HOST:PORT/PREFIX`), for
+    /// messages.
+    fn name(&self) -> String;
+
+    /// The journal of `run`, every record's line (each ending in `\n`) in
+    /// order, or `None` when the store has no record of it.
+    ///
+    /// # Errors
+    /// The store could not be read.
+    fn read(&self, run: &str) -> Result<Option<Vec<u8>>, RemoteJournalError>;
+
+    /// The lines of `run`'s records after the first `after` (all of them
+    /// for 0), or `None` when the store has no record of it. An
+    /// implementation that can start a read in the middle overrides this.
+    ///
+    /// # Errors
+    /// The store could not be read.
+    fn read_after(&self, run: &str, after: u64) -> Result<Option<Vec<u8>>, RemoteJournalError> {
+        let Some(all) = self.read(run)? else {
+            return Ok(None);
+        };
+        let skip = usize::try_from(after).unwrap_or(usize::MAX);
+        Ok(Some(
+            all.split_inclusive(|&b| b == b'\n')
+                .skip(skip)
+                .flatten()
+                .copied()
+                .collect(),
+        ))
+    }
+
+    /// Appends `lines` (whole lines, each ending in `\n`, one record each)
+    /// to the journal of `run`, which must hold exactly `after` records.
+    ///
+    /// # Errors
+    /// [`RemoteJournalError::Conflict`] when the journal holds other records
+    /// from `after + 1` on (nothing of this call's past that seq is
+    /// stored); [`RemoteJournalError::NotAcknowledged`] when a record was
+    /// sent and its acknowledgement did not come; others when the store
+    /// cannot be reached or refuses.
+    fn append(
+        &self,
+        run: &str,
+        after: u64,
+        lines: &[u8],
+    ) -> Result<RemoteAppended, RemoteJournalError>;
+
+    /// Every session the store holds a journal of, sorted.
+    ///
+    /// # Errors
+    /// The store could not be read.
+    fn runs(&self) -> Result<Vec<String>, RemoteJournalError>;
+}
+
+/// What went wrong with a shared journal store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RemoteJournalError {
+    /// The location is malformed.
+    #[error("`{url}` is not a journal store: {reason}")]
+    BadUrl {
+        /// The location given.
+        url: String,
+        /// What is wrong with it, and how to write it.
+        reason: String,
+    },
+    /// The server did not answer.
+    #[error("cannot reach the journal store {remote} ({reason}): check that the server is running and that this machine can reach it; nothing was changed")]
+    Unreachable {
+        /// The store.
+        remote: String,
+        /// What the connection met.
+        reason: String,
+    },
+    /// The store is set up so that it could lose records.
+    #[error("the journal store {remote} could lose records: {setting}; {fix}")]
+    Unsafe {
+        /// The store.
+        remote: String,
+        /// The setting and its value.
+        setting: String,
+        /// What to change.
+        fix: String,
+    },
+    /// Another writer appended first.
+    #[error("session {run} has another record {seq} in {remote}, written by another writer ({}): the race was lost and nothing past record {} was stored; pull the session to see what won", holder.as_ref().map_or_else(|| "holder unknown".to_string(), |h| h.to_string()), seq - 1)]
+    Conflict {
+        /// The store.
+        remote: String,
+        /// The run.
+        run: String,
+        /// The first seq that differs.
+        seq: u64,
+        /// Who holds the session's writer lease, when one does.
+        holder: Option<LockHolder>,
+    },
+    /// A writer lease is held by another writer.
+    #[error("session {run} is being written to {remote} by another writer ({holder}): wait for it to finish, then retry")]
+    Leased {
+        /// The store.
+        remote: String,
+        /// The run.
+        run: String,
+        /// Who holds it.
+        holder: LockHolder,
+    },
+    /// A record was sent and not acknowledged.
+    #[error("record {seq} of session {run} was sent to {remote} and not acknowledged ({reason}): it is not reported written; it may or may not be stored, and the next push or pull finds out")]
+    NotAcknowledged {
+        /// The store.
+        remote: String,
+        /// The run.
+        run: String,
+        /// The record.
+        seq: u64,
+        /// What happened instead.
+        reason: String,
+    },
+    /// The store holds something that is not a journal record.
+    #[error("the journal of session {run} in {remote} is damaged: {reason}")]
+    Damaged {
+        /// The store.
+        remote: String,
+        /// The run.
+        run: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Any other refusal by the server.
+    #[error("the journal store {remote} refused to {action}: {reason}")]
+    Failed {
+        /// The store.
+        remote: String,
+        /// What cairn asked for.
+        action: String,
+        /// The server's answer.
+        reason: String,
+    },
+}
