@@ -80,6 +80,25 @@ pub trait RemoteJournals: Send + Sync {
         lines: &[u8],
     ) -> Result<RemoteAppended, RemoteJournalError>;
 
+    /// Takes the writer lease of `run` for this writer, as the local
+    /// writer lock is taken: refused, naming the holder, while another
+    /// writer holds one. A lease is advice for people and messages; the
+    /// fence of [`RemoteJournals::append`] is what keeps records whole.
+    /// The default takes none.
+    ///
+    /// # Errors
+    /// [`RemoteJournalError::Leased`]; the store could not be reached.
+    fn hold(&self, run: &str) -> Result<(), RemoteJournalError> {
+        let _ = run;
+        Ok(())
+    }
+
+    /// Gives up the lease [`RemoteJournals::hold`] took, if any; a failure
+    /// leaves it to lapse.
+    fn let_go(&self, run: &str) {
+        let _ = run;
+    }
+
     /// Every session the store holds a journal of, sorted.
     ///
     /// # Errors

@@ -107,5 +107,6 @@ pub use pool::{open_nofollow, ObjectInfo, ObjectPool, Put, POOL_FORMAT};
 pub use progress::{NoProgress, Phase, Progress};
 pub use prune::{prune, ManifestSource, PruneOptions, PruneReport};
 pub use remote::{
-    fetch_missing, upload, PoolRemote, PutOutcome, RemoteEntry, RemoteObjects, TransferReport,
+    fetch_missing, upload, PoolRemote, PutOutcome, RemoteEntry, RemoteFiles, RemoteObjects,
+    TransferReport,
 };

@@ -132,6 +132,31 @@ pub trait RemoteObjects: Send + Sync {
         -> Result<(), RemoteError>;
 }
 
+/// Small named files kept beside a remote's objects: the snapshot and
+/// checkpoint manifests of sessions copied there, under the path they
+/// have below a store's root (`runs/<id>/workspace/snapshots/<s>.json`,
+/// `checkpoints/<c>.json`). Puts are create-only, as for objects: a
+/// manifest, once written, is never replaced.
+pub trait RemoteFiles: Send + Sync {
+    /// The file at `rel`, `None` when there is none.
+    ///
+    /// # Errors
+    /// The backend cannot answer (a missing file is not an error).
+    fn get_file(&self, rel: &str) -> Result<Option<Vec<u8>>, RemoteError>;
+
+    /// Stores `bytes` at `rel` unless a file is there; never overwrites.
+    ///
+    /// # Errors
+    /// The backend cannot store it.
+    fn put_file(&self, rel: &str, bytes: &[u8]) -> Result<PutOutcome, RemoteError>;
+
+    /// The names of the files directly in the directory `rel`, sorted.
+    ///
+    /// # Errors
+    /// The backend cannot list.
+    fn list_files(&self, rel: &str) -> Result<Vec<String>, RemoteError>;
+}
+
 /// Totals of an [`upload`] or a [`fetch_missing`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct TransferReport {

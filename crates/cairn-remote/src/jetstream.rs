@@ -203,6 +203,8 @@ pub struct JetStreamJournals {
     /// Per session, the journal's end as last seen: (records, stream
     /// sequence of the last).
     ends: Mutex<HashMap<String, (u64, u64)>>,
+    /// Leases taken through [`RemoteJournals::hold`].
+    held: Mutex<HashMap<String, WriterLease>>,
     rt: Option<tokio::runtime::Runtime>,
 }
 
@@ -272,6 +274,7 @@ impl JetStreamJournals {
             stream,
             leases,
             ends: Mutex::new(HashMap::new()),
+            held: Mutex::new(HashMap::new()),
             rt: Some(rt),
         })
     }
@@ -740,6 +743,24 @@ impl RemoteJournals for JetStreamJournals {
             }
         }
         Ok(done)
+    }
+
+    fn hold(&self, run: &str) -> Result<(), RemoteJournalError> {
+        let lease = self.lease(run)?;
+        if let Ok(mut held) = self.held.lock() {
+            held.insert(run.to_owned(), lease);
+        }
+        Ok(())
+    }
+
+    fn let_go(&self, run: &str) {
+        let lease = self.held.lock().ok().and_then(|mut h| h.remove(run));
+        if let Some(lease) = lease {
+            if let Err(e) = self.release(lease) {
+                // It lapses on its own.
+                tracing::warn!("{e}; the writer lease lapses on its own");
+            }
+        }
     }
 
     fn runs(&self) -> Result<Vec<String>, RemoteJournalError> {

@@ -90,6 +90,19 @@ impl Location {
         format!("{}/{}/{}", self.objects_dir(), &hex[..2], &hex[2..])
     }
 
+    /// The key of the file at `rel` (`/`-separated segments of
+    /// `[A-Za-z0-9._-]`, none empty, `.` or `..`), `None` for any other.
+    pub(crate) fn file_key(&self, rel: &str) -> Option<String> {
+        let ok = !rel.is_empty()
+            && rel.split('/').all(|seg| {
+                !seg.is_empty() && seg != "." && seg != ".." && seg.chars().all(allowed)
+            });
+        ok.then(|| match self.prefix.is_empty() {
+            true => format!("files/{rel}"),
+            false => format!("{}/files/{rel}", self.prefix),
+        })
+    }
+
     /// The object a key names, `None` for anything else under the prefix.
     pub(crate) fn hash_of(&self, key: &str) -> Option<ObjectHash> {
         let rest = key.strip_prefix(&self.objects_dir())?.strip_prefix('/')?;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use cairn_objects::{ObjectHash, PutOutcome, RemoteEntry, RemoteError, RemoteObjects};
+use cairn_objects::{ObjectHash, PutOutcome, RemoteEntry, RemoteError, RemoteFiles, RemoteObjects};
 use futures_util::{StreamExt, TryStreamExt};
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey, S3ConditionalPut};
 use object_store::client::{HttpError, HttpErrorKind};
@@ -475,6 +475,41 @@ impl RemoteObjects for S3Objects {
         visit: &mut dyn FnMut(RemoteEntry),
     ) -> Result<(), RemoteError> {
         Ok(self.list_keys(hex_prefix, visit)?)
+    }
+}
+
+impl S3Objects {
+    fn file_key(&self, rel: &str) -> Result<String, S3Error> {
+        self.loc.file_key(rel).ok_or_else(|| S3Error::BadUrl {
+            url: rel.chars().take(300).collect(),
+            reason: "a file's path is `/`-separated letters, digits, `.`, `_` and `-`".into(),
+        })
+    }
+}
+
+/// Manifests under `PREFIX/files/<path below a store's root>`.
+impl RemoteFiles for S3Objects {
+    fn get_file(&self, rel: &str) -> Result<Option<Vec<u8>>, RemoteError> {
+        Ok(self.get_key(&self.file_key(rel)?)?)
+    }
+
+    fn put_file(&self, rel: &str, bytes: &[u8]) -> Result<PutOutcome, RemoteError> {
+        Ok(self.put_key(&self.file_key(rel)?, bytes)?)
+    }
+
+    fn list_files(&self, rel: &str) -> Result<Vec<String>, RemoteError> {
+        let dir = self.file_key(rel)?;
+        let store = Arc::clone(&self.store);
+        let path = Path::from(dir.as_str());
+        let listed = self.run(async move { store.list_with_delimiter(Some(&path)).await })?;
+        let listed = listed.map_err(|e| self.failure("listing", &dir, classify_listing(&e)))?;
+        let mut names: Vec<String> = listed
+            .objects
+            .iter()
+            .filter_map(|m| m.location.filename().map(str::to_owned))
+            .collect();
+        names.sort();
+        Ok(names)
     }
 }
 

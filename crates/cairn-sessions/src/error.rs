@@ -64,6 +64,22 @@ pub enum SessionError {
     /// The object pool failed.
     #[error(transparent)]
     Objects(#[from] cairn_objects::ObjectError),
+    /// A remote journal store failed or refused (JetStream).
+    #[error(transparent)]
+    RemoteJournal(#[from] cairn_journal::RemoteJournalError),
+    /// A remote store's manifests could not be read or written (S3).
+    #[error("{action} {path} at {remote}: {source}")]
+    RemoteFile {
+        /// What cairn was doing.
+        action: &'static str,
+        /// The manifest, below the store root.
+        path: String,
+        /// The remote.
+        remote: String,
+        /// The backend's error, which says what to do.
+        #[source]
+        source: cairn_objects::RemoteError,
+    },
     /// A copy (`cairn push`, `cairn pull`) found the two stores holding
     /// different records of the session.
     #[error("the two stores hold different histories of session {run} from seq {seq}; nothing was copied. Look at both (`cairn --store DIR session show {run} --transcript`); to keep one, remove the other copy (`cairn --store DIR session rm {run}`) and copy again")]

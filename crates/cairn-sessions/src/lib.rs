@@ -55,4 +55,7 @@ pub use summary::{
     list, newest_idle, refresh, reindex, reindex_workspaces, summarize, ParentRef, Summary,
     WorkspaceReindex,
 };
-pub use transfer::{transfer, RecordObjects, SessionTransfer, TransferReport, TransferStatus};
+pub use transfer::{
+    pull_remote, push_remote, transfer, RecordObjects, RemoteStore, SessionTransfer,
+    TransferReport, TransferStatus,
+};

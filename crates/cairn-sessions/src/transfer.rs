@@ -105,9 +105,13 @@ use crate::SessionError;
 
 #[path = "transfer_files.rs"]
 mod files;
+#[path = "transfer_remote.rs"]
+mod remote;
+pub(crate) use files::ManifestFile;
 use files::{
-    checkpoint_manifests, ensure_dir, fork_pin, read_beneath, rel, snapshot_manifests, ManifestFile,
+    all_checkpoint_manifests, ensure_dir, fork_pin, read_beneath, rel, snapshot_manifests,
 };
+pub use remote::{pull_remote, push_remote, RemoteStore};
 
 /// Names the objects a record needs besides those of manifests (for
 /// `model_call` records, their bodies: `cairn_gateway::model_call_objects`),
@@ -188,13 +192,22 @@ pub fn transfer(
     record_objects: RecordObjects<'_>,
     progress: &dyn Progress,
 ) -> Result<TransferReport, SessionError> {
-    let order = lineage_order(from, runs)?;
-    let wanted: HashSet<&str> = order.iter().map(RunId::as_str).collect();
-    let mut checkpoints = checkpoint_manifests(from, &wanted)?;
+    let source = StoreSource::new(from);
+    transfer_from(&source, to, runs, record_objects, progress)
+}
+
+/// [`transfer`] from any [`Source`] into the store `to`.
+pub(crate) fn transfer_from(
+    source: &dyn Source,
+    to: &Store,
+    runs: &[RunId],
+    record_objects: RecordObjects<'_>,
+    progress: &dyn Progress,
+) -> Result<TransferReport, SessionError> {
+    let order = lineage_order(source, runs)?;
     let mut copier = Copier {
-        from,
+        source,
         to,
-        from_pool: ObjectPool::at(from),
         to_pool: ObjectPool::at(to),
         opened: None,
         record_objects,
@@ -202,8 +215,7 @@ pub fn transfer(
     };
     let mut report = TransferReport::default();
     for id in &order {
-        let cps = checkpoints.remove(id.as_str()).unwrap_or_default();
-        let s = copier.session(id, cps)?;
+        let s = copier.session(id)?;
         report.objects_copied += s.objects_copied;
         report.bytes_copied += s.bytes_copied;
         report.sessions.push(s);
@@ -211,8 +223,125 @@ pub fn transfer(
     Ok(report)
 }
 
+/// Where a transfer reads sessions from: a store directory
+/// ([`StoreSource`]) or a remote store (journals on JetStream, objects and
+/// manifests on S3).
+pub(crate) trait Source {
+    /// Where `rel` (a path below a store's root) is, for messages.
+    fn show(&self, rel: &str) -> PathBuf;
+    /// The session's journal as stored, or `None`.
+    fn journal(&self, id: &RunId) -> Result<Option<Vec<u8>>, SessionError>;
+    /// The fork pin of the session's first record (`None` inside for a
+    /// root), or `None` when there is no journal.
+    fn fork_pin(&self, id: &RunId) -> Result<Option<Option<ForkPin>>, SessionError>;
+    /// The session's snapshot manifests, checked.
+    fn snapshot_manifests(&self, id: &RunId) -> Result<Vec<ManifestFile>, SessionError>;
+    /// The session's checkpoint manifests, checked; `scan` is its verified
+    /// journal.
+    fn checkpoint_manifests(
+        &self,
+        id: &RunId,
+        scan: &Scan,
+    ) -> Result<Vec<ManifestFile>, SessionError>;
+    /// Fetches `missing` into `pool`, each verified before it is visible.
+    fn fetch(
+        &self,
+        id: &RunId,
+        pool: &ObjectPool,
+        lock: &StoreLock,
+        missing: &[ObjectHash],
+        progress: &dyn Progress,
+    ) -> Result<(u64, u64), SessionError>;
+    /// The store a fork's ancestors are checked in: the source's own, or
+    /// `None` for the destination (where they were copied first).
+    fn ancestry(&self) -> Option<&Store>;
+}
+
+/// A store directory as a [`Source`].
+pub(crate) struct StoreSource<'a> {
+    store: &'a Store,
+    pool: ObjectPool,
+    /// Every checkpoint manifest of the store, by session, read once.
+    checkpoints: std::sync::Mutex<Option<std::collections::HashMap<String, Vec<ManifestFile>>>>,
+}
+
+impl<'a> StoreSource<'a> {
+    pub(crate) fn new(store: &'a Store) -> Self {
+        StoreSource {
+            store,
+            pool: ObjectPool::at(store),
+            checkpoints: std::sync::Mutex::new(None),
+        }
+    }
+}
+
+impl Source for StoreSource<'_> {
+    fn show(&self, rel: &str) -> PathBuf {
+        self.store.root().join(rel)
+    }
+
+    fn journal(&self, id: &RunId) -> Result<Option<Vec<u8>>, SessionError> {
+        read_beneath(
+            self.store.root(),
+            &rel(self.store, &self.store.journal_path(id)),
+        )
+    }
+
+    fn fork_pin(&self, id: &RunId) -> Result<Option<Option<ForkPin>>, SessionError> {
+        fork_pin(self.store, id)
+    }
+
+    fn snapshot_manifests(&self, id: &RunId) -> Result<Vec<ManifestFile>, SessionError> {
+        snapshot_manifests(self.store, id)
+    }
+
+    fn checkpoint_manifests(
+        &self,
+        id: &RunId,
+        _scan: &Scan,
+    ) -> Result<Vec<ManifestFile>, SessionError> {
+        let mut held = self
+            .checkpoints
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if held.is_none() {
+            *held = Some(all_checkpoint_manifests(self.store)?);
+        }
+        Ok(held
+            .as_mut()
+            .and_then(|m| m.remove(id.as_str()))
+            .unwrap_or_default())
+    }
+
+    fn fetch(
+        &self,
+        id: &RunId,
+        pool: &ObjectPool,
+        lock: &StoreLock,
+        missing: &[ObjectHash],
+        progress: &dyn Progress,
+    ) -> Result<(u64, u64), SessionError> {
+        let source = PoolRemote::new(&self.pool);
+        match fetch_missing(pool, lock, &source, missing, progress) {
+            Ok(report) => Ok((report.objects, report.bytes)),
+            Err(ObjectError::RemoteMissing { hash, .. }) => {
+                Err(SessionError::SourceObjectMissing {
+                    run: id.to_string(),
+                    hash,
+                    store: self.store.root().to_path_buf(),
+                })
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn ancestry(&self) -> Option<&Store> {
+        Some(self.store)
+    }
+}
+
 /// `runs` with their ancestors, each ancestor before its forks, each once.
-fn lineage_order(from: &Store, runs: &[RunId]) -> Result<Vec<RunId>, SessionError> {
+pub(crate) fn lineage_order(from: &dyn Source, runs: &[RunId]) -> Result<Vec<RunId>, SessionError> {
     let mut order = Vec::new();
     let mut placed: HashSet<RunId> = HashSet::new();
     for id in runs {
@@ -231,7 +360,7 @@ fn lineage_order(from: &Store, runs: &[RunId]) -> Result<Vec<RunId>, SessionErro
                 seq: pin.seq,
                 reason,
             };
-            let Some(fork) = fork_pin(from, &at)? else {
+            let Some(fork) = from.fork_pin(&at)? else {
                 return Err(match &led {
                     None => JournalError::NotFound {
                         run: id.to_string(),
@@ -241,7 +370,7 @@ fn lineage_order(from: &Store, runs: &[RunId]) -> Result<Vec<RunId>, SessionErro
                         pin,
                         format!(
                             "it is not in the store {} the fork is copied from, so the fork cannot be copied either",
-                            from.root().display()
+                            from.show("").display()
                         ),
                     ),
                 });
@@ -314,9 +443,8 @@ fn plan(src: &[ChainHash], dst: Option<&[ChainHash]>) -> Plan {
 }
 
 struct Copier<'a> {
-    from: &'a Store,
+    source: &'a dyn Source,
     to: &'a Store,
-    from_pool: ObjectPool,
     /// The destination's pool for lookups: opening it creates nothing.
     to_pool: ObjectPool,
     /// The destination's pool opened for writing, once something is put.
@@ -326,23 +454,19 @@ struct Copier<'a> {
 }
 
 impl Copier<'_> {
-    fn session(
-        &mut self,
-        id: &RunId,
-        checkpoints: Vec<ManifestFile>,
-    ) -> Result<SessionTransfer, SessionError> {
+    fn session(&mut self, id: &RunId) -> Result<SessionTransfer, SessionError> {
         // 1. Check the source, then compare the destination's journal and
         // manifests with it; nothing is written before both pass.
-        let (from, to) = (self.from, self.to);
-        let bytes =
-            read_beneath(from.root(), &rel(from, &from.journal_path(id)))?.ok_or_else(|| {
-                JournalError::NotFound {
-                    run: id.to_string(),
-                }
-            })?;
-        let src = scan_journal_bytes(&from.journal_path(id), &bytes, id.as_str())?;
-        // A fork: its pinned ancestry and its terminals over the lineage.
-        crate::load::state_for_resume(from, id, &src)?;
+        let (from, to) = (self.source, self.to);
+        let bytes = from.journal(id)?.ok_or_else(|| JournalError::NotFound {
+            run: id.to_string(),
+        })?;
+        let src_path = from.show(&rel(to, &to.journal_path(id)));
+        let src = scan_journal_bytes(&src_path, &bytes, id.as_str())?;
+        // A fork: its pinned ancestry and its terminals over the lineage
+        // (in the destination when the source cannot say: its ancestors
+        // were copied there first).
+        crate::load::state_for_resume(from.ancestry().unwrap_or(to), id, &src)?;
         let records = &bytes[..usize::try_from(src.valid_len).unwrap_or(bytes.len())];
         let src_links = links(&src);
         let dst = match read_beneath(to.root(), &rel(to, &to.journal_path(id)))? {
@@ -354,8 +478,8 @@ impl Copier<'_> {
         if let Plan::Diverged(seq) = planned {
             return Err(diverged(id, seq));
         }
-        let mut manifests = snapshot_manifests(from, id)?;
-        manifests.extend(checkpoints);
+        let mut manifests = from.snapshot_manifests(id)?;
+        manifests.extend(from.checkpoint_manifests(id, &src)?);
         let mut named: BTreeSet<ObjectHash> = BTreeSet::new();
         for m in &manifests {
             named.extend(m.objects.iter().copied());
@@ -375,7 +499,7 @@ impl Copier<'_> {
                 Some(have) if have == m.bytes => {}
                 Some(_) => {
                     return Err(SessionError::ManifestConflict {
-                        source_path: from.root().join(&m.rel),
+                        source_path: from.show(&m.rel),
                         destination_path: to.root().join(&m.rel),
                     })
                 }
@@ -475,18 +599,7 @@ impl Copier<'_> {
             self.opened = Some(ObjectPool::open(self.to)?);
         }
         let pool = self.opened.as_ref().unwrap_or(&self.to_pool);
-        let source = PoolRemote::new(&self.from_pool);
-        match fetch_missing(pool, lock, &source, missing, self.progress) {
-            Ok(report) => Ok((report.objects, report.bytes)),
-            Err(ObjectError::RemoteMissing { hash, .. }) => {
-                Err(SessionError::SourceObjectMissing {
-                    run: id.to_string(),
-                    hash,
-                    store: self.from.root().to_path_buf(),
-                })
-            }
-            Err(e) => Err(e.into()),
-        }
+        self.source.fetch(id, pool, lock, missing, self.progress)
     }
 
     /// Fsyncs the fan-out directories of the `named` objects that were

@@ -2,7 +2,7 @@
 //! following a symbolic link: journals' first lines, snapshot and checkpoint
 //! manifests, and the directories written into.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::Path;
@@ -21,10 +21,10 @@ use crate::SessionError;
 /// A manifest to copy: where it lies below the store root, its bytes, and
 /// the objects it names.
 #[derive(Debug)]
-pub(super) struct ManifestFile {
-    pub(super) rel: String,
-    pub(super) bytes: Vec<u8>,
-    pub(super) objects: Vec<ObjectHash>,
+pub(crate) struct ManifestFile {
+    pub(crate) rel: String,
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) objects: Vec<ObjectHash>,
 }
 
 /// The fork pin in the first record of `id`'s journal in `store` (`None`
@@ -67,60 +67,83 @@ pub(super) fn snapshot_manifests(
     let mut out = Vec::new();
     for (stem, rel_path, bytes) in manifests(store, &dir, valid)? {
         let path = store.root().join(&rel_path);
-        let m = SnapshotId::parse(&stem)
-            .map_err(WorkspaceError::from)
-            .and_then(|snap| Manifest::from_bytes(&bytes, &path, &snap))
-            .map_err(|e| match e {
-                WorkspaceError::ManifestDamaged { reason, .. } => unreadable(path, reason),
-                e => unreadable(path, e.to_string()),
-            })?;
-        let objects = m.entries.values().map(|e| e.hash).collect();
-        out.push(ManifestFile {
-            rel: rel_path,
-            bytes,
-            objects,
-        });
+        out.push(snapshot_manifest(&stem, rel_path, bytes, path)?);
     }
     Ok(out)
 }
 
-/// The checkpoint manifests of the sessions in `runs`, by session, each
-/// checked as every read of one is ([`Checkpoint::from_bytes`]). Every
-/// manifest in the store is read: which session one belongs to is in it.
-pub(super) fn checkpoint_manifests(
+/// The snapshot manifest `stem` read from `shown` (`rel_path` below a
+/// store's root), checked as every read of one is.
+pub(super) fn snapshot_manifest(
+    stem: &str,
+    rel_path: String,
+    bytes: Vec<u8>,
+    shown: std::path::PathBuf,
+) -> Result<ManifestFile, SessionError> {
+    let m = SnapshotId::parse(stem)
+        .map_err(WorkspaceError::from)
+        .and_then(|snap| Manifest::from_bytes(&bytes, &shown, &snap))
+        .map_err(|e| match e {
+            WorkspaceError::ManifestDamaged { reason, .. } => unreadable(shown, reason),
+            e => unreadable(shown, e.to_string()),
+        })?;
+    let objects = m.entries.values().map(|e| e.hash).collect();
+    Ok(ManifestFile {
+        rel: rel_path,
+        bytes,
+        objects,
+    })
+}
+
+/// Every checkpoint manifest of the store, by session, each checked as
+/// every read of one is ([`Checkpoint::from_bytes`]): which session one
+/// belongs to is in it.
+pub(super) fn all_checkpoint_manifests(
     store: &Store,
-    runs: &HashSet<&str>,
 ) -> Result<HashMap<String, Vec<ManifestFile>>, SessionError> {
     let dir = rel(store, &store.checkpoints_dir());
     let valid = |s: &str| CheckpointId::parse(s).is_ok();
     let mut out: HashMap<String, Vec<ManifestFile>> = HashMap::new();
     for (stem, rel_path, bytes) in manifests(store, &dir, valid)? {
         let path = store.root().join(&rel_path);
-        let cp = CheckpointId::parse(&stem)
-            .map_err(|e| CheckpointError::ManifestDamaged {
-                path: path.clone(),
-                reason: e.to_string(),
-            })
-            .and_then(|id| Checkpoint::from_bytes(&bytes, &path, &id))
-            .map_err(|e| match e {
-                CheckpointError::ManifestDamaged { reason, .. } => unreadable(path, reason),
-                e => unreadable(path, e.to_string()),
-            })?;
-        if !runs.contains(cp.run.as_str()) {
-            continue;
-        }
-        let objects = cp
-            .paths
-            .iter()
-            .flat_map(|p| p.entries.iter().map(|e| e.hash))
-            .collect();
-        out.entry(cp.run.clone()).or_default().push(ManifestFile {
+        let (run, file) = checkpoint_manifest(&stem, rel_path, bytes, path)?;
+        out.entry(run).or_default().push(file);
+    }
+    Ok(out)
+}
+
+/// The checkpoint manifest `stem` read from `shown` (`rel_path` below a
+/// store's root), checked as every read of one is: the session it belongs
+/// to, and the file.
+pub(super) fn checkpoint_manifest(
+    stem: &str,
+    rel_path: String,
+    bytes: Vec<u8>,
+    shown: std::path::PathBuf,
+) -> Result<(String, ManifestFile), SessionError> {
+    let cp = CheckpointId::parse(stem)
+        .map_err(|e| CheckpointError::ManifestDamaged {
+            path: shown.clone(),
+            reason: e.to_string(),
+        })
+        .and_then(|id| Checkpoint::from_bytes(&bytes, &shown, &id))
+        .map_err(|e| match e {
+            CheckpointError::ManifestDamaged { reason, .. } => unreadable(shown, reason),
+            e => unreadable(shown, e.to_string()),
+        })?;
+    let objects = cp
+        .paths
+        .iter()
+        .flat_map(|p| p.entries.iter().map(|e| e.hash))
+        .collect();
+    Ok((
+        cp.run.clone(),
+        ManifestFile {
             rel: rel_path,
             bytes,
             objects,
-        });
-    }
-    Ok(out)
+        },
+    ))
 }
 
 /// A manifest that does not pass its crate's checks, and why.

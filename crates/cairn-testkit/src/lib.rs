@@ -14,6 +14,7 @@
 //!   event of a response, to cut an SDK off from the gateway for real.
 //! - [`nats`]: real `nats-server`s with JetStream (one, or a cluster of
 //!   three) on loopback ports, and a relay that loses an acknowledgement.
+//! - [`s3`]: a real S3 API (moto in server mode) on a loopback port.
 //! - [`pty`]: a program on a pseudo-terminal, its screen kept by a terminal
 //!   emulator, for end-to-end tests and benchmarks of a full-screen TUI.
 //! - [`python`]: the official `openai` and `anthropic` Python SDKs, pinned,
@@ -46,6 +47,7 @@ pub mod nats;
 pub mod pty;
 pub mod python;
 pub mod relay;
+pub mod s3;
 mod serve;
 pub mod upstream;
 

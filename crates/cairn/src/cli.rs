@@ -94,20 +94,34 @@ pub struct PushArgs {
     #[arg(long)]
     pub all: bool,
     /// ID REMOTE, or REMOTE alone with --all. REMOTE: a store's directory
-    /// (created when missing) or file:///ABS/PATH
+    /// (created when missing), file:///ABS/PATH, or nats://HOST:PORT/PREFIX
+    /// (journals on JetStream; objects at --objects)
     #[arg(required = true, num_args = 1..=2, value_name = "ID | REMOTE")]
     pub args: Vec<String>,
+    #[command(flatten)]
+    pub objects: ObjectsArg,
     /// Print one JSON object
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, Args)]
+pub struct ObjectsArg {
+    /// Where a nats:// remote keeps its objects and manifests: s3://BUCKET[/PREFIX]
+    /// (endpoint, region and credentials from AWS_* variables, never stored)
+    #[arg(long, value_name = "S3_URL", env = "CAIRN_OBJECTS")]
+    pub objects: Option<String>,
+}
+
+#[derive(Debug, Args)]
 pub struct PullArgs {
     /// Session id
     pub id: String,
-    /// The store to copy it from: a directory, or file:///ABS/PATH
+    /// The store to copy it from: a directory, file:///ABS/PATH, or
+    /// nats://HOST:PORT/PREFIX (objects at --objects)
     pub remote: String,
+    #[command(flatten)]
+    pub objects: ObjectsArg,
     /// Print one JSON object
     #[arg(long)]
     pub json: bool,

@@ -128,6 +128,14 @@ fn session_code(s: &SessionError) -> Code {
         | SessionError::ManifestConflict { .. }
         | SessionError::NotPlain { .. } => Code::Refused,
         SessionError::BadForkPoint { .. } => Code::Usage,
+        SessionError::RemoteJournal(r) => match r {
+            cairn_journal::RemoteJournalError::Conflict { .. }
+            | cairn_journal::RemoteJournalError::Leased { .. } => Code::Refused,
+            cairn_journal::RemoteJournalError::Damaged { .. } => Code::Integrity,
+            cairn_journal::RemoteJournalError::BadUrl { .. } => Code::Usage,
+            _ => Code::Failure,
+        },
+        SessionError::RemoteFile { .. } => Code::Failure,
         SessionError::Unreadable { .. }
         | SessionError::SourceObjectMissing { .. }
         | SessionError::ManifestUnreadable { .. }

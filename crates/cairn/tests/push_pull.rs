@@ -472,19 +472,25 @@ fn bad_remotes_are_bad_usage() {
     let cases: Vec<(Vec<String>, &str)> = vec![
         (
             vec!["push".into(), id.clone(), "nats://x".into()],
-            "only store directories",
+            "--objects s3://BUCKET/PREFIX",
         ),
         (
             vec!["push".into(), id.clone(), "s3://bucket/p".into()],
-            "only store directories",
+            "not a s3:// location",
         ),
         (
             vec!["pull".into(), id.clone(), "http://host/x".into()],
-            "only store directories",
+            "not a http:// location",
         ),
         (
-            vec!["push".into(), "--all".into(), "nats://x".into()],
-            "only store directories",
+            vec![
+                "push".into(),
+                "--all".into(),
+                "nats://x".into(),
+                "--objects".into(),
+                "s3://b/p".into(),
+            ],
+            "nats://HOST:PORT/PREFIX",
         ),
         (
             vec!["push".into(), id.clone(), "file://relative/dir".into()],

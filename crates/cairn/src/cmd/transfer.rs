@@ -3,10 +3,12 @@
 //! this store and another by `cairn_sessions::transfer`, which holds every
 //! rule of the copy. Here REMOTE is parsed and the report rendered.
 //!
-//! REMOTE, in this build, is another store's directory: a path (relative
-//! to the current directory) or `file:///ABS/PATH`. Push creates it when it
-//! is missing, as `--store` creates a new store; pull needs it to exist.
-//! Any other scheme (`nats://`, `s3://`, `http://` …) is bad usage.
+//! REMOTE is another store's directory, a path (relative to the current
+//! directory) or `file:///ABS/PATH` (push creates it when it is missing,
+//! as `--store` creates a new store; pull needs it to exist), or a shared
+//! store `nats://HOST:PORT/PREFIX`: journals on JetStream, objects and
+//! manifests at `--objects s3://BUCKET/PREFIX` (or `CAIRN_OBJECTS`). Any
+//! other scheme is bad usage.
 
 use std::path::{Path, PathBuf};
 
@@ -14,7 +16,7 @@ use anyhow::Context as _;
 use cairn_sessions::{SessionTransfer, TransferReport, TransferStatus};
 use cairn_store::{RunId, Store};
 
-use crate::cli::{PullArgs, PushArgs};
+use crate::cli::{ObjectsArg, PullArgs, PushArgs};
 use crate::cmd::progress::Bars;
 use crate::cmd::{canonical_prefix, check_store_path, Context};
 use crate::exit::{coded, Code};
@@ -37,6 +39,31 @@ pub fn push(ctx: &Context, a: &PushArgs) -> anyhow::Result<Code> {
             ))
         }
     };
+    let ids_of = |id: Option<&String>| -> anyhow::Result<Vec<RunId>> {
+        Ok(match id {
+            Some(id) => vec![ctx.existing_run(id)?],
+            None => {
+                let mut ids = ctx.store.run_ids()?;
+                ids.retain(|id| ctx.store.journal_path(id).is_file());
+                ids.sort();
+                ids
+            }
+        })
+    };
+    if remote.starts_with("nats://") {
+        let ids = ids_of(id)?;
+        let shared = Shared::open(remote, &a.objects)?;
+        let bars = Bars::new(a.json);
+        let report = cairn_sessions::push_remote(
+            &ctx.store,
+            &shared.store(),
+            &ids,
+            &cairn_gateway::model_call_objects,
+            &bars,
+        )
+        .with_context(|| format!("pushing to {remote}"))?;
+        return show(&report, remote, a.json);
+    }
     let dir = remote_dir(ctx, remote)?;
     let ids = match id {
         Some(id) => vec![ctx.existing_run(id)?],
@@ -59,6 +86,20 @@ pub fn push(ctx: &Context, a: &PushArgs) -> anyhow::Result<Code> {
 
 pub fn pull(ctx: &Context, a: &PullArgs) -> anyhow::Result<Code> {
     let id = RunId::parse(&a.id)?;
+    if a.remote.starts_with("nats://") {
+        let shared = Shared::open(&a.remote, &a.objects)?;
+        let to = Store::open(ctx.store.root())?;
+        let bars = Bars::new(a.json);
+        let report = cairn_sessions::pull_remote(
+            &shared.store(),
+            &to,
+            &[id],
+            &cairn_gateway::model_call_objects,
+            &bars,
+        )
+        .with_context(|| format!("pulling from {}", a.remote))?;
+        return show(&report, &to.root().display().to_string(), a.json);
+    }
     let dir = remote_dir(ctx, &a.remote)?;
     match std::fs::metadata(&dir) {
         Ok(m) if m.is_dir() => {}
@@ -89,6 +130,54 @@ pub fn pull(ctx: &Context, a: &PullArgs) -> anyhow::Result<Code> {
     copy(&from, &to, &[id], a.json)
 }
 
+/// A shared store: journals on JetStream, objects and manifests on S3.
+struct Shared {
+    journals: cairn_remote::JetStreamJournals,
+    objects: cairn_remote::S3Objects,
+}
+
+impl Shared {
+    fn open(remote: &str, objects: &ObjectsArg) -> anyhow::Result<Shared> {
+        let Some(url) = objects.objects.as_deref().filter(|u| !u.is_empty()) else {
+            return Err(coded(
+                Code::Usage,
+                format!("REMOTE {remote} keeps its journals on JetStream and its objects in S3: give --objects s3://BUCKET/PREFIX (or set CAIRN_OBJECTS)"),
+            ));
+        };
+        let objects = cairn_remote::S3Objects::open(url).map_err(|e| match e {
+            cairn_remote::S3Error::BadUrl { .. } => coded(Code::Usage, e.to_string()),
+            e => anyhow::Error::new(e),
+        })?;
+        let journals = cairn_remote::JetStreamJournals::open(remote, Default::default()).map_err(
+            |e| match e {
+                cairn_journal::RemoteJournalError::BadUrl { .. } => {
+                    coded(Code::Usage, e.to_string())
+                }
+                e => anyhow::Error::new(e),
+            },
+        )?;
+        objects.check()?;
+        Ok(Shared { journals, objects })
+    }
+
+    fn store(&self) -> cairn_sessions::RemoteStore<'_> {
+        cairn_sessions::RemoteStore {
+            journals: &self.journals,
+            objects: &self.objects,
+            files: &self.objects,
+        }
+    }
+}
+
+fn show(report: &TransferReport, to: &str, json: bool) -> anyhow::Result<Code> {
+    if json {
+        output::json(report)?;
+    } else {
+        output::text(&render(report, to))?;
+    }
+    Ok(Code::Ok)
+}
+
 /// The directory a REMOTE names: a path, or `file://` and an absolute path.
 fn remote_dir(ctx: &Context, remote: &str) -> anyhow::Result<PathBuf> {
     if remote.is_empty() {
@@ -110,7 +199,7 @@ fn remote_dir(ctx: &Context, remote: &str) -> anyhow::Result<PathBuf> {
         return Err(coded(
             Code::Usage,
             format!(
-                "REMOTE {remote}: only store directories (a path, or file:///ABS/PATH) are supported by this build, not {scheme}:// remotes; copy to a directory, or use a cairn built with remote stores"
+                "REMOTE {remote}: a remote is a store directory (a path, or file:///ABS/PATH) or a shared store nats://HOST:PORT/PREFIX, not a {scheme}:// location"
             ),
         ));
     }
@@ -151,15 +240,10 @@ fn copy(from: &Store, to: &Store, ids: &[RunId], json: bool) -> anyhow::Result<C
                 to.root().display()
             )
         })?;
-    if json {
-        output::json(&report)?;
-    } else {
-        output::text(&render(&report, to.root()))?;
-    }
-    Ok(Code::Ok)
+    show(&report, &to.root().display().to_string(), json)
 }
 
-fn render(r: &TransferReport, to: &Path) -> String {
+fn render(r: &TransferReport, to: &str) -> String {
     let mut s = String::new();
     for t in &r.sessions {
         s.push_str(&line(t));
@@ -168,7 +252,7 @@ fn render(r: &TransferReport, to: &Path) -> String {
     s.push_str(&format!(
         "{} session(s) in {}: {} object(s) copied, {} byte(s) written\n",
         r.sessions.len(),
-        to.display(),
+        to,
         r.objects_copied,
         r.bytes_copied
     ));

@@ -1,0 +1,420 @@
+//! Black-box tests of a shared store (DESIGN §12): `cairn push` and `cairn
+//! pull` with `nats://HOST:PORT/PREFIX` (journals on a real nats-server with
+//! JetStream) and `--objects s3://BUCKET/PREFIX` (objects and manifests on
+//! moto's real S3 API), between hosts with stores of their own.
+//!
+//! Needs `CAIRN_TEST_NATS=1` and `CAIRN_TEST_S3=1` (`.ci/run`); without
+//! them each test says it skipped and passes. The bad-usage and
+//! unreachable-server tests need no server and always run.
+
+mod common;
+
+use std::path::Path;
+use std::process::Output;
+
+use cairn_testkit::nats::{free_port, Nats};
+use cairn_testkit::s3::{Moto, SECRET};
+use common::*;
+use serde_json::{json, Value};
+
+fn enabled(test: &str) -> bool {
+    cairn_testkit::nats::enabled(test) && cairn_testkit::s3::enabled(test)
+}
+
+/// A nats-server and an S3 server with a bucket, as a team would run them.
+struct Shared {
+    nats: Nats,
+    moto: Moto,
+}
+
+impl Shared {
+    fn start() -> Shared {
+        let nats = Nats::single();
+        let moto = Moto::start();
+        moto.create_bucket("team");
+        Shared { nats, moto }
+    }
+
+    fn url(&self) -> String {
+        self.nats.url("team")
+    }
+}
+
+/// cairn with `--store STORE` and the S3 environment of `shared`.
+fn at(s: &Scratch, shared: Option<&Shared>, store: &Path, args: &[&str]) -> Output {
+    let mut c = s.cmd();
+    c.arg("--store").arg(store).args(args);
+    if let Some(sh) = shared {
+        c.envs(sh.moto.env())
+            .env("CAIRN_OBJECTS", "s3://team/cairn");
+    }
+    c.output().unwrap()
+}
+
+fn ok(s: &Scratch, shared: &Shared, store: &Path, args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.push("--json");
+    let out = at(s, Some(shared), store, &all);
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains(SECRET) && !stderr(&out).contains(SECRET));
+    json(&out.stdout)
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A finished session that wrote a file, with a checkpoint of a 3 MiB
+/// file (stored as chunks); its script has turns left for resumes.
+fn session(s: &Scratch, image: &Path) -> (String, String) {
+    let script = s.script("t.json", json!([
+        {"text": "writing", "tool_calls": [call("w", "write_file", json!({"path": "a.txt", "content": "v1\n"}))]},
+        {"text": "done"},
+        {"text": "writing more", "tool_calls": [call("w2", "write_file", json!({"path": "b.txt", "content": "v2\n"}))]},
+        {"text": "done again"},
+        {"text": "and more", "tool_calls": [call("w3", "write_file", json!({"path": "c.txt", "content": "v3\n"}))]},
+        {"text": "done a third time"},
+        {"text": "one more"},
+        {"text": "and another"}
+    ]));
+    let out = s.run(&[
+        "run",
+        "--model",
+        &format!("script:{}", script.display()),
+        "--json",
+        "task",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let id = json(&out.stdout)["id"].as_str().unwrap().to_string();
+    std::fs::write(image, noise(3 << 20, 5)).unwrap();
+    let out = s.run(&[
+        "checkpoint",
+        "save",
+        &id,
+        "--path",
+        image.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let cp = json(&out.stdout)["id"].as_str().unwrap().to_string();
+    (id, cp)
+}
+
+fn noise(len: usize, mut x: u64) -> Vec<u8> {
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn journal(store: &Path, id: &str) -> Vec<u8> {
+    std::fs::read(store.join("runs").join(id).join("journal.jsonl")).unwrap()
+}
+
+/// The whole lines of a journal file (a preallocated tail cut).
+fn lines(bytes: &[u8]) -> &[u8] {
+    let end = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    &bytes[..end]
+}
+
+fn files_below(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            if m.is_dir() {
+                todo.push(p);
+            } else if m.is_file() {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+fn verify(s: &Scratch, store: &Path, id: &str) {
+    let out = at(s, None, store, &["verify", id]);
+    assert!(
+        out.status.success(),
+        "verify {id} in {}: {}",
+        store.display(),
+        stderr(&out)
+    );
+}
+
+#[test]
+fn file_to_jetstream_and_s3_to_file_round_trips_byte_for_byte() {
+    if !enabled("file_to_jetstream_and_s3_to_file_round_trips_byte_for_byte") {
+        return;
+    }
+    let shared = Shared::start();
+    let s = Scratch::new();
+    let image = s.dir.path().join("disk.img");
+    let (id, cp) = session(&s, &image);
+    let r = ok(&s, &shared, &s.store, &["push", &id, &shared.url()]);
+    let t = &r["sessions"][0];
+    assert_eq!(t["status"], "copied");
+    assert!(t["objects_copied"].as_u64().unwrap() > 10, "{r}");
+    assert!(
+        t["manifests_copied"].as_u64().unwrap() >= 2,
+        "snapshots and a checkpoint: {r}"
+    );
+    // The second push publishes nothing and uploads nothing.
+    let again = ok(&s, &shared, &s.store, &["push", &id, &shared.url()]);
+    assert_eq!(again["sessions"][0]["status"], "up_to_date");
+    assert_eq!(again["objects_copied"], 0);
+    assert_eq!(again["bytes_copied"], 0);
+
+    let other = s.dir.path().join("other");
+    let p = ok(&s, &shared, &other, &["pull", &id, &shared.url()]);
+    assert_eq!(p["sessions"][0]["status"], "copied");
+    assert_eq!(lines(&journal(&other, &id)), lines(&journal(&s.store, &id)));
+    verify(&s, &other, &id);
+    let rel = format!("checkpoints/{cp}.json");
+    assert_eq!(
+        std::fs::read(other.join(&rel)).unwrap(),
+        std::fs::read(s.store.join(&rel)).unwrap()
+    );
+    let snaps = |root: &Path| {
+        let dir = root.join("runs").join(&id).join("workspace/snapshots");
+        let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    std::fs::read(e.path()).unwrap(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(snaps(&other), snaps(&s.store));
+    // A pull again changes nothing.
+    let again = ok(&s, &shared, &other, &["pull", &id, &shared.url()]);
+    assert_eq!(again["sessions"][0]["status"], "up_to_date");
+    assert_eq!(again["bytes_copied"], 0);
+    // The checkpoint's file comes back from objects that came from S3.
+    std::fs::remove_file(&image).unwrap();
+    let out = at(&s, None, &other, &["checkpoint", "restore", &cp]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(std::fs::read(&image).unwrap(), noise(3 << 20, 5));
+    // No credential is written to either store.
+    for root in [&s.store, &other] {
+        for f in files_below(root) {
+            let bytes = std::fs::read(&f).unwrap();
+            assert!(
+                !bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()),
+                "{} holds the secret",
+                f.display()
+            );
+        }
+    }
+}
+
+/// Host A runs a session; host B pulls it, resumes it, forks it and
+/// pushes both; A pulls them back and sees both.
+#[test]
+fn two_hosts_share_sessions_and_forks() {
+    if !enabled("two_hosts_share_sessions_and_forks") {
+        return;
+    }
+    let shared = Shared::start();
+    let s = Scratch::new();
+    let image = s.dir.path().join("disk.img");
+    let (id, _cp) = session(&s, &image);
+    let a = s.store.clone();
+    let b = s.dir.path().join("host-b");
+    ok(&s, &shared, &a, &["push", &id, &shared.url()]);
+
+    ok(&s, &shared, &b, &["pull", &id, &shared.url()]);
+    let out = at(&s, None, &b, &["resume", &id, "go on on host b", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = at(&s, None, &b, &["fork", &id, "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let fork = json(&out.stdout)["id"].as_str().unwrap().to_string();
+    let r = ok(&s, &shared, &b, &["push", &fork, &shared.url()]);
+    let pushed: Vec<(&str, &str)> = r["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["id"].as_str().unwrap(), t["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        pushed,
+        vec![(id.as_str(), "copied"), (fork.as_str(), "copied")],
+        "{r}"
+    );
+
+    let r = ok(&s, &shared, &a, &["pull", &fork, &shared.url()]);
+    assert_eq!(r["sessions"].as_array().unwrap().len(), 2, "{r}");
+    let out = at(&s, None, &a, &["sessions", "--all", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let listed: Vec<String> = json(&out.stdout)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().to_string())
+        .collect();
+    assert!(listed.contains(&id) && listed.contains(&fork), "{listed:?}");
+    for run in [&id, &fork] {
+        verify(&s, &a, run);
+        assert_eq!(lines(&journal(&a, run)), lines(&journal(&b, run)));
+    }
+}
+
+/// Two hosts resume one session differently and push at once, round after
+/// round: each time exactly one push wins and the other is refused with
+/// exit 4, and the shared journal verifies.
+#[test]
+fn racing_pushes_have_one_winner_and_the_loser_exits_4() {
+    if !enabled("racing_pushes_have_one_winner_and_the_loser_exits_4") {
+        return;
+    }
+    let shared = Shared::start();
+    let s = Scratch::new();
+    let image = s.dir.path().join("disk.img");
+    let (id, _cp) = session(&s, &image);
+    let hosts = [s.store.clone(), s.dir.path().join("host-b")];
+    ok(&s, &shared, &hosts[0], &["push", &id, &shared.url()]);
+    ok(&s, &shared, &hosts[1], &["pull", &id, &shared.url()]);
+    for round in 0..2 {
+        for (i, h) in hosts.iter().enumerate() {
+            let out = at(
+                &s,
+                None,
+                h,
+                &["resume", &id, &format!("host {i} round {round}"), "--json"],
+            );
+            assert!(out.status.success(), "{}", stderr(&out));
+        }
+        let url = shared.url();
+        let children: Vec<_> = hosts
+            .iter()
+            .map(|h| {
+                let mut c = s.cmd();
+                c.arg("--store").arg(h).args(["push", &id, &url]);
+                c.envs(shared.moto.env())
+                    .env("CAIRN_OBJECTS", "s3://team/cairn");
+                c.stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let outs: Vec<Output> = children
+            .into_iter()
+            .map(|c| c.wait_with_output().unwrap())
+            .collect();
+        let codes: Vec<Option<i32>> = outs.iter().map(|o| o.status.code()).collect();
+        let won: Vec<usize> = (0..2).filter(|&i| codes[i] == Some(0)).collect();
+        assert_eq!(
+            won.len(),
+            1,
+            "round {round}: {codes:?}\n{}\n{}",
+            stderr(&outs[0]),
+            stderr(&outs[1])
+        );
+        let lost = 1 - won[0];
+        assert_eq!(codes[lost], Some(4), "{}", stderr(&outs[lost]));
+        let e = stderr(&outs[lost]);
+        assert!(e.contains(&id), "{e}");
+        // The loser takes the shared history in place of its own (its
+        // checkpoint keeps `session rm` from removing the session).
+        std::fs::remove_dir_all(hosts[lost].join("runs").join(&id)).unwrap();
+        ok(&s, &shared, &hosts[lost], &["pull", &id, &shared.url()]);
+        verify(&s, &hosts[lost], &id);
+        assert_eq!(
+            lines(&journal(&hosts[lost], &id)),
+            lines(&journal(&hosts[won[0]], &id))
+        );
+    }
+}
+
+#[test]
+fn a_nats_remote_without_objects_is_bad_usage() {
+    let s = Scratch::new();
+    let out = s
+        .cmd()
+        .env_remove("CAIRN_OBJECTS")
+        .args(["push", "--all", "nats://127.0.0.1:4222/team"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--objects"), "{}", stderr(&out));
+    for bad in [
+        "nats://127.0.0.1:4222",
+        "nats://127.0.0.1/x",
+        "nats://h:1/a.b",
+    ] {
+        let out = s
+            .cmd()
+            .args([
+                "pull",
+                "01J00000000000000000000000",
+                bad,
+                "--objects",
+                "s3://b/p",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("nats://HOST:PORT/PREFIX"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn an_unreachable_server_is_named_and_changes_nothing() {
+    let s = Scratch::new();
+    let script = s.script("t.json", json!([{"text": "hi"}]));
+    let out = s.run(&[
+        "run",
+        "--model",
+        &format!("script:{}", script.display()),
+        "--json",
+        "task",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let id = json(&out.stdout)["id"].as_str().unwrap().to_string();
+    let before = journal(&s.store, &id);
+    let port = free_port();
+    let url = format!("nats://127.0.0.1:{port}/team");
+    for args in [
+        vec!["push", id.as_str(), url.as_str()],
+        vec!["pull", id.as_str(), url.as_str()],
+    ] {
+        let out = s
+            .cmd()
+            .args(&args)
+            .args(["--objects", "s3://team/cairn"])
+            .env(
+                "AWS_ENDPOINT_URL",
+                format!("http://127.0.0.1:{}", free_port()),
+            )
+            .env("AWS_ALLOW_HTTP", "true")
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ACCESS_KEY_ID", "k")
+            .env("AWS_SECRET_ACCESS_KEY", "s")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!("127.0.0.1:{port}")),
+            "{}",
+            stderr(&out)
+        );
+    }
+    assert_eq!(journal(&s.store, &id), before);
+}
