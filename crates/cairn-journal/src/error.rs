@@ -88,6 +88,18 @@ pub enum JournalError {
         /// The meta record's id.
         found: String,
     },
+    /// The records were made durable in the local cache of a shared store
+    /// and the shared store did not acknowledge them.
+    #[error("record(s) {first}.. of session {run} were not stored in the shared store, so they are not written: {source}")]
+    Unpublished {
+        /// The run.
+        run: String,
+        /// The first record not acknowledged.
+        first: u64,
+        /// Why.
+        #[source]
+        source: Box<crate::RemoteJournalError>,
+    },
     /// Another process holds the writer lock.
     #[error("session {run} is being written by another process ({}): wait for it to finish or stop it, then retry", holder.as_ref().map_or_else(|| "holder unknown".to_string(), |h| h.to_string()))]
     Locked {

@@ -53,6 +53,7 @@ mod ends;
 mod error;
 mod fold;
 mod lock;
+mod mirror;
 mod reader;
 mod record;
 mod remote;
@@ -66,6 +67,7 @@ pub use ends::{
 pub use error::{JournalError, LockHolder};
 pub use fold::{fold, Entry, FoldError, PendingCall, RunState, Status, TotalsMismatch};
 pub use lock::{RunLock, HOLDER_WAIT};
+pub use mirror::{install_mirror, mirror_of, JournalMirror};
 pub use reader::{
     read_journal, scan_journal_bytes, verify_bytes, verify_journal, Scan, TornTail, VerifyReport,
 };

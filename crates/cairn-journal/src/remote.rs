@@ -99,11 +99,12 @@ pub trait RemoteJournals: Send + Sync {
         let _ = run;
     }
 
-    /// Every session the store holds a journal of, sorted.
+    /// Every session the store holds a journal of, with its number of
+    /// records, sorted by id.
     ///
     /// # Errors
     /// The store could not be read.
-    fn runs(&self) -> Result<Vec<String>, RemoteJournalError>;
+    fn runs(&self) -> Result<Vec<(String, u64)>, RemoteJournalError>;
 }
 
 /// What went wrong with a shared journal store.

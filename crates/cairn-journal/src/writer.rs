@@ -21,6 +21,7 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use cairn_store::{durable, storage, RunId, Store};
 
@@ -28,7 +29,7 @@ use crate::chain::ChainHash;
 use crate::lock::RunLock;
 use crate::reader::{scan_journal_bytes, Scan};
 use crate::record::{now_rfc3339, write_line, Meta, Record, RecordBody};
-use crate::JournalError;
+use crate::{mirror_of, JournalError, JournalMirror};
 
 /// The file operations the writer needs; a trait so tests can inject faults.
 pub trait JournalIo: Send {
@@ -153,6 +154,9 @@ pub struct JournalWriter {
     poisoned: bool,
     buf: Vec<u8>,
     last_ts: String,
+    /// The shared store this store's records are published to, if any
+    /// (see [`crate::install_mirror`]), and the store.
+    mirror: Option<(Arc<dyn JournalMirror>, Store)>,
 }
 
 impl std::fmt::Debug for JournalWriter {
@@ -206,6 +210,7 @@ impl JournalWriter {
                 poisoned: false,
                 buf: Vec::with_capacity(1024),
                 last_ts: String::new(),
+                mirror: mirror_of(store.root()).map(|m| (m, store.clone())),
             };
             w.append_many(
                 std::slice::from_ref(&RecordBody::Meta(Box::new(meta))),
@@ -268,6 +273,7 @@ impl JournalWriter {
             poisoned: false,
             buf: Vec::with_capacity(1024),
             last_ts: String::new(),
+            mirror: mirror_of(store.root()).map(|m| (m, store.clone())),
         };
         Ok((w, scan))
     }
@@ -379,6 +385,18 @@ impl JournalWriter {
         if let Err(e) = write_durably(self.io.as_mut(), &self.path, &self.buf) {
             self.poisoned = true;
             return Err(e);
+        }
+        if let Some((mirror, store)) = &self.mirror {
+            // Acknowledged only once the shared store has it too.
+            let after = self.next_seq - 1;
+            if let Err(source) = mirror.publish(store, &self.run, after, &self.buf) {
+                self.poisoned = true;
+                return Err(JournalError::Unpublished {
+                    run: self.run.to_string(),
+                    first: after + 1,
+                    source: Box::new(source),
+                });
+            }
         }
         self.next_seq = seq;
         self.tail = tail;

@@ -218,6 +218,7 @@ impl std::fmt::Debug for JetStreamJournals {
 
 impl Drop for JetStreamJournals {
     fn drop(&mut self) {
+        self.release_held();
         if let Some(rt) = self.rt.take() {
             rt.shutdown_background();
         }
@@ -229,6 +230,9 @@ impl Drop for JetStreamJournals {
 pub struct WriterLease {
     run: String,
     revision: u64,
+    since: String,
+    token: String,
+    taken: std::time::Instant,
 }
 
 impl JetStreamJournals {
@@ -484,6 +488,9 @@ impl JetStreamJournals {
                     return Ok(WriterLease {
                         run: run.to_owned(),
                         revision,
+                        since: lease.since.clone(),
+                        token: token.clone(),
+                        taken: std::time::Instant::now(),
                     })
                 }
                 // Taken or changed between the read and the write: look again.
@@ -500,6 +507,44 @@ impl JetStreamJournals {
         }
     }
 
+    /// Extends a lease this writer holds by another lease period; refused
+    /// when it lapsed and another writer took it.
+    ///
+    /// # Errors
+    /// [`RemoteJournalError::Leased`]; the bucket could not be written.
+    pub fn renew(&self, lease: WriterLease) -> Result<WriterLease, RemoteJournalError> {
+        if lease.taken + self.config.lease / 2 > std::time::Instant::now() {
+            return Ok(lease);
+        }
+        let value = Lease {
+            pid: std::process::id(),
+            host: gethostname::gethostname().to_string_lossy().into_owned(),
+            since: lease.since.clone(),
+            until: unix_now() + self.config.lease.as_secs().max(1),
+            token: lease.token.clone(),
+        };
+        let value = serde_json::to_vec(&value).map_err(|e| self.failed("write a lease", e))?;
+        let leases = self.leases.clone();
+        let key = lease.run.clone();
+        let rev = lease.revision;
+        let got = self.run(async move { leases.update(key, value.into(), rev).await })?;
+        match got {
+            Ok(revision) => Ok(WriterLease {
+                revision,
+                taken: std::time::Instant::now(),
+                ..lease
+            }),
+            Err(_) => match self.holder(&lease.run)? {
+                Some(l) => Err(RemoteJournalError::Leased {
+                    remote: self.name.clone(),
+                    run: lease.run.clone(),
+                    holder: l.holder(),
+                }),
+                None => self.lease(&lease.run),
+            },
+        }
+    }
+
     /// Gives up a lease taken by [`JetStreamJournals::lease`] (nothing
     /// happens when it has lapsed and another writer took it).
     ///
@@ -507,12 +552,27 @@ impl JetStreamJournals {
     /// The bucket could not be written.
     pub fn release(&self, lease: WriterLease) -> Result<(), RemoteJournalError> {
         let leases = self.leases.clone();
-        let WriterLease { run, revision } = lease;
+        let WriterLease { run, revision, .. } = lease;
         let done =
             self.run(async move { leases.delete_expect_revision(run, Some(revision)).await })?;
         // A lease another writer took after ours lapsed is theirs to keep.
         let _ = done;
         Ok(())
+    }
+
+    /// Gives up every lease taken through [`RemoteJournals::hold`] (a
+    /// failure leaves one to lapse).
+    pub fn release_held(&self) {
+        let held: Vec<WriterLease> = self
+            .held
+            .lock()
+            .map(|mut h| h.drain().map(|(_, l)| l).collect())
+            .unwrap_or_default();
+        for lease in held {
+            if let Err(e) = self.release(lease) {
+                tracing::warn!("{e}; the writer lease lapses on its own");
+            }
+        }
     }
 
     /// The number of records in each session's journal, by id.
@@ -746,10 +806,15 @@ impl RemoteJournals for JetStreamJournals {
     }
 
     fn hold(&self, run: &str) -> Result<(), RemoteJournalError> {
-        let lease = self.lease(run)?;
-        if let Ok(mut held) = self.held.lock() {
-            held.insert(run.to_owned(), lease);
-        }
+        let mut held = self
+            .held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let lease = match held.remove(run) {
+            Some(ours) => self.renew(ours)?,
+            None => self.lease(run)?,
+        };
+        held.insert(run.to_owned(), lease);
         Ok(())
     }
 
@@ -763,8 +828,8 @@ impl RemoteJournals for JetStreamJournals {
         }
     }
 
-    fn runs(&self) -> Result<Vec<String>, RemoteJournalError> {
-        Ok(self.counts()?.into_iter().map(|(id, _)| id).collect())
+    fn runs(&self) -> Result<Vec<(String, u64)>, RemoteJournalError> {
+        self.counts()
     }
 }
 

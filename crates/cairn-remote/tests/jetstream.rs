@@ -89,7 +89,10 @@ fn a_journal_round_trips_byte_for_byte_and_appends_are_idempotent() {
     assert_eq!(read, bytes);
     let scan = scan_journal_bytes(std::path::Path::new("remote"), &read, id.as_str()).unwrap();
     assert_eq!(scan.records.len(), lines.len());
-    assert_eq!(other.runs().unwrap(), vec![id.to_string()]);
+    assert_eq!(
+        other.runs().unwrap(),
+        vec![(id.to_string(), lines.len() as u64)]
+    );
 
     // A record that is not the journal's own at its seq is refused.
     let (_d2, _s2, _id2, foreign) = local_journal(10);

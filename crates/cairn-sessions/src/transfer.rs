@@ -112,6 +112,9 @@ use files::{
     all_checkpoint_manifests, ensure_dir, fork_pin, read_beneath, rel, snapshot_manifests,
 };
 pub use remote::{pull_remote, push_remote, RemoteStore};
+#[path = "transfer_shared.rs"]
+mod shared;
+pub use shared::{RecordObjectsFn, Shared, Synced};
 
 /// Names the objects a record needs besides those of manifests (for
 /// `model_call` records, their bodies: `cairn_gateway::model_call_objects`),

@@ -265,13 +265,13 @@ fn conflict(from: &Store, to: &RemoteStore<'_>, rel_path: &str) -> SessionError 
 }
 
 /// A remote store read as a [`Source`].
-struct RemoteSource<'a> {
-    remote: RemoteStore<'a>,
+pub(super) struct RemoteSource<'a> {
+    pub(super) remote: RemoteStore<'a>,
     /// The destination, for the layout of paths below a store's root.
-    layout: &'a Store,
+    pub(super) layout: &'a Store,
     /// Journals read so far (a fork's pin and then its records are read
     /// from one read).
-    journals: Mutex<HashMap<String, Option<Vec<u8>>>>,
+    pub(super) journals: Mutex<HashMap<String, Option<Vec<u8>>>>,
 }
 
 impl Source for RemoteSource<'_> {

@@ -15,9 +15,17 @@ use clap::{Args, Parser, Subcommand};
     propagate_version = true
 )]
 pub struct Cli {
-    /// The store holding every session [env: CAIRN_STORE] [default: $XDG_STATE_HOME/cairn or ~/.local/state/cairn]
-    #[arg(long, global = true, value_name = "DIR")]
+    /// The store holding every session: a directory, or a shared store
+    /// nats://HOST:PORT/PREFIX (objects at --objects) [env: CAIRN_STORE]
+    /// [default: $XDG_STATE_HOME/cairn or ~/.local/state/cairn]
+    #[arg(long, global = true, value_name = "DIR | URL")]
     pub store: Option<PathBuf>,
+
+    /// Where a shared store (nats://…) keeps objects and manifests:
+    /// s3://BUCKET[/PREFIX]; endpoint, region and credentials come from the
+    /// AWS_* variables and are never stored
+    #[arg(long, global = true, value_name = "S3_URL", env = "CAIRN_OBJECTS")]
+    pub objects: Option<String>,
 
     /// Run as if cairn was started in DIR
     #[arg(short = 'C', global = true, value_name = "DIR")]
@@ -98,19 +106,9 @@ pub struct PushArgs {
     /// (journals on JetStream; objects at --objects)
     #[arg(required = true, num_args = 1..=2, value_name = "ID | REMOTE")]
     pub args: Vec<String>,
-    #[command(flatten)]
-    pub objects: ObjectsArg,
     /// Print one JSON object
     #[arg(long)]
     pub json: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct ObjectsArg {
-    /// Where a nats:// remote keeps its objects and manifests: s3://BUCKET[/PREFIX]
-    /// (endpoint, region and credentials from AWS_* variables, never stored)
-    #[arg(long, value_name = "S3_URL", env = "CAIRN_OBJECTS")]
-    pub objects: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -120,8 +118,6 @@ pub struct PullArgs {
     /// The store to copy it from: a directory, file:///ABS/PATH, or
     /// nats://HOST:PORT/PREFIX (objects at --objects)
     pub remote: String,
-    #[command(flatten)]
-    pub objects: ObjectsArg,
     /// Print one JSON object
     #[arg(long)]
     pub json: bool,

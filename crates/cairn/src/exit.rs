@@ -112,6 +112,11 @@ fn flags(integrity: bool, refusal: bool, usage: bool) -> Code {
 fn journal_code(j: &JournalError) -> Code {
     match j {
         JournalError::Locked { .. } => Code::Refused,
+        JournalError::Unpublished { source, .. } => match source.as_ref() {
+            cairn_journal::RemoteJournalError::Conflict { .. }
+            | cairn_journal::RemoteJournalError::Leased { .. } => Code::Refused,
+            _ => Code::Failure,
+        },
         JournalError::NotFound { .. } | JournalError::NewerSchema { .. } => Code::Usage,
         e if e.is_integrity() => Code::Integrity,
         _ => Code::Failure,

@@ -50,16 +50,16 @@ fn run(cli: Cli) -> anyhow::Result<Code> {
         // `cairn` alone: the terminal UI on a terminal (DESIGN §11), the
         // help and a usage error anywhere else.
         if cmd::tui::on_terminal() {
-            let ctx = cmd::Context::new(cli.store)?;
+            let ctx = cmd::Context::new(cli.store, cli.objects)?;
             return cmd::tui::new_session(&ctx, cli.tui);
         }
         use clap::CommandFactory;
         let _ = Cli::command().write_help(&mut std::io::stderr());
         return Ok(Code::Usage);
     };
-    let ctx = cmd::Context::new(cli.store)?;
+    let ctx = cmd::Context::new(cli.store, cli.objects)?;
     let tui = cmd::tui::on_terminal();
-    match command {
+    let code = match command {
         Command::Run(a) => cmd::run::run(&ctx, a),
         // The aliases open the TUI on a terminal when no TEXT is given;
         // with TEXT, or off a terminal, they are the plain commands.
@@ -96,5 +96,9 @@ fn run(cli: Cli) -> anyhow::Result<Code> {
         Command::Serve(a) => cmd::serve::run(&ctx, a),
         Command::Push(a) => cmd::transfer::push(&ctx, &a),
         Command::Pull(a) => cmd::transfer::pull(&ctx, &a),
+    };
+    if let Some(shared) = &ctx.shared {
+        shared.close();
     }
+    code
 }

@@ -418,3 +418,157 @@ fn an_unreachable_server_is_named_and_changes_nothing() {
     }
     assert_eq!(journal(&s.store, &id), before);
 }
+
+/// cairn on "host" `cache` (its own cache directory) with `--store` the
+/// shared store itself.
+fn on(s: &Scratch, shared: &Shared, host: &str, args: &[&str]) -> Output {
+    let mut c = s.cmd();
+    c.env("CAIRN_STORE", shared.url())
+        .env("CAIRN_OBJECTS", "s3://team/cairn")
+        .env("XDG_CACHE_HOME", s.dir.path().join(host))
+        .envs(shared.moto.env())
+        .args(args);
+    c.output().unwrap()
+}
+
+fn on_ok(s: &Scratch, shared: &Shared, host: &str, args: &[&str]) -> Value {
+    let out = on(s, shared, host, args);
+    assert!(out.status.success(), "{host} {args:?}: {}", stderr(&out));
+    json(&out.stdout)
+}
+
+/// `--store nats://…` on two hosts: A runs a session and saves a
+/// checkpoint; B lists it, resumes it to completion, restores the
+/// checkpoint from objects it fetched from S3, and forks it; A sees both,
+/// with B's turns, and every journal verifies.
+#[test]
+fn a_shared_store_is_one_store_for_two_hosts() {
+    if !enabled("a_shared_store_is_one_store_for_two_hosts") {
+        return;
+    }
+    let shared = Shared::start();
+    let s = Scratch::new();
+    let script = s.script("t.json", json!([
+        {"text": "writing", "tool_calls": [call("w", "write_file", json!({"path": "a.txt", "content": "v1\n"}))]},
+        {"text": "done"},
+        {"text": "finished on host b"}
+    ]));
+    let model = format!("script:{}", script.display());
+    let r = on_ok(
+        &s,
+        &shared,
+        "a",
+        &["run", "--model", &model, "--json", "task"],
+    );
+    let id = r["id"].as_str().unwrap().to_string();
+    let image = s.dir.path().join("disk.img");
+    std::fs::write(&image, noise(2 << 20, 9)).unwrap();
+    let cp = on_ok(
+        &s,
+        &shared,
+        "a",
+        &[
+            "checkpoint",
+            "save",
+            &id,
+            "--path",
+            image.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    let cp = cp["id"].as_str().unwrap().to_string();
+
+    // Host B sees it without any copy step.
+    let listed = on_ok(&s, &shared, "b", &["sessions", "--all", "--json"]);
+    assert_eq!(listed[0]["id"], id.as_str(), "{listed}");
+    let r = on_ok(&s, &shared, "b", &["resume", &id, "go on", "--json"]);
+    assert_eq!(r["status"], "completed", "{r}");
+    std::fs::remove_file(&image).unwrap();
+    let out = on(&s, &shared, "b", &["checkpoint", "restore", &cp]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(std::fs::read(&image).unwrap(), noise(2 << 20, 9));
+    let fork = on_ok(&s, &shared, "b", &["fork", &id, "--json"]);
+    let fork = fork["id"].as_str().unwrap().to_string();
+
+    // Host A sees B's turns and B's fork.
+    let listed = on_ok(&s, &shared, "a", &["sessions", "--all", "--json"]);
+    let ids: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&id.as_str()) && ids.contains(&fork.as_str()),
+        "{ids:?}"
+    );
+    let out = on(&s, &shared, "a", &["session", "show", &id]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("finished on host b"));
+    for run in [&id, &fork] {
+        let out = on(&s, &shared, "a", &["verify", run]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    // What a shared store keeps whole is not removed from one host.
+    let out = on(&s, &shared, "a", &["session", "rm", &fork]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    // And its cache holds no credential.
+    for f in files_below(&s.dir.path().join("b")) {
+        let bytes = std::fs::read(&f).unwrap();
+        assert!(
+            !bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()),
+            "{}",
+            f.display()
+        );
+    }
+}
+
+/// A cache whose copy of a session holds a record the shared store does
+/// not (never acknowledged) is not trusted: the copy is set aside, not
+/// deleted, and the shared store's records are used.
+#[test]
+fn an_unacknowledged_cached_record_is_set_aside() {
+    if !enabled("an_unacknowledged_cached_record_is_set_aside") {
+        return;
+    }
+    let shared = Shared::start();
+    let s = Scratch::new();
+    let script = s.script("t.json", json!([{"text": "hi"}, {"text": "again"}]));
+    let model = format!("script:{}", script.display());
+    let r = on_ok(
+        &s,
+        &shared,
+        "a",
+        &["run", "--model", &model, "--json", "task"],
+    );
+    let id = r["id"].as_str().unwrap().to_string();
+    let cache = std::fs::read_dir(s.dir.path().join("a/cairn/shared"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let held = journal(&cache, &id);
+    // A record made durable here whose publish never happened: another
+    // store's copy of the session with one more turn, as if this host had
+    // crashed between its fsync and its publish.
+    let other = s.dir.path().join("other");
+    let out = at(&s, None, &other, &["pull", &id, cache.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = at(&s, None, &other, &["resume", &id, "local only", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    std::fs::write(
+        cache.join("runs").join(&id).join("journal.jsonl"),
+        journal(&other, &id),
+    )
+    .unwrap();
+
+    let out = on(&s, &shared, "a", &["session", "show", &id]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("moved to"), "{}", stderr(&out));
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("local only"));
+    assert_eq!(lines(&journal(&cache, &id)), lines(&held));
+    let aside: Vec<_> = std::fs::read_dir(cache.join("unpublished"))
+        .unwrap()
+        .collect();
+    assert_eq!(aside.len(), 1);
+}

@@ -10,6 +10,7 @@ pub mod rewind;
 pub mod run;
 pub mod serve;
 pub mod sessions;
+pub mod shared;
 pub mod transfer;
 pub mod tui;
 pub mod verify;
@@ -24,16 +25,21 @@ use crate::exit::{coded, Code};
 /// What every command needs: the store and the directory it runs in.
 #[derive(Clone)]
 pub struct Context {
-    /// The store (not created until a command writes).
+    /// The store (not created until a command writes); for a shared store,
+    /// its local cache.
     pub store: Store,
     /// The current directory, absolute.
     pub cwd: PathBuf,
+    /// `--objects` / `CAIRN_OBJECTS`: where a shared store keeps objects.
+    pub objects: Option<String>,
+    /// With `--store nats://…`: the shared store the cache mirrors.
+    pub shared: Option<std::sync::Arc<shared::SharedStore>>,
 }
 
 impl Context {
     /// The store named by `--store`, else `CAIRN_STORE`, else the default,
     /// checked to be usable as a directory.
-    pub fn new(store: Option<PathBuf>) -> anyhow::Result<Self> {
+    pub fn new(store: Option<PathBuf>, objects: Option<String>) -> anyhow::Result<Self> {
         let cwd = std::env::current_dir()?;
         let given = match store {
             Some(p) if p.as_os_str().is_empty() => {
@@ -51,6 +57,19 @@ impl Context {
                 None => None,
             },
         };
+        if let Some(url) = given
+            .as_ref()
+            .and_then(|p| p.to_str())
+            .filter(|u| u.starts_with("nats://"))
+        {
+            let shared = shared::SharedStore::open(url, objects.as_deref())?;
+            return Ok(Context {
+                store: shared.cache.clone(),
+                cwd,
+                objects,
+                shared: Some(std::sync::Arc::new(shared)),
+            });
+        }
         let root = match given {
             Some(p) if p.is_absolute() => p,
             Some(p) => cwd.join(p),
@@ -60,6 +79,8 @@ impl Context {
         Ok(Context {
             store: Store::at(root),
             cwd,
+            objects,
+            shared: None,
         })
     }
 
@@ -84,6 +105,18 @@ impl Context {
     /// Parses a session id given on the command line and checks it exists.
     pub fn existing_run(&self, id: &str) -> anyhow::Result<RunId> {
         let id = RunId::parse(id)?;
+        if let Some(shared) = &self.shared {
+            // The cache's copy brought to the shared store's records first.
+            if shared.sync(&id)? == cairn_sessions::Synced::Absent {
+                return Err(coded(
+                    Code::Usage,
+                    format!(
+                        "no session {id} in the shared store {}: list sessions with `cairn sessions --all`",
+                        shared.url
+                    ),
+                ));
+            }
+        }
         if !self.store.journal_path(&id).is_file() {
             return Err(coded(
                 Code::Usage,
@@ -94,6 +127,20 @@ impl Context {
             ));
         }
         Ok(id)
+    }
+}
+
+/// Refuses, on a shared store, what only a store directory can do.
+pub fn refuse_shared(ctx: &Context, what: &str) -> anyhow::Result<()> {
+    match &ctx.shared {
+        Some(s) => Err(coded(
+            Code::Usage,
+            format!(
+                "{what} works on a store directory, not on the shared store {}: its journals are kept whole",
+                s.url
+            ),
+        )),
+        None => Ok(()),
     }
 }
 

@@ -161,8 +161,8 @@ impl Runner for CliRunner {
             )));
         }
         let ctx = Context {
-            store: self.ctx.store.clone(),
             cwd: dir,
+            ..self.ctx.clone()
         };
         let task = req.task.clone();
         self.spawn(ctx, Some(task.clone()), hooks, move |ctx, store, stop| {

@@ -11,6 +11,10 @@ use crate::output;
 
 /// The sessions `cairn sessions` shows: this repository's, or all.
 pub fn visible(ctx: &Context, all: bool) -> anyhow::Result<Vec<Summary>> {
+    if let Some(shared) = &ctx.shared {
+        // The cache brought to the shared store's sessions first.
+        shared.sync_all()?;
+    }
     let mut list = cairn_sessions::list(&ctx.store)?;
     if !all {
         let root = repository_root(&ctx.cwd);
@@ -320,6 +324,7 @@ fn describe(body: &cairn_journal::RecordBody) -> String {
 }
 
 pub fn rm(ctx: &Context, args: &RmArgs) -> anyhow::Result<Code> {
+    crate::cmd::refuse_shared(ctx, "`cairn session rm`")?;
     let id = ctx.existing_run(&args.id)?;
     let options = cairn_sessions::RemoveOptions::new().with_forks(args.with_forks);
     let removed = cairn_sessions::remove(&ctx.store, &id, options)?;

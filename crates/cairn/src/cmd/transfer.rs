@@ -16,9 +16,9 @@ use anyhow::Context as _;
 use cairn_sessions::{SessionTransfer, TransferReport, TransferStatus};
 use cairn_store::{RunId, Store};
 
-use crate::cli::{ObjectsArg, PullArgs, PushArgs};
+use crate::cli::{PullArgs, PushArgs};
 use crate::cmd::progress::Bars;
-use crate::cmd::{canonical_prefix, check_store_path, Context};
+use crate::cmd::{canonical_prefix, check_store_path, shared, Context};
 use crate::exit::{coded, Code};
 use crate::output;
 
@@ -43,6 +43,9 @@ pub fn push(ctx: &Context, a: &PushArgs) -> anyhow::Result<Code> {
         Ok(match id {
             Some(id) => vec![ctx.existing_run(id)?],
             None => {
+                if let Some(shared) = &ctx.shared {
+                    shared.sync_all()?;
+                }
                 let mut ids = ctx.store.run_ids()?;
                 ids.retain(|id| ctx.store.journal_path(id).is_file());
                 ids.sort();
@@ -52,7 +55,7 @@ pub fn push(ctx: &Context, a: &PushArgs) -> anyhow::Result<Code> {
     };
     if remote.starts_with("nats://") {
         let ids = ids_of(id)?;
-        let shared = Shared::open(remote, &a.objects)?;
+        let shared = Shared::open(remote, ctx.objects.as_deref())?;
         let bars = Bars::new(a.json);
         let report = cairn_sessions::push_remote(
             &ctx.store,
@@ -87,7 +90,7 @@ pub fn push(ctx: &Context, a: &PushArgs) -> anyhow::Result<Code> {
 pub fn pull(ctx: &Context, a: &PullArgs) -> anyhow::Result<Code> {
     let id = RunId::parse(&a.id)?;
     if a.remote.starts_with("nats://") {
-        let shared = Shared::open(&a.remote, &a.objects)?;
+        let shared = Shared::open(&a.remote, ctx.objects.as_deref())?;
         let to = Store::open(ctx.store.root())?;
         let bars = Bars::new(a.json);
         let report = cairn_sessions::pull_remote(
@@ -115,6 +118,21 @@ pub fn pull(ctx: &Context, a: &PullArgs) -> anyhow::Result<Code> {
         }
     }
     let from = Store::at(&dir);
+    if let Some(shared) = &ctx.shared {
+        // Into a shared store: what a push from that directory does, then
+        // the cache brought up to date.
+        let bars = Bars::new(a.json);
+        let report = cairn_sessions::push_remote(
+            &from,
+            &shared.shared.remote(),
+            std::slice::from_ref(&id),
+            &cairn_gateway::model_call_objects,
+            &bars,
+        )
+        .with_context(|| format!("pulling from {} into {}", dir.display(), shared.url))?;
+        shared.sync(&id)?;
+        return show(&report, &shared.url, a.json);
+    }
     if !from.journal_path(&id).is_file() {
         return Err(coded(
             Code::Usage,
@@ -137,25 +155,9 @@ struct Shared {
 }
 
 impl Shared {
-    fn open(remote: &str, objects: &ObjectsArg) -> anyhow::Result<Shared> {
-        let Some(url) = objects.objects.as_deref().filter(|u| !u.is_empty()) else {
-            return Err(coded(
-                Code::Usage,
-                format!("REMOTE {remote} keeps its journals on JetStream and its objects in S3: give --objects s3://BUCKET/PREFIX (or set CAIRN_OBJECTS)"),
-            ));
-        };
-        let objects = cairn_remote::S3Objects::open(url).map_err(|e| match e {
-            cairn_remote::S3Error::BadUrl { .. } => coded(Code::Usage, e.to_string()),
-            e => anyhow::Error::new(e),
-        })?;
-        let journals = cairn_remote::JetStreamJournals::open(remote, Default::default()).map_err(
-            |e| match e {
-                cairn_journal::RemoteJournalError::BadUrl { .. } => {
-                    coded(Code::Usage, e.to_string())
-                }
-                e => anyhow::Error::new(e),
-            },
-        )?;
+    fn open(remote: &str, objects: Option<&str>) -> anyhow::Result<Shared> {
+        let objects = shared::parse_objects(remote, objects)?;
+        let journals = shared::open_journals(remote)?;
         objects.check()?;
         Ok(Shared { journals, objects })
     }

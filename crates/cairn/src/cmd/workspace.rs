@@ -219,6 +219,7 @@ struct PruneOut {
 
 /// `cairn prune [--dry-run] [--json]`.
 pub fn prune(ctx: &Context, args: &PruneArgs) -> anyhow::Result<Code> {
+    crate::cmd::refuse_shared(ctx, "`cairn prune`")?;
     let store = Store::open(ctx.store.root())?;
     let pool = cairn_objects::ObjectPool::open(&store)?;
     let snapshots = cairn_workspace::SnapshotManifests::new(&store);

@@ -1,0 +1,329 @@
+//! A shared store used as the store (`--store nats://…`, DESIGN §12): a
+//! local store directory is its cache, every command runs on the cache
+//! unchanged, and [`Shared`] keeps the two in step.
+//!
+//! - **In:** before a command reads or writes a session, [`Shared::sync`]
+//!   brings the cache's copy to the shared store's records (the pull of
+//!   [`super::pull_remote`]: objects fetched and verified, manifests,
+//!   records appended). A cached journal that holds records the shared
+//!   store does not (never acknowledged: a publish that failed or was cut
+//!   off) or other records is moved aside to `unpublished/` below the
+//!   cache root, never deleted, and the session pulled whole.
+//! - **Out:** as a [`JournalMirror`], every record a writer makes durable
+//!   in the cache is published before the append returns: first the
+//!   objects and manifests it names are uploaded (create-only), then the
+//!   writer lease of the session is taken or renewed, then the records are
+//!   appended with the fence. A race lost, a lease held elsewhere or a
+//!   server gone fails the append.
+//!
+//! # Invariants
+//! - The cache is never the truth: what a command reports as written is in
+//!   the shared store.
+//! - Objects and manifests are in the shared store before any record that
+//!   names them.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use cairn_journal::{
+    scan_journal_bytes, JournalMirror, Record, RecordBody, RemoteJournalError, RemoteJournals,
+    RunLock,
+};
+use cairn_objects::{
+    upload, NoProgress, ObjectHash, ObjectPool, PutOutcome, RemoteFiles, RemoteObjects,
+};
+use cairn_store::{durable, RunId, Store};
+
+use super::files::{checkpoint_manifest, read_beneath, rel, snapshot_manifest};
+use super::remote::RemoteSource;
+use super::{links, plan, transfer_from, ManifestFile, Plan, TransferReport};
+use crate::SessionError;
+
+/// Names the objects a record needs besides manifests
+/// (`cairn_gateway::model_call_objects`).
+pub type RecordObjectsFn = fn(&Record) -> Result<Vec<ObjectHash>, String>;
+
+/// A shared store: journals, objects and manifests elsewhere.
+pub struct Shared {
+    /// Session journals (JetStream).
+    pub journals: Arc<dyn RemoteJournals>,
+    /// The object pool (S3).
+    pub objects: Arc<dyn RemoteObjects>,
+    /// Snapshot and checkpoint manifests (S3).
+    pub files: Arc<dyn RemoteFiles>,
+    /// The objects records name besides manifests.
+    pub record_objects: RecordObjectsFn,
+}
+
+/// What [`Shared::sync`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Synced {
+    /// The shared store has no such session.
+    Absent,
+    /// The cache holds the shared store's records now.
+    Current,
+    /// The cache's own copy held records the shared store does not; it was
+    /// moved to this directory.
+    SetAside(PathBuf),
+}
+
+impl Shared {
+    /// The pieces as a [`super::RemoteStore`].
+    pub fn remote(&self) -> super::RemoteStore<'_> {
+        super::RemoteStore {
+            journals: self.journals.as_ref(),
+            objects: self.objects.as_ref(),
+            files: self.files.as_ref(),
+        }
+    }
+
+    /// Brings the cache's copy of `id` (and of its ancestors) to the shared
+    /// store's records, as the module documentation says.
+    ///
+    /// # Errors
+    /// The shared store cannot be read, or holds a journal that does not
+    /// verify; the cache's copy is being written by another process here;
+    /// the pull's errors.
+    pub fn sync(&self, cache: &Store, id: &RunId) -> Result<Synced, SessionError> {
+        let remote = self.journals.read(id.as_str())?;
+        let local = read_beneath(cache.root(), &rel(cache, &cache.journal_path(id)))?;
+        let Some(remote) = remote else {
+            if local.is_some() {
+                return Ok(Synced::SetAside(set_aside(cache, id)?));
+            }
+            return Ok(Synced::Absent);
+        };
+        let shown = PathBuf::from(format!("{}/{id}", self.journals.name()));
+        let theirs = scan_journal_bytes(&shown, &remote, id.as_str())?;
+        let ours = local
+            .as_ref()
+            .and_then(|b| scan_journal_bytes(&cache.journal_path(id), b, id.as_str()).ok());
+        let mut outcome = Synced::Current;
+        let planned = match (&local, &ours) {
+            (None, _) => Plan::Create,
+            // A cached copy that does not even read is set aside too.
+            (Some(_), None) => Plan::Diverged(1),
+            (Some(_), Some(o)) => plan(&links(&theirs), Some(&links(o))),
+        };
+        match planned {
+            Plan::UpToDate => return Ok(outcome),
+            Plan::Ahead | Plan::Diverged(_) => {
+                outcome = Synced::SetAside(set_aside(cache, id)?);
+            }
+            Plan::Create | Plan::Append => {}
+        }
+        self.pull(
+            cache,
+            std::slice::from_ref(id),
+            HashMap::from([(id.to_string(), Some(remote))]),
+        )?;
+        Ok(outcome)
+    }
+
+    /// [`Shared::sync`] for every session of the shared store whose record
+    /// count differs from the cache's; returns how many were brought in.
+    ///
+    /// # Errors
+    /// As [`Shared::sync`].
+    pub fn sync_all(&self, cache: &Store) -> Result<usize, SessionError> {
+        let mut n = 0;
+        for (id, records) in self.journals.runs()? {
+            let Ok(id) = RunId::parse(&id) else {
+                continue;
+            };
+            if cached_records(cache, &id) == Some(records) {
+                continue;
+            }
+            self.sync(cache, &id)?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn pull(
+        &self,
+        cache: &Store,
+        runs: &[RunId],
+        known: HashMap<String, Option<Vec<u8>>>,
+    ) -> Result<TransferReport, SessionError> {
+        let source = RemoteSource {
+            remote: self.remote(),
+            layout: cache,
+            journals: Mutex::new(known),
+        };
+        let record_objects = self.record_objects;
+        transfer_from(&source, cache, runs, &record_objects, &NoProgress)
+    }
+
+    /// Uploads what `lines` name, then appends them: the body of
+    /// [`JournalMirror::publish`].
+    fn publish_lines(
+        &self,
+        store: &Store,
+        run: &RunId,
+        after: u64,
+        lines: &[u8],
+    ) -> Result<(), SessionError> {
+        let mut manifests: Vec<ManifestFile> = Vec::new();
+        let mut named: BTreeSet<ObjectHash> = BTreeSet::new();
+        for line in lines.split_inclusive(|&b| b == b'\n') {
+            let line = line.strip_suffix(b"\n").unwrap_or(line);
+            let record = Record::from_line(line).map_err(|e| SessionError::BadObjectName {
+                run: run.to_string(),
+                seq: after + 1,
+                reason: format!("a record to publish does not parse: {e}"),
+            })?;
+            match &record.body {
+                RecordBody::Snapshot(s) => {
+                    let rel_path = format!(
+                        "{}/{}.json",
+                        rel(store, &store.snapshots_dir(run)),
+                        s.snapshot
+                    );
+                    manifests.push(self.local_manifest(store, &s.snapshot, rel_path, false)?);
+                }
+                RecordBody::Checkpoint(c) => {
+                    let rel_path = format!(
+                        "{}/{}.json",
+                        rel(store, &store.checkpoints_dir()),
+                        c.checkpoint
+                    );
+                    manifests.push(self.local_manifest(store, &c.checkpoint, rel_path, true)?);
+                }
+                _ => {}
+            }
+            let found =
+                (self.record_objects)(&record).map_err(|reason| SessionError::BadObjectName {
+                    run: run.to_string(),
+                    seq: record.seq,
+                    reason,
+                })?;
+            named.extend(found);
+        }
+        for m in &manifests {
+            named.extend(m.objects.iter().copied());
+        }
+        let named: Vec<ObjectHash> = named.into_iter().collect();
+        if !named.is_empty() {
+            upload(
+                &ObjectPool::at(store),
+                self.objects.as_ref(),
+                &named,
+                &NoProgress,
+            )?;
+        }
+        for m in &manifests {
+            let put = self
+                .files
+                .put_file(&m.rel, &m.bytes)
+                .map_err(|source| self.file_error("storing", &m.rel, source))?;
+            if put == PutOutcome::AlreadyThere {
+                let there = self
+                    .files
+                    .get_file(&m.rel)
+                    .map_err(|source| self.file_error("reading", &m.rel, source))?;
+                if there.as_deref() != Some(&m.bytes) {
+                    return Err(SessionError::ManifestConflict {
+                        source_path: store.root().join(&m.rel),
+                        destination_path: PathBuf::from(format!(
+                            "{}/files/{}",
+                            self.objects.name(),
+                            m.rel
+                        )),
+                    });
+                }
+            }
+        }
+        self.journals.hold(run.as_str())?;
+        self.journals.append(run.as_str(), after, lines)?;
+        Ok(())
+    }
+
+    fn local_manifest(
+        &self,
+        store: &Store,
+        stem: &str,
+        rel_path: String,
+        checkpoint: bool,
+    ) -> Result<ManifestFile, SessionError> {
+        let path = store.root().join(&rel_path);
+        let bytes = read_beneath(store.root(), &rel_path)?.ok_or_else(|| {
+            SessionError::ManifestUnreadable {
+                path: path.clone(),
+                reason: "a record to publish names it and it is not there".into(),
+            }
+        })?;
+        if checkpoint {
+            Ok(checkpoint_manifest(stem, rel_path, bytes, path)?.1)
+        } else {
+            snapshot_manifest(stem, rel_path, bytes, path)
+        }
+    }
+
+    fn file_error(
+        &self,
+        action: &'static str,
+        rel_path: &str,
+        source: cairn_objects::RemoteError,
+    ) -> SessionError {
+        SessionError::RemoteFile {
+            action,
+            path: rel_path.to_owned(),
+            remote: self.objects.name().to_owned(),
+            source,
+        }
+    }
+}
+
+impl JournalMirror for Shared {
+    fn publish(
+        &self,
+        store: &Store,
+        run: &RunId,
+        after: u64,
+        lines: &[u8],
+    ) -> Result<(), RemoteJournalError> {
+        match self.publish_lines(store, run, after, lines) {
+            Ok(()) => Ok(()),
+            Err(SessionError::RemoteJournal(e)) => Err(e),
+            Err(e) => Err(RemoteJournalError::Failed {
+                remote: self.journals.name(),
+                action: format!("publish record {} of session {run}", after + 1),
+                reason: e.to_string(),
+            }),
+        }
+    }
+}
+
+/// The number of whole records in the cache's copy of `id`, if it has one.
+fn cached_records(cache: &Store, id: &RunId) -> Option<u64> {
+    let bytes = read_beneath(cache.root(), &rel(cache, &cache.journal_path(id))).ok()??;
+    let end = bytes.iter().rposition(|&b| b == b'\n')? + 1;
+    Some(bytes[..end].iter().filter(|&&b| b == b'\n').count() as u64)
+}
+
+/// Moves the cache's copy of `id` to `unpublished/<id>-<unix time>` below
+/// the cache root, under the session's writer lock.
+fn set_aside(cache: &Store, id: &RunId) -> Result<PathBuf, SessionError> {
+    let _lock = RunLock::acquire(&cache.lock_path(id), id.as_str())?;
+    let dir = cache.root().join("unpublished");
+    durable::create_dir_private(&dir)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let to = dir.join(format!("{id}-{now}"));
+    let from = cache.run_dir(id);
+    std::fs::rename(&from, &to).map_err(|source| cairn_store::StoreError::Io {
+        action: "setting aside",
+        path: from.clone(),
+        source,
+    })?;
+    durable::fsync_dir(&dir)?;
+    durable::fsync_dir(&cache.runs_dir())?;
+    tracing::warn!(
+        "session {id}: the cached copy held records the shared store does not; moved to {}",
+        to.display()
+    );
+    Ok(to)
+}
