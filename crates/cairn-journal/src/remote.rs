@@ -99,6 +99,33 @@ pub trait RemoteJournals: Send + Sync {
         let _ = run;
     }
 
+    /// Takes a shared lease on the store's object pool, as an upload holds
+    /// the local store lock shared until the records naming its objects
+    /// are written: a prune of the pool waits for it. Refused
+    /// ([`RemoteJournalError::Leased`]) while a prune holds the exclusive
+    /// lease. Returns a token for [`RemoteJournals::pool_release`]; the
+    /// default takes none.
+    ///
+    /// # Errors
+    /// Refused, or the store could not be reached.
+    fn pool_share(&self) -> Result<Option<String>, RemoteJournalError> {
+        Ok(None)
+    }
+
+    /// Takes the exclusive lease on the store's object pool, for a prune:
+    /// refused while another prune holds it or any shared lease is held.
+    ///
+    /// # Errors
+    /// Refused, or the store could not be reached.
+    fn pool_exclusive(&self) -> Result<Option<String>, RemoteJournalError> {
+        Ok(None)
+    }
+
+    /// Gives up a pool lease; a failure leaves it to lapse.
+    fn pool_release(&self, token: &str) {
+        let _ = token;
+    }
+
     /// Every session the store holds a journal of, with its number of
     /// records, sorted by id.
     ///

@@ -91,6 +91,7 @@ mod pool;
 mod progress;
 mod prune;
 mod remote;
+mod remote_prune;
 mod stored;
 
 pub use batch::{BatchReport, ObjectBatch};
@@ -110,3 +111,4 @@ pub use remote::{
     fetch_missing, upload, PoolRemote, PutOutcome, RemoteEntry, RemoteFiles, RemoteObjects,
     TransferReport,
 };
+pub use remote_prune::{prune_remote, RemotePruneReport};

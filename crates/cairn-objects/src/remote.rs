@@ -130,6 +130,28 @@ pub trait RemoteObjects: Send + Sync {
     /// The backend cannot list; some entries may have been visited.
     fn list(&self, hex_prefix: &str, visit: &mut dyn FnMut(RemoteEntry))
         -> Result<(), RemoteError>;
+
+    /// The first `n` stored bytes under `hash` (all of them when it is
+    /// shorter), `None` when there is no such object. The default reads the
+    /// whole object; a backend that can read a range overrides it.
+    ///
+    /// # Errors
+    /// As [`RemoteObjects::get`].
+    fn get_head(&self, hash: &ObjectHash, n: usize) -> Result<Option<Vec<u8>>, RemoteError> {
+        Ok(self.get(hash)?.map(|mut b| {
+            b.truncate(n);
+            b
+        }))
+    }
+
+    /// Deletes the object `hash` (a missing one is not an error): what a
+    /// prune of a shared pool does. The default refuses.
+    ///
+    /// # Errors
+    /// The backend cannot delete.
+    fn delete(&self, hash: &ObjectHash) -> Result<(), RemoteError> {
+        Err(format!("{} does not delete objects ({hash})", self.name()).into())
+    }
 }
 
 /// Small named files kept beside a remote's objects: the snapshot and

@@ -831,6 +831,143 @@ impl RemoteJournals for JetStreamJournals {
     fn runs(&self) -> Result<Vec<(String, u64)>, RemoteJournalError> {
         self.counts()
     }
+
+    fn pool_share(&self) -> Result<Option<String>, RemoteJournalError> {
+        let key = format!("{POOL_SHARE}{}", ulid_like());
+        let lease = self.new_lease(&key);
+        self.kv_put(&key, &lease, None)?;
+        // Taken, then checked: a prune that took its lease first is seen.
+        if let Some(prune) = self.live_lease(POOL_PRUNE)? {
+            self.pool_release(&key);
+            return Err(self.pool_leased(prune.holder()));
+        }
+        Ok(Some(key))
+    }
+
+    fn pool_exclusive(&self) -> Result<Option<String>, RemoteJournalError> {
+        let lease = self.new_lease(POOL_PRUNE);
+        let entry = self.kv_entry(POOL_PRUNE)?;
+        let revision = match entry {
+            Some(e) if e.operation == kv::Operation::Put => {
+                if let Some(l) = serde_json::from_slice::<Lease>(&e.value)
+                    .ok()
+                    .filter(|l| l.until > unix_now())
+                {
+                    return Err(self.pool_leased(l.holder()));
+                }
+                Some(e.revision)
+            }
+            Some(e) => Some(e.revision),
+            None => None,
+        };
+        self.kv_put(POOL_PRUNE, &lease, Some(revision))?;
+        // Taken, then checked: an upload that took its lease first is seen.
+        for key in self.kv_keys()? {
+            if !key.starts_with(POOL_SHARE) {
+                continue;
+            }
+            if let Some(l) = self.live_lease(&key)? {
+                self.pool_release(POOL_PRUNE);
+                return Err(self.pool_leased(l.holder()));
+            }
+        }
+        Ok(Some(POOL_PRUNE.to_owned()))
+    }
+
+    fn pool_release(&self, token: &str) {
+        let leases = self.leases.clone();
+        let key = token.to_owned();
+        if let Ok(Err(e)) = self.run(async move { leases.delete(key).await }) {
+            tracing::warn!("giving up the pool lease {token}: {e}; it lapses on its own");
+        }
+    }
+}
+
+/// The key of the pool's exclusive lease (a prune's).
+const POOL_PRUNE: &str = "pool.prune";
+/// The prefix of the keys of the pool's shared leases (uploads').
+const POOL_SHARE: &str = "pool.share.";
+
+impl JetStreamJournals {
+    fn new_lease(&self, token: &str) -> Lease {
+        Lease {
+            pid: std::process::id(),
+            host: gethostname::gethostname().to_string_lossy().into_owned(),
+            since: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+            until: unix_now() + self.config.lease.as_secs().max(1),
+            token: token.to_owned(),
+        }
+    }
+
+    fn pool_leased(&self, holder: LockHolder) -> RemoteJournalError {
+        RemoteJournalError::Leased {
+            remote: self.name.clone(),
+            run: "the object pool".into(),
+            holder,
+        }
+    }
+
+    fn kv_entry(&self, key: &str) -> Result<Option<kv::Entry>, RemoteJournalError> {
+        let leases = self.leases.clone();
+        let key = key.to_owned();
+        self.run(async move { leases.entry(key).await })?
+            .map_err(|e| self.failed("read a lease", e))
+    }
+
+    /// The lease under `key` when it is held and has not lapsed.
+    fn live_lease(&self, key: &str) -> Result<Option<Lease>, RemoteJournalError> {
+        Ok(self
+            .kv_entry(key)?
+            .filter(|e| e.operation == kv::Operation::Put)
+            .and_then(|e| serde_json::from_slice::<Lease>(&e.value).ok())
+            .filter(|l| l.until > unix_now()))
+    }
+
+    /// Writes `lease` under `key`: created when `revision` is `None`,
+    /// else replacing that revision (`Some(None)`: created as well).
+    fn kv_put(
+        &self,
+        key: &str,
+        lease: &Lease,
+        revision: Option<Option<u64>>,
+    ) -> Result<(), RemoteJournalError> {
+        let value: bytes::Bytes = serde_json::to_vec(lease)
+            .map_err(|e| self.failed("write a lease", e))?
+            .into();
+        let leases = self.leases.clone();
+        let k = key.to_owned();
+        let done = self.run(async move {
+            match revision.flatten() {
+                Some(rev) => leases
+                    .update(k, value, rev)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string()),
+                None => leases
+                    .create(k, value)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string()),
+            }
+        })?;
+        done.map_err(|e| match self.live_lease(key) {
+            Ok(Some(l)) => self.pool_leased(l.holder()),
+            _ => self.failed("take a lease", e),
+        })
+    }
+
+    fn kv_keys(&self) -> Result<Vec<String>, RemoteJournalError> {
+        let leases = self.leases.clone();
+        let got = self.run(async move {
+            let mut keys = leases.keys().await.map_err(|e| e.to_string())?;
+            let mut out = Vec::new();
+            while let Some(k) = keys.next().await {
+                out.push(k.map_err(|e| e.to_string())?);
+            }
+            Ok::<_, String>(out)
+        })?;
+        got.map_err(|e| self.failed("list the leases", e))
+    }
 }
 
 /// `<run>.<seq>.<first 32 hex digits of the line's SHA-256>`: the same for

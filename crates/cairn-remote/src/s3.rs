@@ -476,6 +476,50 @@ impl RemoteObjects for S3Objects {
     ) -> Result<(), RemoteError> {
         Ok(self.list_keys(hex_prefix, visit)?)
     }
+
+    fn get_head(&self, hash: &ObjectHash, n: usize) -> Result<Option<Vec<u8>>, RemoteError> {
+        let key = self.loc.key_of(hash);
+        let store = Arc::clone(&self.store);
+        let path = Path::from(key.as_str());
+        let options = object_store::GetOptions {
+            range: Some(object_store::GetRange::Bounded(0..n as u64)),
+            ..Default::default()
+        };
+        let got = self.run(async move {
+            match store.get_opts(&path, options).await {
+                Ok(r) => r.bytes().await,
+                Err(e) => Err(e),
+            }
+        })?;
+        match got {
+            Ok(b) => Ok(Some(b.to_vec())),
+            Err(e) => match classify(&e) {
+                Failure::NotFound(code) if code.as_deref() != Some("NoSuchBucket") => Ok(None),
+                // A range past a short object's end: read it whole.
+                _ if e.to_string().contains("416") || e.to_string().contains("range") => {
+                    Ok(self.get_key(&key)?.map(|mut b| {
+                        b.truncate(n);
+                        b
+                    }))
+                }
+                f => Err(self.failure("reading", &key, f).into()),
+            },
+        }
+    }
+
+    fn delete(&self, hash: &ObjectHash) -> Result<(), RemoteError> {
+        let key = self.loc.key_of(hash);
+        let store = Arc::clone(&self.store);
+        let path = Path::from(key.as_str());
+        let done = self.run(async move { store.delete(&path).await })?;
+        match done {
+            Ok(()) => Ok(()),
+            Err(e) => match classify(&e) {
+                Failure::NotFound(code) if code.as_deref() != Some("NoSuchBucket") => Ok(()),
+                f => Err(self.failure("deleting", &key, f).into()),
+            },
+        }
+    }
 }
 
 impl S3Objects {

@@ -205,15 +205,51 @@ impl Shared {
             named.extend(m.objects.iter().copied());
         }
         let named: Vec<ObjectHash> = named.into_iter().collect();
+        // Uploads hold the pool's shared lease until the records naming
+        // them are published, so a prune on another host waits.
+        let lease = match named.is_empty() && manifests.is_empty() {
+            true => None,
+            false => self.share_pool()?,
+        };
+        let done = self.upload_and_append(store, run, after, lines, &named, &manifests);
+        if let Some(token) = lease {
+            self.journals.pool_release(&token);
+        }
+        done
+    }
+
+    /// Takes the pool's shared lease, waiting up to a minute for a prune
+    /// that holds the exclusive one.
+    fn share_pool(&self) -> Result<Option<String>, SessionError> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            match self.journals.pool_share() {
+                Err(RemoteJournalError::Leased { .. }) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(200));
+                }
+                other => return Ok(other?),
+            }
+        }
+    }
+
+    fn upload_and_append(
+        &self,
+        store: &Store,
+        run: &RunId,
+        after: u64,
+        lines: &[u8],
+        named: &[ObjectHash],
+        manifests: &[ManifestFile],
+    ) -> Result<(), SessionError> {
         if !named.is_empty() {
             upload(
                 &ObjectPool::at(store),
                 self.objects.as_ref(),
-                &named,
+                named,
                 &NoProgress,
             )?;
         }
-        for m in &manifests {
+        for m in manifests {
             let put = self
                 .files
                 .put_file(&m.rel, &m.bytes)
@@ -238,6 +274,75 @@ impl Shared {
         self.journals.hold(run.as_str())?;
         self.journals.append(run.as_str(), after, lines)?;
         Ok(())
+    }
+
+    /// Deletes from the shared pool every object that no session of the
+    /// shared store names and that is older than `grace`, under the pool's
+    /// exclusive lease (refused while an upload holds a shared one).
+    ///
+    /// # Errors
+    /// The lease is held elsewhere ([`RemoteJournalError::Leased`]); a
+    /// journal or manifest does not read or verify (nothing deleted); the
+    /// backends fail.
+    pub fn prune(
+        &self,
+        layout: &Store,
+        grace: std::time::Duration,
+        dry_run: bool,
+    ) -> Result<cairn_objects::RemotePruneReport, SessionError> {
+        let token = self.journals.pool_exclusive()?;
+        let done = self.prune_under_lease(layout, grace, dry_run);
+        if let Some(token) = token {
+            self.journals.pool_release(&token);
+        }
+        done
+    }
+
+    fn prune_under_lease(
+        &self,
+        layout: &Store,
+        grace: std::time::Duration,
+        dry_run: bool,
+    ) -> Result<cairn_objects::RemotePruneReport, SessionError> {
+        use super::Source as _;
+        let source = RemoteSource {
+            remote: self.remote(),
+            layout,
+            journals: Mutex::new(HashMap::new()),
+        };
+        let mut named: BTreeSet<ObjectHash> = BTreeSet::new();
+        for (id, _) in self.journals.runs()? {
+            let Ok(id) = RunId::parse(&id) else {
+                continue;
+            };
+            let Some(bytes) = source.journal(&id)? else {
+                continue;
+            };
+            let shown = PathBuf::from(format!("{}/{id}", self.journals.name()));
+            let scan = scan_journal_bytes(&shown, &bytes, id.as_str())?;
+            for m in source.snapshot_manifests(&id)? {
+                named.extend(m.objects);
+            }
+            for m in source.checkpoint_manifests(&id, &scan)? {
+                named.extend(m.objects);
+            }
+            for r in &scan.records {
+                let found =
+                    (self.record_objects)(r).map_err(|reason| SessionError::BadObjectName {
+                        run: id.to_string(),
+                        seq: r.seq,
+                        reason,
+                    })?;
+                named.extend(found);
+            }
+        }
+        let named: Vec<ObjectHash> = named.into_iter().collect();
+        Ok(cairn_objects::prune_remote(
+            self.objects.as_ref(),
+            &named,
+            grace,
+            dry_run,
+        )?)
     }
 
     fn local_manifest(

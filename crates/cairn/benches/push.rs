@@ -12,6 +12,12 @@
 //!     proves that), against a no-op `rsync -a` of the store when rsync is
 //!     installed.
 //!
+//! With a shared store at hand (`nats-server` on PATH and
+//! CAIRN_MOTO_SERVER naming moto's server, as `.ci/run` installs them),
+//! also `cairn push --all nats://…` (journals on JetStream, objects and
+//! manifests on S3, both on loopback) and its no-op repeat, against the
+//! push into a directory.
+//!
 //! Medians; ratios against the peers.
 
 use std::path::Path;
@@ -150,4 +156,64 @@ fn main() {
     } else {
         println!("rsync is not installed: no peer for the no-op push");
     }
+    shared(bin, &src, &ws, first);
+}
+
+/// The push into a shared store, when nats-server and moto are here.
+fn shared(bin: &str, src: &Path, ws: &Path, file_push: f64) {
+    let nats = Command::new("nats-server")
+        .arg("--version")
+        .output()
+        .is_ok();
+    if !nats || std::env::var_os("CAIRN_MOTO_SERVER").is_none() {
+        println!(
+            "no nats-server or CAIRN_MOTO_SERVER: the push into a shared store is not measured"
+        );
+        return;
+    }
+    let server = cairn_testkit::nats::Nats::single();
+    let moto = cairn_testkit::s3::Moto::start();
+    let env = moto.env();
+    let push = |prefix: &str| {
+        let url = server.url(prefix);
+        let out = Command::new(bin)
+            .args(["push", "--all", &url, "--json"])
+            .env("CAIRN_STORE", src)
+            .env("CAIRN_OBJECTS", format!("s3://{prefix}/cairn"))
+            .envs(env.iter().map(|(k, v)| (k, v.as_str())))
+            .current_dir(ws)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "push to {url}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let rounds = 3;
+    let first = median(
+        (0..rounds)
+            .map(|r| {
+                let prefix = format!("bench{r}");
+                moto.create_bucket(&prefix);
+                timed(|| {
+                    push(&prefix);
+                })
+            })
+            .collect(),
+    );
+    let noop = median(
+        (0..5)
+            .map(|_| {
+                timed(|| {
+                    let v = push("bench0");
+                    assert_eq!(v["objects_copied"], 0, "a repeat copied objects");
+                    assert_eq!(v["bytes_copied"], 0, "a repeat wrote bytes");
+                })
+            })
+            .collect(),
+    );
+    println!("cairn push --all to nats+s3 (median of {rounds})           {first:>9.0} ms   shared/directory = {:.2}", first / file_push);
+    println!("cairn push --all to nats+s3 again, a no-op (median of 5) {noop:>7.0} ms   noop/first = {:.3}", noop / first);
 }

@@ -398,6 +398,10 @@ pub struct PruneArgs {
     /// Report what would be deleted, delete nothing
     #[arg(long)]
     pub dry_run: bool,
+    /// On a shared store (nats://…): keep every object younger than this,
+    /// named or not (an upload from another host may be about to be named)
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = humantime::parse_duration)]
+    pub grace: std::time::Duration,
     /// Print JSON
     #[arg(long)]
     pub json: bool,

@@ -572,3 +572,99 @@ fn an_unacknowledged_cached_record_is_set_aside() {
         .collect();
     assert_eq!(aside.len(), 1);
 }
+
+/// `cairn prune` on a shared store races captures on another host: prunes
+/// that meet an upload in flight are refused (exit 4) or wait, none
+/// deletes an object a session names (every session pulls whole, every
+/// object verified, on a third host), and an object nothing names, older
+/// than the grace period, is deleted.
+#[test]
+fn a_shared_prune_racing_captures_on_another_host_loses_nothing() {
+    if !enabled("a_shared_prune_racing_captures_on_another_host_loses_nothing") {
+        return;
+    }
+    use cairn_objects::RemoteObjects as _;
+    let shared = Shared::start();
+    let s = Scratch::new();
+    // An object nothing names, uploaded as an interrupted capture leaves one.
+    let scratch = tempfile::tempdir().unwrap();
+    let store = cairn_store::Store::open(scratch.path()).unwrap();
+    let pool = cairn_objects::ObjectPool::open(&store).unwrap();
+    let lock = cairn_objects::StoreLock::shared(&store).unwrap();
+    let orphan = pool.put_bytes(&lock, b"nothing names me").unwrap().hash;
+    let s3 = cairn_remote::S3Config::new()
+        .endpoint(shared.moto.endpoint())
+        .region("us-east-1")
+        .credentials(cairn_testkit::s3::KEY_ID, SECRET)
+        .allow_http(true)
+        .open("s3://team/cairn")
+        .unwrap();
+    cairn_objects::upload(&pool, &s3, &[orphan], &cairn_objects::NoProgress).unwrap();
+    assert!(s3.contains(&orphan).unwrap());
+
+    let captures = 12;
+    let writer = {
+        let s_ws = s.ws.clone();
+        let url = shared.url();
+        let env = shared.moto.env();
+        let cache = s.dir.path().join("a");
+        let bin = assert_cmd::cargo::cargo_bin("cairn");
+        std::thread::spawn(move || {
+            let mut ids = Vec::new();
+            for i in 0..captures {
+                std::fs::write(
+                    s_ws.join(format!("f{i}.txt")),
+                    format!("capture {i}\n").repeat(50 + i),
+                )
+                .unwrap();
+                let out = std::process::Command::new(&bin)
+                    .args(["exec", "--json", "--", "true"])
+                    .env("CAIRN_STORE", &url)
+                    .env("CAIRN_OBJECTS", "s3://team/cairn")
+                    .env("XDG_CACHE_HOME", &cache)
+                    .env_remove("CAIRN_FAULT")
+                    .envs(env.iter().map(|(k, v)| (k, v.as_str())))
+                    .current_dir(&s_ws)
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.success(),
+                    "capture {i}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                ids.push(json(&out.stdout)["id"].as_str().unwrap().to_string());
+            }
+            ids
+        })
+    };
+    let mut codes = Vec::new();
+    while !writer.is_finished() {
+        let out = on(&s, &shared, "b", &["prune", "--grace", "0s", "--json"]);
+        codes.push(out.status.code());
+        assert!(
+            matches!(out.status.code(), Some(0) | Some(4)),
+            "{}",
+            stderr(&out)
+        );
+    }
+    let ids = writer.join().unwrap();
+    let last = on_ok(&s, &shared, "b", &["prune", "--grace", "0s", "--json"]);
+    assert!(last["kept"].as_u64().unwrap() > 0, "{last}");
+    assert!(
+        !s3.contains(&orphan).unwrap(),
+        "the unnamed object was deleted: {codes:?}"
+    );
+
+    // Every session pulls whole on a third host: every object it names is
+    // there and verifies.
+    let third = s.dir.path().join("third");
+    for id in &ids {
+        let out = at(&s, Some(&shared), &third, &["pull", id, &shared.url()]);
+        assert!(
+            out.status.success(),
+            "pull {id} after {codes:?}: {}",
+            stderr(&out)
+        );
+        verify(&s, &third, id);
+    }
+}

@@ -4,6 +4,8 @@
 
 use std::path::Path;
 
+use anyhow::Context as _;
+
 use cairn_sessions::Session;
 use cairn_store::{RunId, Store};
 use cairn_workspace::{CaptureConfig, IgnoreOptions, IgnoreRules, Label, RuleSource, Workspace};
@@ -219,7 +221,26 @@ struct PruneOut {
 
 /// `cairn prune [--dry-run] [--json]`.
 pub fn prune(ctx: &Context, args: &PruneArgs) -> anyhow::Result<Code> {
-    crate::cmd::refuse_shared(ctx, "`cairn prune`")?;
+    if let Some(shared) = &ctx.shared {
+        let r = shared
+            .shared
+            .prune(&ctx.store, args.grace, args.dry_run)
+            .with_context(|| format!("pruning the objects of {}", shared.url))?;
+        if args.json {
+            output::json(&r)?;
+        } else {
+            let verb = if r.dry_run { "would remove" } else { "removed" };
+            output::text(&format!(
+                "{verb} {} object(s), {} bytes from the shared pool; kept {} named and {} younger than {}\n",
+                r.objects,
+                r.bytes,
+                r.kept,
+                r.kept_young,
+                humantime::format_duration(args.grace)
+            ))?;
+        }
+        return Ok(Code::Ok);
+    }
     let store = Store::open(ctx.store.root())?;
     let pool = cairn_objects::ObjectPool::open(&store)?;
     let snapshots = cairn_workspace::SnapshotManifests::new(&store);

@@ -1,0 +1,179 @@
+//! Durable appends to JetStream against the file store (run on demand:
+//! `cargo bench -p cairn-remote --bench jetstream`; needs `nats-server` on
+//! PATH or in `CAIRN_NATS_SERVER`).
+//!
+//! Records of one real journal (user turns of ~300 bytes), each appended
+//! and acknowledged before the next, as a session writes them:
+//!   - the file store: `JournalWriter::append` (write + fdatasync) in a
+//!     directory on the disk (CAIRN_BENCH_DIR, else the system temp dir);
+//!   - JetStream, one server, and a 3-node cluster with a stream of 3
+//!     replicas, all on loopback: `JetStreamJournals::append` (fenced, with
+//!     a message id, waiting for the acknowledgement);
+//!
+//! each with 1 writer and with 16 sessions written at once (one thread and
+//! one connection each). Records per second summed over writers, medians
+//! of 3 rounds, and each JetStream figure as a ratio of the file store's.
+//! CAIRN_BENCH_RECORDS sets the records per writer (default 400).
+
+use std::path::Path;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use cairn_journal::{JournalWriter, Meta, RecordBody, RemoteJournals, User};
+use cairn_remote::{JetStreamConfig, JetStreamJournals};
+use cairn_store::{RunId, Store};
+use cairn_testkit::nats::Nats;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn meta() -> Meta {
+    Meta {
+        run: String::new(),
+        created: "2026-01-01T00:00:00Z".into(),
+        workspace: "/tmp/ws".into(),
+        name: Some("bench".into()),
+        fingerprint: None,
+        fork: None,
+        routing: None,
+        system_file: None,
+    }
+}
+
+fn body(i: usize) -> RecordBody {
+    RecordBody::User(User {
+        text: format!("turn {i}: {}", "x".repeat(200)),
+    })
+}
+
+/// The lines of a journal of `n` records after its meta, made in `dir`.
+fn journal_lines(dir: &Path, n: usize) -> (Vec<u8>, Vec<Vec<u8>>) {
+    let store = Store::open(dir).unwrap();
+    let id = RunId::new();
+    let mut w = JournalWriter::create(&store, &id, meta()).unwrap();
+    for i in 0..n {
+        w.append(&body(i)).unwrap();
+    }
+    drop(w);
+    let bytes = std::fs::read(store.journal_path(&id)).unwrap();
+    let end = bytes.iter().rposition(|&b| b == b'\n').unwrap() + 1;
+    let mut lines = bytes[..end].split_inclusive(|&b| b == b'\n');
+    let meta = lines.next().unwrap().to_vec();
+    (meta, lines.map(<[u8]>::to_vec).collect())
+}
+
+/// File store: `writers` sessions, `n` durable appends each, at once.
+fn file_rate(dir: &Path, writers: usize, n: usize) -> f64 {
+    let store = Store::open(dir.join(format!("file-{}", RunId::new()))).unwrap();
+    let barrier = Arc::new(Barrier::new(writers + 1));
+    let handles: Vec<_> = (0..writers)
+        .map(|_| {
+            let (store, barrier) = (store.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                let mut w = JournalWriter::create(&store, &RunId::new(), meta()).unwrap();
+                barrier.wait();
+                for i in 0..n {
+                    w.append(&body(i)).unwrap();
+                }
+            })
+        })
+        .collect();
+    barrier.wait();
+    let t = Instant::now();
+    for h in handles {
+        h.join().unwrap();
+    }
+    (writers * n) as f64 / t.elapsed().as_secs_f64()
+}
+
+/// JetStream: `writers` sessions, each its own connection, `n` fenced
+/// appends each (a real journal's lines), at once.
+fn jetstream_rate(url: &str, lines: &(Vec<u8>, Vec<Vec<u8>>), writers: usize) -> f64 {
+    let config = JetStreamConfig {
+        ack_timeout: Duration::from_secs(10),
+        ..JetStreamConfig::default()
+    };
+    let barrier = Arc::new(Barrier::new(writers + 1));
+    let handles: Vec<_> = (0..writers)
+        .map(|_| {
+            let (url, barrier, config) = (url.to_owned(), barrier.clone(), config.clone());
+            let (meta, records) = lines.clone();
+            std::thread::spawn(move || {
+                let remote = JetStreamJournals::open(&url, config).unwrap();
+                // Each writer its own session: the same lines under a
+                // fresh subject (the stream does not read them).
+                let run = RunId::new();
+                remote.append(run.as_str(), 0, &meta).unwrap();
+                barrier.wait();
+                for (i, line) in records.iter().enumerate() {
+                    remote.append(run.as_str(), i as u64 + 1, line).unwrap();
+                }
+            })
+        })
+        .collect();
+    barrier.wait();
+    let t = Instant::now();
+    for h in handles {
+        h.join().unwrap();
+    }
+    (writers * lines.1.len()) as f64 / t.elapsed().as_secs_f64()
+}
+
+fn open_when_ready(url: &str) {
+    for _ in 0..120 {
+        if JetStreamJournals::open(url, JetStreamConfig::default()).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    panic!("{url} did not come up");
+}
+
+fn main() {
+    let n: usize = std::env::var("CAIRN_BENCH_RECORDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(400);
+    let base = std::env::var_os("CAIRN_BENCH_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    let dir = tempfile::tempdir_in(&base).unwrap();
+    let lines = journal_lines(&dir.path().join("source"), n);
+    let single = Nats::single();
+    let cluster = Nats::cluster();
+    let single_url = single.url("bench");
+    let cluster_url = format!("{}?replicas=3", cluster.url("bench"));
+    open_when_ready(&single_url);
+    open_when_ready(&cluster_url);
+
+    println!(
+        "durable appends of {}-byte records, {n} per writer, median of 3 (file store in {}):",
+        lines.1[0].len(),
+        base.display()
+    );
+    for writers in [1usize, 16] {
+        let file = median((0..3).map(|_| file_rate(dir.path(), writers, n)).collect());
+        let one = median(
+            (0..3)
+                .map(|_| jetstream_rate(&single_url, &lines, writers))
+                .collect(),
+        );
+        let r3 = median(
+            (0..3)
+                .map(|_| jetstream_rate(&cluster_url, &lines, writers))
+                .collect(),
+        );
+        println!("  {writers:>2} writer(s):");
+        println!("    file store (write + fdatasync)   {file:>9.0} records/s");
+        println!(
+            "    JetStream, one server            {one:>9.0} records/s   {:.2}x the file store",
+            one / file
+        );
+        println!(
+            "    JetStream, 3 nodes, R3           {r3:>9.0} records/s   {:.2}x the file store",
+            r3 / file
+        );
+    }
+}
