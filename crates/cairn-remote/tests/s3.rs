@@ -7,8 +7,6 @@
 //! unreachable-endpoint test needs no server and always runs.
 
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
@@ -20,8 +18,8 @@ use cairn_objects::{
 use cairn_remote::{S3Config, S3Error, S3Objects};
 use cairn_store::Store;
 
-const KEY_ID: &str = "AKIDCAIRNTEST";
-const SECRET: &str = "cairn-test-secret-never-shown";
+use cairn_testkit::nats::free_port;
+use cairn_testkit::s3::{http, KEY_ID, SECRET};
 
 fn enabled(test: &str) -> bool {
     if std::env::var("CAIRN_TEST_S3").as_deref() == Ok("1") {
@@ -110,32 +108,6 @@ impl Drop for Moto {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// One unauthenticated HTTP/1.1 request; the status and the whole reply.
-fn http(port: u16, method: &str, path: &str) -> std::io::Result<(u16, String)> {
-    let mut s = TcpStream::connect(("127.0.0.1", port))?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut reply = String::new();
-    s.read_to_string(&mut reply)?;
-    let status = reply
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| std::io::Error::other(format!("no status in {reply:?}")))?;
-    Ok((status, reply))
 }
 
 fn noise(n: usize, seed: u64) -> Vec<u8> {

@@ -260,6 +260,29 @@ pub(crate) trait Source {
     fn ancestry(&self) -> Option<&Store>;
 }
 
+/// Fetches `missing` from `source` into `pool` for session `id`: an object
+/// the source lacks is [`SessionError::SourceObjectMissing`] naming `shown`.
+/// Returns (objects, stored bytes).
+fn fetch_for(
+    id: &RunId,
+    pool: &ObjectPool,
+    lock: &StoreLock,
+    source: &dyn cairn_objects::RemoteObjects,
+    missing: &[ObjectHash],
+    progress: &dyn Progress,
+    shown: &Path,
+) -> Result<(u64, u64), SessionError> {
+    match fetch_missing(pool, lock, source, missing, progress) {
+        Ok(report) => Ok((report.objects, report.bytes)),
+        Err(ObjectError::RemoteMissing { hash, .. }) => Err(SessionError::SourceObjectMissing {
+            run: id.to_string(),
+            hash,
+            store: shown.to_path_buf(),
+        }),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// A store directory as a [`Source`].
 pub(crate) struct StoreSource<'a> {
     store: &'a Store,
@@ -325,17 +348,15 @@ impl Source for StoreSource<'_> {
         progress: &dyn Progress,
     ) -> Result<(u64, u64), SessionError> {
         let source = PoolRemote::new(&self.pool);
-        match fetch_missing(pool, lock, &source, missing, progress) {
-            Ok(report) => Ok((report.objects, report.bytes)),
-            Err(ObjectError::RemoteMissing { hash, .. }) => {
-                Err(SessionError::SourceObjectMissing {
-                    run: id.to_string(),
-                    hash,
-                    store: self.store.root().to_path_buf(),
-                })
-            }
-            Err(e) => Err(e.into()),
-        }
+        fetch_for(
+            id,
+            pool,
+            lock,
+            &source,
+            missing,
+            progress,
+            self.store.root(),
+        )
     }
 
     fn ancestry(&self) -> Option<&Store> {

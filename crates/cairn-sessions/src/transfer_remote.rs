@@ -40,16 +40,15 @@ use cairn_journal::{
     scan_journal_bytes, ChainHash, ForkPin, JournalError, RecordBody, RemoteJournals, Scan,
 };
 use cairn_objects::{
-    fetch_missing, upload, ObjectError, ObjectHash, ObjectPool, Progress, PutOutcome, RemoteFiles,
-    RemoteObjects, StoreLock,
+    upload, ObjectHash, ObjectPool, Progress, PutOutcome, RemoteFiles, RemoteObjects, StoreLock,
 };
 use cairn_store::{RunId, Store};
 use serde::Deserialize;
 
 use super::files::{checkpoint_manifest, rel, snapshot_manifest};
 use super::{
-    diverged, lineage_order, links, plan, transfer_from, ManifestFile, Plan, RecordObjects,
-    SessionTransfer, Source, StoreSource, TransferReport, TransferStatus,
+    diverged, fetch_for, lineage_order, links, plan, transfer_from, ManifestFile, Plan,
+    RecordObjects, SessionTransfer, Source, StoreSource, TransferReport, TransferStatus,
 };
 use crate::SessionError;
 
@@ -381,17 +380,16 @@ impl Source for RemoteSource<'_> {
         missing: &[ObjectHash],
         progress: &dyn Progress,
     ) -> Result<(u64, u64), SessionError> {
-        match fetch_missing(pool, lock, self.remote.objects, missing, progress) {
-            Ok(report) => Ok((report.objects, report.bytes)),
-            Err(ObjectError::RemoteMissing { hash, .. }) => {
-                Err(SessionError::SourceObjectMissing {
-                    run: id.to_string(),
-                    hash,
-                    store: PathBuf::from(self.remote.objects.name()),
-                })
-            }
-            Err(e) => Err(e.into()),
-        }
+        let shown = PathBuf::from(self.remote.objects.name());
+        fetch_for(
+            id,
+            pool,
+            lock,
+            self.remote.objects,
+            missing,
+            progress,
+            &shown,
+        )
     }
 
     fn ancestry(&self) -> Option<&Store> {

@@ -401,9 +401,15 @@ impl JournalMirror for Shared {
     }
 }
 
-/// The number of whole records in the cache's copy of `id`, if it has one.
+/// The number of records in the cache's copy of `id`, if it has one: the
+/// seq of its last record, read from the file's end (the whole file only
+/// when its end is not one whole record).
 fn cached_records(cache: &Store, id: &RunId) -> Option<u64> {
-    let bytes = read_beneath(cache.root(), &rel(cache, &cache.journal_path(id))).ok()??;
+    let path = cache.journal_path(id);
+    if let Ok(Some(tail)) = cairn_journal::read_tail_record(&path) {
+        return Some(tail.record.seq);
+    }
+    let bytes = read_beneath(cache.root(), &rel(cache, &path)).ok()??;
     let end = bytes.iter().rposition(|&b| b == b'\n')? + 1;
     Some(bytes[..end].iter().filter(|&&b| b == b'\n').count() as u64)
 }
