@@ -74,7 +74,9 @@ impl Default for JetStreamConfig {
             replicas: 1,
             connect_timeout: Duration::from_secs(5),
             ack_timeout: Duration::from_secs(5),
-            retries: 5,
+            // With the pauses below, about half a minute: a cluster that
+            // lost a node elects a stream leader well within it.
+            retries: 20,
             lease: Duration::from_secs(60),
         }
     }
@@ -305,6 +307,29 @@ impl JetStreamJournals {
     /// The last message of `run`'s subject: (its stream sequence, its
     /// payload), or `None`.
     fn last_of(&self, run: &str) -> Result<Option<(u64, Vec<u8>)>, RemoteJournalError> {
+        self.retrying(|| self.last_of_once(run))
+    }
+
+    /// Runs a read again, with pauses, while it fails for want of an
+    /// answer (a cluster electing a leader after a node is lost), as a
+    /// publish is retried.
+    fn retrying<T>(
+        &self,
+        mut read: impl FnMut() -> Result<T, RemoteJournalError>,
+    ) -> Result<T, RemoteJournalError> {
+        let mut attempt = 0u32;
+        loop {
+            match read() {
+                Err(RemoteJournalError::Failed { .. }) if attempt < self.config.retries => {
+                    attempt += 1;
+                    std::thread::sleep(Duration::from_millis(200 * u64::from(attempt.min(10))));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn last_of_once(&self, run: &str) -> Result<Option<(u64, Vec<u8>)>, RemoteJournalError> {
         let stream = self.stream.clone();
         let subject = self.loc.subject(run);
         let got =
@@ -319,6 +344,15 @@ impl JetStreamJournals {
     /// Every message of `run`'s subject through stream sequence `last`, in
     /// order: (stream sequence, payload).
     fn messages_of(
+        &self,
+        run: &str,
+        from: u64,
+        last: u64,
+    ) -> Result<Vec<(u64, Vec<u8>)>, RemoteJournalError> {
+        self.retrying(|| self.messages_of_once(run, from, last))
+    }
+
+    fn messages_of_once(
         &self,
         run: &str,
         from: u64,
@@ -466,10 +500,13 @@ impl JetStreamJournals {
                     self.run(async move { leases.create(key, v).await.map_err(|e| e.to_string()) })?
                 }
                 Some(e) => {
+                    // One this process took (and lost track of in a
+                    // retry) is taken again, not refused.
                     let held = (e.operation == kv::Operation::Put)
                         .then(|| serde_json::from_slice::<Lease>(&e.value).ok())
                         .flatten()
-                        .filter(|l| l.until > unix_now());
+                        .filter(|l| l.until > unix_now())
+                        .filter(|l| !(l.pid == lease.pid && l.host == lease.host));
                     if let Some(l) = held {
                         return Err(RemoteJournalError::Leased {
                             remote: self.name.clone(),
@@ -617,7 +654,7 @@ impl JetStreamJournals {
         let mut reason = String::new();
         for attempt in 0..=self.config.retries {
             if attempt > 0 {
-                std::thread::sleep(Duration::from_millis(200 * u64::from(attempt.min(5))));
+                std::thread::sleep(Duration::from_millis(200 * u64::from(attempt.min(10))));
             }
             let js = self.js.clone();
             let subject = subject.clone();
@@ -806,16 +843,7 @@ impl RemoteJournals for JetStreamJournals {
     }
 
     fn hold(&self, run: &str) -> Result<(), RemoteJournalError> {
-        let mut held = self
-            .held
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let lease = match held.remove(run) {
-            Some(ours) => self.renew(ours)?,
-            None => self.lease(run)?,
-        };
-        held.insert(run.to_owned(), lease);
-        Ok(())
+        self.retrying(|| self.hold_once(run))
     }
 
     fn let_go(&self, run: &str) {
@@ -833,6 +861,24 @@ impl RemoteJournals for JetStreamJournals {
     }
 
     fn pool_share(&self) -> Result<Option<String>, RemoteJournalError> {
+        self.retrying(|| self.pool_share_once())
+    }
+
+    fn pool_exclusive(&self) -> Result<Option<String>, RemoteJournalError> {
+        self.retrying(|| self.pool_exclusive_once())
+    }
+
+    fn pool_release(&self, token: &str) {
+        let leases = self.leases.clone();
+        let key = token.to_owned();
+        if let Ok(Err(e)) = self.run(async move { leases.delete(key).await }) {
+            tracing::warn!("giving up the pool lease {token}: {e}; it lapses on its own");
+        }
+    }
+}
+
+impl JetStreamJournals {
+    fn pool_share_once(&self) -> Result<Option<String>, RemoteJournalError> {
         let key = format!("{POOL_SHARE}{}", ulid_like());
         let lease = self.new_lease(&key);
         self.kv_put(&key, &lease, None)?;
@@ -844,7 +890,7 @@ impl RemoteJournals for JetStreamJournals {
         Ok(Some(key))
     }
 
-    fn pool_exclusive(&self) -> Result<Option<String>, RemoteJournalError> {
+    fn pool_exclusive_once(&self) -> Result<Option<String>, RemoteJournalError> {
         let lease = self.new_lease(POOL_PRUNE);
         let entry = self.kv_entry(POOL_PRUNE)?;
         let revision = match entry {
@@ -873,14 +919,6 @@ impl RemoteJournals for JetStreamJournals {
         }
         Ok(Some(POOL_PRUNE.to_owned()))
     }
-
-    fn pool_release(&self, token: &str) {
-        let leases = self.leases.clone();
-        let key = token.to_owned();
-        if let Ok(Err(e)) = self.run(async move { leases.delete(key).await }) {
-            tracing::warn!("giving up the pool lease {token}: {e}; it lapses on its own");
-        }
-    }
 }
 
 /// The key of the pool's exclusive lease (a prune's).
@@ -889,6 +927,19 @@ const POOL_PRUNE: &str = "pool.prune";
 const POOL_SHARE: &str = "pool.share.";
 
 impl JetStreamJournals {
+    fn hold_once(&self, run: &str) -> Result<(), RemoteJournalError> {
+        let mut held = self
+            .held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let lease = match held.remove(run) {
+            Some(ours) => self.renew(ours)?,
+            None => self.lease(run)?,
+        };
+        held.insert(run.to_owned(), lease);
+        Ok(())
+    }
+
     fn new_lease(&self, token: &str) -> Lease {
         Lease {
             pid: std::process::id(),

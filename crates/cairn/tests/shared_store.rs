@@ -668,3 +668,71 @@ fn a_shared_prune_racing_captures_on_another_host_loses_nothing() {
         verify(&s, &third, id);
     }
 }
+
+/// A 3-node cluster, streams of 3 replicas: one node is killed while a
+/// run writes its records; the run finishes, and every record it
+/// acknowledged is in the shared store, which verifies from another host.
+#[test]
+fn a_run_goes_on_when_a_node_of_the_cluster_dies() {
+    if !enabled("a_run_goes_on_when_a_node_of_the_cluster_dies") {
+        return;
+    }
+    let mut nats = Nats::cluster();
+    let moto = Moto::start();
+    moto.create_bucket("team");
+    let url = format!("{}?replicas=3", nats.url("ha"));
+    let s = Scratch::new();
+    let turns: Vec<Value> = (0..12)
+        .map(|i| json!({"text": format!("turn {i}"), "tool_calls": [call(&format!("w{i}"), "write_file", json!({"path": format!("f{i}.txt"), "content": format!("{i}\n")}))]}))
+        .chain([json!({"text": "done"})])
+        .collect();
+    let script = s.script("t.json", Value::Array(turns));
+    let cmd = |host: &str| {
+        let mut c = s.cmd();
+        c.env("CAIRN_STORE", &url)
+            .env("CAIRN_OBJECTS", "s3://team/cairn")
+            .env("XDG_CACHE_HOME", s.dir.path().join(host))
+            .envs(moto.env());
+        c
+    };
+    // The cluster elects its JetStream leader first.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !cmd("a")
+        .args(["sessions", "--all"])
+        .output()
+        .unwrap()
+        .status
+        .success()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the cluster did not come up:\n{}",
+            nats.logs()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    let child = cmd("a")
+        .env("CAIRN_SCRIPT_DELAY_MS", "150")
+        .args([
+            "run",
+            "--model",
+            &format!("script:{}", script.display()),
+            "--json",
+            "task",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    nats.nodes[0].kill();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}\n{}", stderr(&out), nats.logs());
+    let r = json(&out.stdout);
+    assert_eq!(r["status"], "completed", "{r}");
+    let id = r["id"].as_str().unwrap();
+    let out = cmd("b").args(["verify", id, "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v = json(&out.stdout);
+    assert_eq!(v["records"], r["records"], "every acknowledged record: {v}");
+}
