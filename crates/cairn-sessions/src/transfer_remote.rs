@@ -12,7 +12,9 @@
 //!    chain hash: different records at some seq refuse the session
 //!    ([`SessionError::Diverged`]); a remote manifest with other bytes
 //!    refuses it ([`SessionError::ManifestConflict`]).
-//! 2. **Objects** the session names are uploaded
+//! 2. **Objects** (steps 2 to 4 hold the shared pool's shared lease, so a
+//!    prune there waits for the records that name them) the session names
+//!    are uploaded
 //!    ([`cairn_objects::upload`]: chunks before their list, create-only),
 //!    only when records or manifests are to be published: a push that
 //!    finds the remote up to date reads no object and asks nothing of the
@@ -176,64 +178,92 @@ fn push_session(
         return Ok(out);
     }
 
-    // 2. Objects: every one the session names, before anything names them
-    // there.
-    let mut named: BTreeSet<ObjectHash> = BTreeSet::new();
-    for m in missing_manifests.iter() {
-        named.extend(m.objects.iter().copied());
-    }
-    if publish {
-        for m in source.snapshot_manifests(id)? {
-            named.extend(m.objects);
+    // Steps 2 to 4 hold the pool's shared lease, as a capture holds the
+    // store lock: a prune of the shared pool waits until the records that
+    // name what was uploaded are published.
+    let lease = share_pool(to.journals)?;
+    let done = (|| -> Result<(), SessionError> {
+        // 2. Objects: every one the session names, before anything names them
+        // there.
+        let mut named: BTreeSet<ObjectHash> = BTreeSet::new();
+        for m in missing_manifests.iter() {
+            named.extend(m.objects.iter().copied());
         }
-        for r in &src.records {
-            let found = record_objects(r).map_err(|reason| SessionError::BadObjectName {
-                run: id.to_string(),
-                seq: r.seq,
-                reason,
-            })?;
-            named.extend(found);
+        if publish {
+            for m in source.snapshot_manifests(id)? {
+                named.extend(m.objects);
+            }
+            for r in &src.records {
+                let found = record_objects(r).map_err(|reason| SessionError::BadObjectName {
+                    run: id.to_string(),
+                    seq: r.seq,
+                    reason,
+                })?;
+                named.extend(found);
+            }
         }
-    }
-    let named: Vec<ObjectHash> = named.into_iter().collect();
-    if !named.is_empty() {
-        let sent = upload(pool, to.objects, &named, progress)?;
-        out.objects_copied = sent.objects;
-        out.bytes_copied += sent.bytes;
-    }
+        let named: Vec<ObjectHash> = named.into_iter().collect();
+        if !named.is_empty() {
+            let sent = upload(pool, to.objects, &named, progress)?;
+            out.objects_copied = sent.objects;
+            out.bytes_copied += sent.bytes;
+        }
 
-    // 3. Manifests.
-    for m in &missing_manifests {
-        let put = to
-            .files
-            .put_file(&m.rel, &m.bytes)
-            .map_err(|e| remote_file("storing", to, &m.rel, e))?;
-        if put == PutOutcome::AlreadyThere && get_file(to, &m.rel)?.as_deref() != Some(&m.bytes) {
-            return Err(conflict(from, to, &m.rel));
+        // 3. Manifests.
+        for m in &missing_manifests {
+            let put = to
+                .files
+                .put_file(&m.rel, &m.bytes)
+                .map_err(|e| remote_file("storing", to, &m.rel, e))?;
+            if put == PutOutcome::AlreadyThere && get_file(to, &m.rel)?.as_deref() != Some(&m.bytes)
+            {
+                return Err(conflict(from, to, &m.rel));
+            }
+            out.manifests_copied += 1;
+            out.bytes_copied += m.bytes.len() as u64;
         }
-        out.manifests_copied += 1;
-        out.bytes_copied += m.bytes.len() as u64;
-    }
 
-    // 4. Records, under the session's writer lease, fenced on the end read
-    // in step 1.
-    if publish {
-        let have = dst_links.as_ref().map_or(0, |l| l.len() as u64 - 1);
-        let at = remote_bytes.as_ref().map_or(0, Vec::len);
-        if at > records.len() {
-            return Err(diverged(id, have + 1));
+        // 4. Records, under the session's writer lease, fenced on the end read
+        // in step 1.
+        if publish {
+            let have = dst_links.as_ref().map_or(0, |l| l.len() as u64 - 1);
+            let at = remote_bytes.as_ref().map_or(0, Vec::len);
+            if at > records.len() {
+                return Err(diverged(id, have + 1));
+            }
+            to.journals.hold(id.as_str())?;
+            let appended = to.journals.append(id.as_str(), have, &records[at..]);
+            to.journals.let_go(id.as_str());
+            let appended = appended?;
+            out.records_copied = appended.stored + appended.adopted;
+            out.bytes_copied += (records.len() - at) as u64;
+            out.records = src_links.len() as u64 - 1;
+            out.tail = src.tail.to_hex();
+            out.status = TransferStatus::Copied;
         }
-        to.journals.hold(id.as_str())?;
-        let appended = to.journals.append(id.as_str(), have, &records[at..]);
-        to.journals.let_go(id.as_str());
-        let appended = appended?;
-        out.records_copied = appended.stored + appended.adopted;
-        out.bytes_copied += (records.len() - at) as u64;
-        out.records = src_links.len() as u64 - 1;
-        out.tail = src.tail.to_hex();
-        out.status = TransferStatus::Copied;
+        Ok(())
+    })();
+    if let Some(token) = lease {
+        to.journals.pool_release(&token);
     }
+    done?;
     Ok(out)
+}
+
+/// Takes the shared pool's shared lease, waiting up to a minute for a
+/// prune that holds the exclusive one.
+pub(super) fn share_pool(journals: &dyn RemoteJournals) -> Result<Option<String>, SessionError> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        match journals.pool_share() {
+            Err(cairn_journal::RemoteJournalError::Leased { .. })
+                if std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            other => return Ok(other?),
+        }
+    }
 }
 
 fn get_file(to: &RemoteStore<'_>, rel_path: &str) -> Result<Option<Vec<u8>>, SessionError> {

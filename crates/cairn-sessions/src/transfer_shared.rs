@@ -36,7 +36,7 @@ use cairn_objects::{
 use cairn_store::{durable, RunId, Store};
 
 use super::files::{checkpoint_manifest, read_beneath, rel, snapshot_manifest};
-use super::remote::RemoteSource;
+use super::remote::{share_pool, RemoteSource};
 use super::{links, plan, transfer_from, ManifestFile, Plan, TransferReport};
 use crate::SessionError;
 
@@ -209,27 +209,13 @@ impl Shared {
         // them are published, so a prune on another host waits.
         let lease = match named.is_empty() && manifests.is_empty() {
             true => None,
-            false => self.share_pool()?,
+            false => share_pool(self.journals.as_ref())?,
         };
         let done = self.upload_and_append(store, run, after, lines, &named, &manifests);
         if let Some(token) = lease {
             self.journals.pool_release(&token);
         }
         done
-    }
-
-    /// Takes the pool's shared lease, waiting up to a minute for a prune
-    /// that holds the exclusive one.
-    fn share_pool(&self) -> Result<Option<String>, SessionError> {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        loop {
-            match self.journals.pool_share() {
-                Err(RemoteJournalError::Leased { .. }) if std::time::Instant::now() < deadline => {
-                    std::thread::sleep(std::time::Duration::from_millis(200));
-                }
-                other => return Ok(other?),
-            }
-        }
     }
 
     fn upload_and_append(
