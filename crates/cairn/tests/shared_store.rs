@@ -736,3 +736,54 @@ fn a_run_goes_on_when_a_node_of_the_cluster_dies() {
     let v = json(&out.stdout);
     assert_eq!(v["records"], r["records"], "every acknowledged record: {v}");
 }
+
+/// `cairn serve` on a shared store lists what another host writes, within
+/// seconds, without any command run on its own host.
+#[test]
+fn serve_on_a_shared_store_lists_what_another_host_writes() {
+    if !enabled("serve_on_a_shared_store_lists_what_another_host_writes") {
+        return;
+    }
+    use std::io::{Read, Write};
+    let shared = Shared::start();
+    let s = Scratch::new();
+    let url = shared.url();
+    let cache = s.dir.path().join("server");
+    let mut env: Vec<(&str, String)> = shared.moto.env();
+    env.push(("CAIRN_STORE", url.clone()));
+    env.push(("CAIRN_OBJECTS", "s3://team/cairn".into()));
+    env.push(("XDG_CACHE_HOME", cache.display().to_string()));
+    let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let served = common::Served::start(&s, &pairs);
+
+    let script = s.script("t.json", json!([{"text": "hi from host a"}]));
+    let model = format!("script:{}", script.display());
+    let r = on_ok(
+        &s,
+        &shared,
+        "a",
+        &["run", "--model", &model, "--json", "task"],
+    );
+    let id = r["id"].as_str().unwrap().to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let mut c = std::net::TcpStream::connect(&served.addr).unwrap();
+        write!(
+            c,
+            "GET /v1/sessions HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            served.addr
+        )
+        .unwrap();
+        let mut reply = String::new();
+        c.read_to_string(&mut reply).unwrap();
+        if reply.contains(&id) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{id} never listed: {reply}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    served.stop();
+}

@@ -15,6 +15,28 @@ use crate::output;
 
 pub fn run(ctx: &Context, args: ServeArgs) -> anyhow::Result<Code> {
     let store = cairn_store::Store::open(ctx.store.root())?;
+    if let Some(shared) = &ctx.shared {
+        // The server reads the cache: what other hosts write is brought in
+        // every few seconds, as `cairn sessions` brings it in.
+        let shared = shared.clone();
+        std::thread::spawn(move || {
+            // Each different failure said once, not every few seconds.
+            let mut said = String::new();
+            loop {
+                match shared.sync_all() {
+                    Ok(()) => said.clear(),
+                    Err(e) => {
+                        let line = format!("cairn: bringing {} into its cache: {e:#}", shared.url);
+                        if line != said {
+                            output::note(&line);
+                            said = line;
+                        }
+                    }
+                }
+                std::thread::sleep(std::time::Duration::from_secs(3));
+            }
+        });
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
