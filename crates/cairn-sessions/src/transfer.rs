@@ -508,14 +508,7 @@ impl Copier<'_> {
         for m in &manifests {
             named.extend(m.objects.iter().copied());
         }
-        for r in &src.records {
-            let found = (self.record_objects)(r).map_err(|reason| SessionError::BadObjectName {
-                run: id.to_string(),
-                seq: r.seq,
-                reason,
-            })?;
-            named.extend(found);
-        }
+        named.extend(objects_of_records(id, &src.records, self.record_objects)?);
         let mut missing_manifests = Vec::new();
         for m in manifests {
             match read_beneath(to.root(), &m.rel)? {
@@ -784,6 +777,25 @@ fn rebuild_workspace_index(to: &Store, id: &RunId) -> Result<(), SessionError> {
         .collect();
     Workspace::rebuild_index_of(to, id, &boundaries)?;
     Ok(())
+}
+
+/// Every object `records` of session `id` name besides manifests, by
+/// `record_objects`; a name that is not one is refused with its seq.
+fn objects_of_records(
+    id: &RunId,
+    records: &[Record],
+    record_objects: RecordObjects<'_>,
+) -> Result<Vec<ObjectHash>, SessionError> {
+    let mut out = Vec::new();
+    for r in records {
+        let found = record_objects(r).map_err(|reason| SessionError::BadObjectName {
+            run: id.to_string(),
+            seq: r.seq,
+            reason,
+        })?;
+        out.extend(found);
+    }
+    Ok(out)
 }
 
 fn diverged(id: &RunId, seq: u64) -> SessionError {

@@ -49,8 +49,9 @@ use serde::Deserialize;
 
 use super::files::{checkpoint_manifest, rel, snapshot_manifest};
 use super::{
-    diverged, fetch_for, lineage_order, links, plan, transfer_from, ManifestFile, Plan,
-    RecordObjects, SessionTransfer, Source, StoreSource, TransferReport, TransferStatus,
+    diverged, fetch_for, lineage_order, links, objects_of_records, plan, transfer_from,
+    ManifestFile, Plan, RecordObjects, SessionTransfer, Source, StoreSource, TransferReport,
+    TransferStatus,
 };
 use crate::SessionError;
 
@@ -149,6 +150,11 @@ fn push_session(
     }
     let mut manifests = source.snapshot_manifests(id)?;
     manifests.extend(source.checkpoint_manifests(id, &src)?);
+    // What every manifest names, read once: all of it goes up before records.
+    let manifest_objects: BTreeSet<ObjectHash> = manifests
+        .iter()
+        .flat_map(|m| m.objects.iter().copied())
+        .collect();
     let mut missing_manifests = Vec::new();
     for m in manifests {
         match get_file(to, &m.rel)? {
@@ -186,20 +192,12 @@ fn push_session(
         // 2. Objects: every one the session names, before anything names them
         // there.
         let mut named: BTreeSet<ObjectHash> = BTreeSet::new();
-        for m in missing_manifests.iter() {
-            named.extend(m.objects.iter().copied());
-        }
         if publish {
-            for m in source.snapshot_manifests(id)? {
-                named.extend(m.objects);
-            }
-            for r in &src.records {
-                let found = record_objects(r).map_err(|reason| SessionError::BadObjectName {
-                    run: id.to_string(),
-                    seq: r.seq,
-                    reason,
-                })?;
-                named.extend(found);
+            named.extend(manifest_objects.iter().copied());
+            named.extend(objects_of_records(id, &src.records, record_objects)?);
+        } else {
+            for m in missing_manifests.iter() {
+                named.extend(m.objects.iter().copied());
             }
         }
         let named: Vec<ObjectHash> = named.into_iter().collect();

@@ -37,7 +37,7 @@ use cairn_store::{durable, RunId, Store};
 
 use super::files::{checkpoint_manifest, read_beneath, rel, snapshot_manifest};
 use super::remote::{share_pool, RemoteSource};
-use super::{links, plan, transfer_from, ManifestFile, Plan, TransferReport};
+use super::{links, objects_of_records, plan, transfer_from, ManifestFile, Plan, TransferReport};
 use crate::SessionError;
 
 /// Names the objects a record needs besides manifests
@@ -193,13 +193,11 @@ impl Shared {
                 }
                 _ => {}
             }
-            let found =
-                (self.record_objects)(&record).map_err(|reason| SessionError::BadObjectName {
-                    run: run.to_string(),
-                    seq: record.seq,
-                    reason,
-                })?;
-            named.extend(found);
+            named.extend(objects_of_records(
+                run,
+                std::slice::from_ref(&record),
+                &self.record_objects,
+            )?);
         }
         for m in &manifests {
             named.extend(m.objects.iter().copied());
@@ -312,15 +310,11 @@ impl Shared {
             for m in source.checkpoint_manifests(&id, &scan)? {
                 named.extend(m.objects);
             }
-            for r in &scan.records {
-                let found =
-                    (self.record_objects)(r).map_err(|reason| SessionError::BadObjectName {
-                        run: id.to_string(),
-                        seq: r.seq,
-                        reason,
-                    })?;
-                named.extend(found);
-            }
+            named.extend(objects_of_records(
+                &id,
+                &scan.records,
+                &self.record_objects,
+            )?);
         }
         let named: Vec<ObjectHash> = named.into_iter().collect();
         Ok(cairn_objects::prune_remote(
