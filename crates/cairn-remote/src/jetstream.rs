@@ -460,14 +460,7 @@ impl JetStreamJournals {
 
     /// Who holds `run`'s writer lease now, if anyone does.
     fn holder(&self, run: &str) -> Result<Option<Lease>, RemoteJournalError> {
-        let leases = self.leases.clone();
-        let key = run.to_owned();
-        let got = self.run(async move { leases.entry(key).await })?;
-        let entry = got.map_err(|e| self.failed("read a lease", e))?;
-        Ok(entry
-            .filter(|e| e.operation == kv::Operation::Put)
-            .and_then(|e| serde_json::from_slice::<Lease>(&e.value).ok())
-            .filter(|l| l.until > unix_now()))
+        self.live_lease(run)
     }
 
     /// Takes the writer lease of `run`: refused while another writer holds
@@ -477,14 +470,8 @@ impl JetStreamJournals {
     /// [`RemoteJournalError::Leased`] naming the holder; others when the
     /// bucket cannot be read or written.
     pub fn lease(&self, run: &str) -> Result<WriterLease, RemoteJournalError> {
-        let token = format!("{}-{}", std::process::id(), ulid_like());
-        let lease = Lease {
-            pid: std::process::id(),
-            host: gethostname::gethostname().to_string_lossy().into_owned(),
-            since: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
-            until: unix_now() + self.config.lease.as_secs().max(1),
-            token: token.clone(),
-        };
+        let token = format!("{}-{}", std::process::id(), ulid::Ulid::new());
+        let lease = self.new_lease(&token);
         let value = serde_json::to_vec(&lease).map_err(|e| self.failed("write a lease", e))?;
         for _ in 0..3 {
             let leases = self.leases.clone();
@@ -554,11 +541,8 @@ impl JetStreamJournals {
             return Ok(lease);
         }
         let value = Lease {
-            pid: std::process::id(),
-            host: gethostname::gethostname().to_string_lossy().into_owned(),
             since: lease.since.clone(),
-            until: unix_now() + self.config.lease.as_secs().max(1),
-            token: lease.token.clone(),
+            ..self.new_lease(&lease.token)
         };
         let value = serde_json::to_vec(&value).map_err(|e| self.failed("write a lease", e))?;
         let leases = self.leases.clone();
@@ -879,7 +863,7 @@ impl RemoteJournals for JetStreamJournals {
 
 impl JetStreamJournals {
     fn pool_share_once(&self) -> Result<Option<String>, RemoteJournalError> {
-        let key = format!("{POOL_SHARE}{}", ulid_like());
+        let key = format!("{POOL_SHARE}{}", ulid::Ulid::new());
         let lease = self.new_lease(&key);
         self.kv_put(&key, &lease, None)?;
         // Taken, then checked: a prune that took its lease first is seen.
@@ -1035,13 +1019,6 @@ fn record_seq(line: &[u8]) -> Option<u64> {
         seq: u64,
     }
     serde_json::from_slice::<Seq>(line).ok().map(|s| s.seq)
-}
-
-fn ulid_like() -> String {
-    let n = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!("{n:x}")
 }
 
 /// Runs `fut` on `rt` and waits for it (from any thread, inside another
