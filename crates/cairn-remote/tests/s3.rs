@@ -8,7 +8,7 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
 
 use cairn_objects::{
@@ -19,95 +19,23 @@ use cairn_remote::{S3Config, S3Error, S3Objects};
 use cairn_store::Store;
 
 use cairn_testkit::nats::free_port;
-use cairn_testkit::s3::{http, KEY_ID, SECRET};
+use cairn_testkit::s3::{Moto, KEY_ID, SECRET};
 
 fn enabled(test: &str) -> bool {
-    if std::env::var("CAIRN_TEST_S3").as_deref() == Ok("1") {
-        return true;
-    }
-    eprintln!(
-        "{test}: skipped: set CAIRN_TEST_S3=1 and CAIRN_MOTO_SERVER to a moto_server \
-         (.ci/run installs crates/cairn-remote/python/requirements.txt and does)"
-    );
-    false
+    cairn_testkit::s3::enabled(test)
 }
 
-/// A moto server on a free loopback port; killed on drop.
-struct Moto {
-    child: Child,
-    port: u16,
-    log: tempfile::NamedTempFile,
+/// A client of `moto` with the test credentials.
+fn config(moto: &Moto) -> S3Config {
+    S3Config::new()
+        .endpoint(moto.endpoint())
+        .region("us-east-1")
+        .credentials(KEY_ID, SECRET)
+        .allow_http(true)
 }
 
-impl Moto {
-    fn start(env: &[(&str, &str)]) -> Moto {
-        let exe = std::env::var("CAIRN_MOTO_SERVER").expect(
-            "CAIRN_MOTO_SERVER: the moto_server of a venv with \
-             crates/cairn-remote/python/requirements.txt",
-        );
-        let port = free_port();
-        let log = tempfile::NamedTempFile::new().unwrap();
-        let child = Command::new(&exe)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log.reopen().unwrap())
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {exe}: {e}"));
-        let mut moto = Moto { child, port, log };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if http(port, "GET", "/").is_ok() {
-                return moto;
-            }
-            if let Some(status) = moto.child.try_wait().unwrap() {
-                panic!(
-                    "moto_server exited ({status}) before answering:\n{}",
-                    moto.log()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "moto_server did not answer on port {port} within 60 s:\n{}",
-                moto.log()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.log.path()).unwrap_or_default()
-    }
-
-    fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    /// `object_store` cannot create buckets; moto takes a plain `PUT /BUCKET`.
-    fn create_bucket(&self, bucket: &str) {
-        let (status, reply) = http(self.port, "PUT", &format!("/{bucket}")).unwrap();
-        assert_eq!(status, 200, "creating bucket {bucket}: {reply}");
-    }
-
-    fn config(&self) -> S3Config {
-        S3Config::new()
-            .endpoint(self.endpoint())
-            .region("us-east-1")
-            .credentials(KEY_ID, SECRET)
-            .allow_http(true)
-    }
-
-    fn open(&self, url: &str) -> S3Objects {
-        self.config().open(url).unwrap()
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn open(moto: &Moto, url: &str) -> S3Objects {
+    config(moto).open(url).unwrap()
 }
 
 fn noise(n: usize, seed: u64) -> Vec<u8> {
@@ -179,9 +107,9 @@ fn a_pool_round_trips_through_s3_and_repeating_moves_nothing() {
     if !enabled("a_pool_round_trips_through_s3_and_repeating_moves_nothing") {
         return;
     }
-    let moto = Moto::start(&[]);
+    let moto = Moto::start();
     moto.create_bucket("pool");
-    let s3 = moto.open("s3://pool/team/cairn");
+    let s3 = open(&moto, "s3://pool/team/cairn");
     s3.check().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let (a, _lock, named, all) = filled_pool(dir.path());
@@ -244,9 +172,9 @@ fn puts_are_create_only_and_moto_answers_412() {
     if !enabled("puts_are_create_only_and_moto_answers_412") {
         return;
     }
-    let moto = Moto::start(&[]);
+    let moto = Moto::start();
     moto.create_bucket("once");
-    let s3 = moto.open("s3://once");
+    let s3 = open(&moto, "s3://once");
     let h = ObjectHash::of(b"a name");
     assert_eq!(s3.put_create(&h, b"first").unwrap(), PutOutcome::Created);
     assert_eq!(
@@ -296,9 +224,9 @@ fn a_damaged_object_in_the_bucket_is_refused_and_nothing_is_imported() {
     if !enabled("a_damaged_object_in_the_bucket_is_refused_and_nothing_is_imported") {
         return;
     }
-    let moto = Moto::start(&[]);
+    let moto = Moto::start();
     moto.create_bucket("damaged");
-    let s3 = moto.open("s3://damaged/p");
+    let s3 = open(&moto, "s3://damaged/p");
     let dir = tempfile::tempdir().unwrap();
     let (a, _lock, named, _) = filled_pool(dir.path());
     // Put straight into the bucket under a valid name: another object's
@@ -326,7 +254,7 @@ fn a_damaged_object_in_the_bucket_is_refused_and_nothing_is_imported() {
     let (c, lock) = pool_at(&dir.path().join("c"));
     let big = named[3];
     let chunk = a.chunk_list(&big).unwrap().unwrap()[4].hash;
-    let s3b = moto.open("s3://damaged/q");
+    let s3b = open(&moto, "s3://damaged/q");
     let mut flipped = a.stored_bytes(&chunk).unwrap();
     let at = flipped.len() / 2;
     flipped[at] ^= 0x20;
@@ -386,8 +314,8 @@ fn a_missing_bucket_is_named() {
     if !enabled("a_missing_bucket_is_named") {
         return;
     }
-    let moto = Moto::start(&[]);
-    let s3 = moto.open("s3://no-such-bucket/p");
+    let moto = Moto::start();
+    let s3 = open(&moto, "s3://no-such-bucket/p");
     let e = s3.check().unwrap_err();
     assert!(
         matches!(&e, S3Error::NoSuchBucket { bucket, .. } if bucket == "no-such-bucket"),
@@ -417,8 +345,8 @@ fn refused_credentials_are_named_and_never_shown() {
         return;
     }
     // Moto checks signatures against its IAM users from the first request.
-    let moto = Moto::start(&[("INITIAL_NO_AUTH_ACTION_COUNT", "0")]);
-    let s3 = moto.open("s3://guarded/p");
+    let moto = Moto::start_with(&[("INITIAL_NO_AUTH_ACTION_COUNT", "0")]);
+    let s3 = open(&moto, "s3://guarded/p");
     let e = s3.check().unwrap_err();
     assert!(
         matches!(&e, S3Error::Denied { code, bucket, .. } if code == "InvalidAccessKeyId" && bucket == "guarded"),
@@ -459,7 +387,7 @@ fn opens_from_the_aws_environment() {
     if !enabled("opens_from_the_aws_environment") {
         return;
     }
-    let moto = Moto::start(&[]);
+    let moto = Moto::start();
     moto.create_bucket("env");
     let out = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "opens_from_the_aws_environment", "--nocapture"])

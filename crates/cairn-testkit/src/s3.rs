@@ -42,12 +42,19 @@ pub struct Moto {
 impl Moto {
     /// Starts one and waits until it answers.
     pub fn start() -> Moto {
+        Moto::start_with(&[])
+    }
+
+    /// [`Moto::start`] with `env` set for the server (moto's own settings,
+    /// e.g. `INITIAL_NO_AUTH_ACTION_COUNT`).
+    pub fn start_with(env: &[(&str, &str)]) -> Moto {
         let exe = std::env::var("CAIRN_MOTO_SERVER").unwrap_or_else(|_| "moto_server".into());
         let port = free_port();
         let log = tempfile::NamedTempFile::new().unwrap_or_else(|e| panic!("log: {e}"));
         let err = log.reopen().unwrap_or_else(|e| panic!("log: {e}"));
         let child = Command::new(&exe)
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(err)
