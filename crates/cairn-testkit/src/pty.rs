@@ -111,6 +111,10 @@ struct Shared {
 struct State {
     parser: vt100::Parser,
     queries: QueryScanner,
+    /// The screen as it was when a synchronized update (DEC mode 2026) began:
+    /// what waiters see until the update ends, so that no one reads a frame
+    /// half drawn.
+    before_frame: Option<vt100::Screen>,
     /// Every read of the master: when it returned and how many bytes.
     reads: Vec<(Instant, usize)>,
     bytes: u64,
@@ -129,18 +133,32 @@ impl State {
         let mut answers = Vec::new();
         let mut start = 0;
         for (i, &b) in bytes.iter().enumerate() {
-            if let Some(query) = self.queries.push(b) {
-                self.parser.process(&bytes[start..=i]);
-                start = i + 1;
-                query.answer(self.parser.screen(), &mut answers);
+            let Some(control) = self.queries.push(b) else {
+                continue;
+            };
+            self.parser.process(&bytes[start..=i]);
+            start = i + 1;
+            match control {
+                Control::Query(query) => query.answer(self.parser.screen(), &mut answers),
+                Control::FrameBegins => {
+                    if self.before_frame.is_none() {
+                        self.before_frame = Some(self.parser.screen().clone());
+                    }
+                }
+                Control::FrameEnds => self.before_frame = None,
             }
         }
         self.parser.process(&bytes[start..]);
         answers
     }
 
+    /// The screen as a reader sees it: a frame being drawn is not shown
+    /// until it is whole, unless the program is gone (no end will come).
     fn screen(&self) -> String {
-        screen_text(self.parser.screen())
+        match &self.before_frame {
+            Some(before) if self.exit.is_none() && self.closed.is_none() => screen_text(before),
+            _ => screen_text(self.parser.screen()),
+        }
     }
 
     /// When output last came, or the program exited, whichever is later.
@@ -560,6 +578,7 @@ fn attach(
         state: Mutex::new(State {
             parser: vt100::Parser::new(rows, cols, 0),
             queries: QueryScanner::default(),
+            before_frame: None,
             reads: Vec::new(),
             bytes: 0,
             closed: None,
@@ -683,8 +702,19 @@ impl Query {
     }
 }
 
-/// Finds the queries in the output stream, byte by byte (a query may be
-/// split between two reads).
+/// What the scanner picks out of the output stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Control {
+    /// A query to answer.
+    Query(Query),
+    /// `CSI ? 2026 h`: a synchronized update (a frame) begins.
+    FrameBegins,
+    /// `CSI ? 2026 l`: the frame is complete.
+    FrameEnds,
+}
+
+/// Finds the queries and the synchronized-update marks in the output stream,
+/// byte by byte (a sequence may be split between two reads).
 #[derive(Debug, Default)]
 struct QueryScanner {
     state: ScanState,
@@ -705,7 +735,7 @@ enum ScanState {
 impl QueryScanner {
     const MAX_PARAMS: usize = 8;
 
-    fn push(&mut self, b: u8) -> Option<Query> {
+    fn push(&mut self, b: u8) -> Option<Control> {
         match (self.state, b) {
             (_, 0x1b) => self.state = ScanState::Escape,
             (ScanState::Ground, _) => {}
@@ -728,9 +758,11 @@ impl QueryScanner {
                     return None;
                 }
                 return match (self.params.as_slice(), b) {
-                    (b"6", b'n') => Some(Query::CursorPosition),
-                    (b"5", b'n') => Some(Query::Status),
-                    (b"" | b"0", b'c') => Some(Query::PrimaryAttributes),
+                    (b"6", b'n') => Some(Control::Query(Query::CursorPosition)),
+                    (b"5", b'n') => Some(Control::Query(Query::Status)),
+                    (b"" | b"0", b'c') => Some(Control::Query(Query::PrimaryAttributes)),
+                    (b"?2026", b'h') => Some(Control::FrameBegins),
+                    (b"?2026", b'l') => Some(Control::FrameEnds),
                     _ => None,
                 };
             }
@@ -751,7 +783,25 @@ mod tests {
 
     fn scan(bytes: &[u8]) -> Vec<Query> {
         let mut s = QueryScanner::default();
-        bytes.iter().filter_map(|&b| s.push(b)).collect()
+        bytes
+            .iter()
+            .filter_map(|&b| match s.push(b) {
+                Some(Control::Query(q)) => Some(q),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn state() -> State {
+        State {
+            parser: vt100::Parser::new(24, 80, 0),
+            queries: QueryScanner::default(),
+            before_frame: None,
+            reads: Vec::new(),
+            bytes: 0,
+            closed: None,
+            exit: None,
+        }
     }
 
     #[test]
@@ -780,17 +830,33 @@ mod tests {
 
     #[test]
     fn a_query_split_between_reads_is_answered_at_its_place() {
-        let mut st = State {
-            parser: vt100::Parser::new(24, 80, 0),
-            queries: QueryScanner::default(),
-            reads: Vec::new(),
-            bytes: 0,
-            closed: None,
-            exit: None,
-        };
+        let mut st = state();
         assert!(st.feed(b"\x1b[3;7H\x1b[").is_empty());
         // The cursor moves after the query: the answer is where it stood.
         assert_eq!(st.feed(b"6n\x1b[10;1Hx\x1b[6n"), b"\x1b[3;7R\x1b[10;2R");
         assert_eq!(st.screen().lines().nth(9), Some("x"));
+    }
+
+    #[test]
+    fn a_frame_being_drawn_is_seen_only_when_whole() {
+        let mut st = state();
+        st.feed(b"old top\r\nold bottom");
+        // The frame's mark split between reads, its body over several.
+        st.feed(b"\x1b[?20");
+        st.feed(b"26h\x1b[1;1Hnew top");
+        assert_eq!(st.screen().lines().next(), Some("old top"));
+        st.feed(b"\x1b[2;1Hnew bottom   ");
+        assert_eq!(st.screen().lines().nth(1), Some("old bottom"));
+        st.feed(b"\x1b[?2026l");
+        let screen = st.screen();
+        assert_eq!(
+            screen.lines().take(2).collect::<Vec<_>>(),
+            ["new top", "new bottom"]
+        );
+        // A program that dies mid-frame: what it drew is shown.
+        st.feed(b"\x1b[?2026h\x1b[1;1Hlast");
+        assert!(st.screen().starts_with("new top"));
+        st.closed = Some(Instant::now());
+        assert!(st.screen().starts_with("last"));
     }
 }

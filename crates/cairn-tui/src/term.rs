@@ -9,16 +9,19 @@
 //!   work as Ctrl-C once does, then close; nothing is lost, the session is
 //!   resumable;
 //! - a frame that cannot be written (the terminal is gone) stops the
-//!   drawing, never the session.
+//!   drawing, never the session;
+//! - each frame is one synchronized update (DEC mode 2026): a terminal that
+//!   knows the mode shows it whole, never half drawn.
 
 use std::io::Write;
 use std::sync::mpsc;
 
 use crossterm::event::{DisableBracketedPaste, EnableBracketedPaste};
 use crossterm::terminal::{
-    disable_raw_mode, enable_raw_mode, EnterAlternateScreen, LeaveAlternateScreen,
+    disable_raw_mode, enable_raw_mode, BeginSynchronizedUpdate, EndSynchronizedUpdate,
+    EnterAlternateScreen, LeaveAlternateScreen,
 };
-use crossterm::ExecutableCommand;
+use crossterm::{ExecutableCommand, QueueableCommand};
 use ratatui::backend::CrosstermBackend;
 use ratatui::Terminal;
 
@@ -43,11 +46,28 @@ pub struct Options {
 
 fn restore_terminal() {
     let mut out = std::io::stdout();
+    // A panic mid-frame leaves an update open.
+    let _ = out.execute(EndSynchronizedUpdate);
     let _ = out.execute(DisableBracketedPaste);
     let _ = out.execute(LeaveAlternateScreen);
     let _ = out.execute(crossterm::cursor::Show);
     let _ = disable_raw_mode();
     let _ = out.flush();
+}
+
+/// Draws one frame as one synchronized update.
+fn frame(
+    terminal: &mut Terminal<CrosstermBackend<std::io::Stdout>>,
+    app: &App,
+) -> std::io::Result<()> {
+    terminal.backend_mut().queue(BeginSynchronizedUpdate)?;
+    let drawn = terminal.draw(|f| crate::view::draw(f, app)).map(drop);
+    // Ended even when the frame failed: the terminal must not wait on it.
+    let ended = terminal
+        .backend_mut()
+        .execute(EndSynchronizedUpdate)
+        .map(drop);
+    drawn.and(ended)
 }
 
 /// Runs the TUI until the user quits; returns the session it ended on.
@@ -125,7 +145,7 @@ pub fn run(opener: Box<dyn Opener>, options: Options) -> Result<Option<String>, 
     }
     let backend = CrosstermBackend::new(std::io::stdout());
     let mut terminal = Terminal::new(backend).map_err(TuiError::Terminal)?;
-    let mut drawing = terminal.draw(|f| crate::view::draw(f, &app)).is_ok();
+    let mut drawing = frame(&mut terminal, &app).is_ok();
     let mut closed = false;
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
@@ -155,7 +175,7 @@ pub fn run(opener: Box<dyn Opener>, options: Options) -> Result<Option<String>, 
         if closed {
             break;
         }
-        if drawing && terminal.draw(|f| crate::view::draw(f, &app)).is_err() {
+        if drawing && frame(&mut terminal, &app).is_err() {
             drawing = false;
         }
     }
