@@ -283,6 +283,36 @@ async fn a_session_written_by_another_process_streams_and_a_reconnect_misses_not
     assert_eq!(body["error"]["code"], "cursor_ahead");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_cursor_a_client_starts_at_the_head_and_cursor_0_replays_every_frame() {
+    let s = start(None).await;
+    let (id, mut w) = session(&s, &["before"]);
+    let c = reqwest::Client::new();
+    let url = format!("{}/v1/sessions/{id}/events", s.base);
+    let steady = c.get(&url).send().await.unwrap();
+    for i in 0..3 {
+        w.append(&user(&format!("early {i}"))).unwrap();
+    }
+    // Once the steady client has them, frames 1..=3 are published.
+    let (got, _) = read_records(steady, 3).await;
+    assert_eq!(got.last().unwrap().0, Some(3));
+
+    // From now: the frames already published are not sent again; the
+    // watermark says which records to fetch with `GET …/records` instead.
+    let now = c.get(&url).send().await.unwrap();
+    let zero = c.get(format!("{url}?resume_from=0")).send().await.unwrap();
+    w.append(&user("late")).unwrap();
+    let (got, watermark) = read_records(now, 1).await;
+    assert_eq!(watermark, Some(5), "meta, before and three early records");
+    assert_eq!(got[0].0, Some(4), "only the frame published after it");
+    assert_eq!(got[0].1["record"]["text"], "late");
+
+    // After live seq 0: every frame, from the first.
+    let (got, _) = read_records(zero, 4).await;
+    let ids: Vec<Option<u64>> = got.iter().map(|(i, _)| *i).collect();
+    assert_eq!(ids, [Some(1), Some(2), Some(3), Some(4)]);
+}
+
 /// What a client keeps of a record event: its live seq, journal seq and
 /// record.
 fn kept(events: Vec<(Option<u64>, serde_json::Value)>) -> Vec<(u64, u64, serde_json::Value)> {
@@ -323,16 +353,21 @@ async fn a_client_dropped_at_random_during_a_run_gets_what_a_connected_one_got()
     });
 
     // A client that drops after a random number of records, sometimes
-    // waits, and reconnects with the last id it saw.
+    // waits, and reconnects with the last id it saw. Its first connection
+    // asks for the frames after live seq 0, where the steady client
+    // subscribed: without a cursor it would start at whatever head the
+    // writer had already reached (the stream's "from now").
     let mut rng = rand::rngs::StdRng::seed_from_u64(11);
     let mut dropping: Vec<(u64, u64, serde_json::Value)> = Vec::new();
     let mut reconnects = 0;
     while dropping.len() < RECORDS {
-        let mut req = c.get(&url);
-        if let Some((last, _, _)) = dropping.last() {
-            req = req.header("last-event-id", last.to_string());
-        }
-        let resp = req.send().await.unwrap();
+        let last = dropping.last().map_or(0, |(last, _, _)| *last);
+        let resp = c
+            .get(&url)
+            .header("last-event-id", last.to_string())
+            .send()
+            .await
+            .unwrap();
         assert_eq!(resp.status().as_u16(), 200);
         let want = rng.random_range(1..120).min(RECORDS - dropping.len());
         let (got, _) = read_records(resp, want).await;
@@ -342,7 +377,8 @@ async fn a_client_dropped_at_random_during_a_run_gets_what_a_connected_one_got()
             tokio::time::sleep(Duration::from_millis(rng.random_range(0..30))).await;
         }
     }
-    let (got, _) = read_records(steady, RECORDS).await;
+    let (got, watermark) = read_records(steady, RECORDS).await;
+    assert_eq!(watermark, Some(2), "the steady client subscribed at head 0");
     let connected = kept(got);
     writer.join().unwrap();
 
