@@ -453,6 +453,7 @@ impl Agent {
             changed: changed.clone(),
             snapshot: Some(taken.snapshot.to_string()),
             unknown: unknown.clone(),
+            machine: None,
         }))?;
         if let Some(why) = unknown {
             ev.notice(&format!(

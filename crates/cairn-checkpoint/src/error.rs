@@ -107,6 +107,14 @@ pub enum CheckpointError {
         /// The file.
         path: PathBuf,
     },
+    /// The checkpoint names no such saved directory.
+    #[error("checkpoint {id} saved no directory {path}: `cairn checkpoint show {id}` lists what it saved")]
+    NoSuchPath {
+        /// The checkpoint.
+        id: String,
+        /// The path asked for.
+        path: String,
+    },
     /// The checkpoint holds no workspace snapshot to materialise.
     #[error("checkpoint {id} holds no workspace snapshot, so there is nothing to materialise")]
     NoWorkspace {
@@ -317,6 +325,7 @@ impl CheckpointError {
             | CheckpointError::PathMissing { .. }
             | CheckpointError::NotUtf8 { .. }
             | CheckpointError::NoWorkspace { .. }
+            | CheckpointError::NoSuchPath { .. }
             | CheckpointError::DirNotEmpty { .. }
             | CheckpointError::NotADirectory { .. } => true,
             CheckpointError::Workspace(e) => e.is_usage(),

@@ -145,7 +145,7 @@ pub use manifest::{
     Checkpoint, CheckpointKind, CheckpointSummary, FileEntry, PathKind, SavedPath, SkippedEntry,
     WorkspacePart, CHECKPOINT_VERSION,
 };
-pub use materialize::{materialize, MaterializeReport};
+pub use materialize::{materialize, materialize_path, MaterializeReport, PathReport};
 pub use prune_source::CheckpointManifests;
 pub use query::{list, list_all, naming_run, show, stats, Stats};
 pub use restore::{restore, RestoreJournal, RestoreReport};

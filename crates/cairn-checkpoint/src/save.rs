@@ -289,7 +289,11 @@ fn resolve(store: &Store, given: &Path) -> Result<Target, CheckpointError> {
             "it is neither a regular file nor a directory",
         )));
     }
-    if abs.starts_with(store_root(store)) {
+    // A VM session's staged machine state lives in `<store>/machines`: the
+    // store's working state, not its record, so it may be saved.
+    let machines = std::fs::canonicalize(store.machines_dir()).ok();
+    let staged_machine = machines.is_some_and(|m| abs.starts_with(m));
+    if abs.starts_with(store_root(store)) && !staged_machine {
         return Err(missing(std::io::Error::other(
             "it is inside the cairn store",
         )));

@@ -144,6 +144,7 @@ fn bodies() -> Vec<RecordBody> {
             changed: vec!["a.txt".into()],
             snapshot: Some("01JFUZZSNAP000000000000001".into()),
             unknown: None,
+            machine: None,
         }),
         RecordBody::Override(Override {
             forced: vec![ForcedField {

@@ -242,6 +242,7 @@ impl RunState {
             RecordBody::Reconcile(_)
             | RecordBody::Checkpoint(_)
             | RecordBody::Versioning(_)
+            | RecordBody::Machine(_)
             | RecordBody::ModelCall(_) => {}
         }
     }

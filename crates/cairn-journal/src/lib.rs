@@ -73,9 +73,10 @@ pub use reader::{
 };
 pub use record::{
     now_rfc3339, Assistant, Budgets, CheckpointRef, Cost, CostState, Delivered, Fingerprint,
-    ForcedField, ForkPin, Meta, ModelCall, Outcome, Override, Reasoning, Reconcile, Record,
-    RecordBody, Routing, Snapshot, Terminal, TerminalReason, Thinking, ToolCall, ToolResult,
-    ToolStart, Totals, Usage, User, Versioning, VersioningState, SCHEMA_VERSION,
+    ForcedField, ForkPin, Machine, MachineEvent, Meta, ModelCall, Outcome, Override, Reasoning,
+    Reconcile, Record, RecordBody, Rollback, Routing, Snapshot, Terminal, TerminalReason, Thinking,
+    ToolCall, ToolResult, ToolStart, Totals, Usage, User, Versioning, VersioningState,
+    SCHEMA_VERSION,
 };
 pub use remote::{RemoteAppended, RemoteJournalError, RemoteJournals};
 pub use writer::{Appended, JournalIo, JournalWriter, PREALLOCATE_STEP};

@@ -18,8 +18,10 @@ use crate::chain::ChainHash;
 /// Version log: 1 — the kinds of DESIGN §2; 2 — `versioning`, `model_call`, a
 /// `reconcile` whose change list is unknown, and an `assistant` carrying
 /// `thinking` or `reasoning` (which a resume must send back); 3 — a
-/// `tool_result` whose outcome is `refused` (a person declined the call).
-pub const SCHEMA_VERSION: u32 = 3;
+/// `tool_result` whose outcome is `refused` (a person declined the call); 4 —
+/// `machine` (a VM session's guest started, restored, stopped or died) and a
+/// `reconcile` naming what a machine restore rolled back (DESIGN §13).
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// One record as read back: header plus body.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -64,6 +66,8 @@ pub enum RecordBody {
     Versioning(Versioning),
     /// A model call made through the gateway (DESIGN §7).
     ModelCall(ModelCall),
+    /// What happened to a VM session's guest (DESIGN §13). Schema version 4.
+    Machine(Machine),
     /// The end of a stretch of work.
     Terminal(Terminal),
 }
@@ -82,6 +86,7 @@ impl RecordBody {
                 | RecordBody::Reconcile(_)
                 | RecordBody::Checkpoint(_)
                 | RecordBody::Versioning(_)
+                | RecordBody::Machine(_)
         )
     }
 
@@ -89,6 +94,8 @@ impl RecordBody {
     /// say what it says (see [`SCHEMA_VERSION`]).
     pub fn version(&self) -> u32 {
         match self {
+            RecordBody::Machine(_) => 4,
+            RecordBody::Reconcile(r) if r.machine.is_some() => 4,
             RecordBody::Versioning(_) | RecordBody::ModelCall(_) => 2,
             RecordBody::Reconcile(r) if r.unknown.is_some() => 2,
             RecordBody::Assistant(a) if !a.thinking.is_empty() || a.reasoning.is_some() => 2,
@@ -113,6 +120,7 @@ impl RecordBody {
             RecordBody::Override(_) => "override",
             RecordBody::Versioning(_) => "versioning",
             RecordBody::ModelCall(_) => "model_call",
+            RecordBody::Machine(_) => "machine",
             RecordBody::Terminal(_) => "terminal",
         }
     }
@@ -542,6 +550,62 @@ pub struct Reconcile {
     /// `changed` is empty and means nothing. Schema version 2.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unknown: Option<String>,
+    /// A VM session's guest restored from a checkpoint: what the host saw
+    /// after the checkpoint that the restored guest has not. Schema version 4.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<Rollback>,
+}
+
+/// What a machine restore rolled back (DESIGN §13, the two ledgers): the
+/// host's record after the checkpoint, which the guest, woken at the
+/// checkpoint, does not remember.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rollback {
+    /// The checkpoint the guest was restored from.
+    pub checkpoint: String,
+    /// The journal seq the checkpoint was taken at.
+    pub at_seq: u64,
+    /// Model calls journaled after the checkpoint (their seqs): paid for
+    /// already, served again as replays when the guest retries them.
+    #[serde(default)]
+    pub model_calls: Vec<u64>,
+    /// How many lines the guest wrote on its console after the checkpoint.
+    #[serde(default)]
+    pub console_lines: u64,
+    /// The last of those lines (at most a few, each cut short): what the
+    /// guest was doing when its work was rolled back.
+    #[serde(default)]
+    pub console_tail: Vec<String>,
+}
+
+/// One event of a VM session's guest (DESIGN §13). Schema version 4.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Machine {
+    /// What happened.
+    pub event: MachineEvent,
+    /// The checkpoint restored from (`restored`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<String>,
+    /// The qemu process (`started`, `restored`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// More, for a person: the accelerator, why it died.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// What happened to a guest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MachineEvent {
+    /// Booted.
+    Started,
+    /// Started from a checkpoint.
+    Restored,
+    /// Stopped by `cairn vm stop`.
+    Stopped,
+    /// Found gone without a stop.
+    Died,
 }
 
 /// Workspace versioning of a stretch of work stopped: from here on its
@@ -694,6 +758,7 @@ impl Record {
             "override" => RecordBody::Override(parse(line)?),
             "versioning" => RecordBody::Versioning(parse(line)?),
             "model_call" => RecordBody::ModelCall(parse(line)?),
+            "machine" => RecordBody::Machine(parse(line)?),
             "terminal" => RecordBody::Terminal(parse(line)?),
             other => {
                 return Err(serde::de::Error::custom(format!(

@@ -276,11 +276,13 @@ fn each_record_is_written_with_the_oldest_version_that_can_say_it() {
         changed: vec!["a".into()],
         snapshot: None,
         unknown: None,
+        machine: None,
     });
     let unknown = RecordBody::Reconcile(Reconcile {
         changed: vec![],
         snapshot: None,
         unknown: Some("the manifest did not read".into()),
+        machine: None,
     });
     let off = RecordBody::Versioning(Versioning {
         state: VersioningState::Off,

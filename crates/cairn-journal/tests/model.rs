@@ -146,6 +146,7 @@ fn body_of(b: &Body, last_calls: &mut Vec<String>, totals: &Totals) -> RecordBod
                 changed: vec!["a.txt".into()],
                 snapshot: None,
                 unknown: None,
+                machine: None,
             }),
             _ => RecordBody::Checkpoint(CheckpointRef {
                 checkpoint: "c".into(),

@@ -121,6 +121,7 @@ impl Node {
                 changed: changed.clone().unwrap_or_default(),
                 snapshot: Some(r.snapshot.to_string()),
                 unknown: changed.clone().err(),
+                machine: None,
             }))?;
             resume = Some(changed);
         }

@@ -121,6 +121,18 @@ impl Store {
         self.root.join("checkpoints")
     }
 
+    /// `<store>/machines`: one directory per VM session (DESIGN §13), its
+    /// guest's disks, sockets and console. Working state, never the record:
+    /// a machine's checkpoints live in the pool like any other.
+    pub fn machines_dir(&self) -> PathBuf {
+        self.root.join("machines")
+    }
+
+    /// `<store>/machines/<run>`.
+    pub fn machine_dir(&self, run: &RunId) -> PathBuf {
+        self.machines_dir().join(run.as_str())
+    }
+
     /// `<store>/gateway`.
     pub fn gateway_dir(&self) -> PathBuf {
         self.root.join("gateway")

@@ -94,6 +94,63 @@ pub enum Command {
     Push(PushArgs),
     /// Copy a session, with its ancestors and objects, from another store (a directory)
     Pull(PullArgs),
+    /// Whole-machine sessions: a qemu guest whose memory and disk checkpoint as one
+    #[command(subcommand)]
+    Vm(VmCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum VmCommand {
+    /// Start a guest as a new session (the default guest: Debian's cloud kernel and busybox)
+    #[command(
+        override_usage = "cairn vm start [--name N] [--memory SIZE] [--disk IMAGE] [--kernel K --initrd I] [-- COMMAND]"
+    )]
+    Start(VmStartArgs),
+    /// List the VM sessions and whether their guests run
+    Ls(VmLsArgs),
+    /// Stop a session's guest (its checkpoints stay; `cairn checkpoint restore` starts it again)
+    Stop(SessionJsonArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct VmStartArgs {
+    /// The session's name
+    #[arg(long)]
+    pub name: Option<String>,
+    /// The guest's memory: MiB, or with a unit (512M, 1G)
+    #[arg(long, value_name = "SIZE", default_value = "256M")]
+    pub memory: String,
+    /// A disk image to copy in as the guest's disk (/dev/vda; raw, qcow2…)
+    /// [default: a new, empty ext4 disk of --disk-size]
+    #[arg(long, value_name = "IMAGE")]
+    pub disk: Option<PathBuf>,
+    /// The size of a new disk
+    #[arg(
+        long,
+        value_name = "SIZE",
+        default_value = "1G",
+        conflicts_with = "disk"
+    )]
+    pub disk_size: String,
+    /// Your own kernel (with --initrd) instead of the default guest
+    #[arg(long, value_name = "K", requires = "initrd")]
+    pub kernel: Option<PathBuf>,
+    /// Your own initrd (with --kernel)
+    #[arg(long, value_name = "I", requires = "kernel")]
+    pub initrd: Option<PathBuf>,
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+    /// What the default guest runs, in its disk (/mnt), by its shell
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct VmLsArgs {
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -90,6 +90,16 @@ pub fn classify(err: &anyhow::Error) -> Code {
         if let Some(o) = cause.downcast_ref::<cairn_objects::ObjectError>() {
             return flags(o.is_integrity(), o.is_refusal(), false);
         }
+        if let Some(v) = cause.downcast_ref::<cairn_vm::VmError>() {
+            return match v {
+                cairn_vm::VmError::Session(s) => session_code(s),
+                cairn_vm::VmError::Journal(j) => journal_code(j),
+                cairn_vm::VmError::Checkpoint(c) => {
+                    flags(c.is_integrity(), c.is_refusal(), c.is_usage())
+                }
+                v => flags(v.is_integrity(), v.is_refusal(), v.is_usage()),
+            };
+        }
         if cause.downcast_ref::<cairn_store::RunIdError>().is_some() {
             return Code::Usage;
         }

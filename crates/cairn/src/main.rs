@@ -96,6 +96,7 @@ fn run(cli: Cli) -> anyhow::Result<Code> {
         Command::Serve(a) => cmd::serve::run(&ctx, a),
         Command::Push(a) => cmd::transfer::push(&ctx, &a),
         Command::Pull(a) => cmd::transfer::pull(&ctx, &a),
+        Command::Vm(c) => cmd::vm::run(&ctx, c),
     };
     if let Some(shared) = &ctx.shared {
         shared.close();

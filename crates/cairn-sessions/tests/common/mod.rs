@@ -59,6 +59,7 @@ pub fn reconcile() -> RecordBody {
         changed: vec!["a.txt".into()],
         snapshot: None,
         unknown: None,
+        machine: None,
     })
 }
 

@@ -51,6 +51,15 @@ struct SaveOut {
 
 fn save(ctx: &Context, a: &CheckpointSaveArgs) -> anyhow::Result<Code> {
     let id = ctx.existing_run(&a.id)?;
+    if crate::cmd::vm::is_machine(&ctx.store, &id) {
+        if !a.paths.is_empty() {
+            return Err(coded(
+                Code::Usage,
+                format!("session {id} is a VM session: its checkpoint saves the whole machine, and takes no --path"),
+            ));
+        }
+        return crate::cmd::vm::save(ctx, &id, a.json);
+    }
     let store = Store::open(ctx.store.root())?;
     let mut session = cairn_sessions::Session::open(&store, &id)?;
     let root = session.state().workspace.clone();
@@ -162,6 +171,9 @@ fn restore(ctx: &Context, a: &CheckpointIdArgs) -> anyhow::Result<Code> {
     let store = Store::open(ctx.store.root())?;
     let cp = cairn_checkpoint::show(&store, &cpid)?;
     let run = cp.run_id()?;
+    if crate::cmd::vm::is_machine(&store, &run) {
+        return crate::cmd::vm::restore(ctx, &cpid, a.json);
+    }
     let mut session = cairn_sessions::Session::open(&store, &run)?;
     let root = session.state().workspace.clone();
     let ws = tracker(&store, &run, Path::new(&root))?;

@@ -66,6 +66,15 @@ fn from_checkpoint(
     at: &str,
 ) -> anyhow::Result<Code> {
     let cpid = crate::cmd::checkpoint::parse_id(at)?;
+    if crate::cmd::vm::is_machine(&ctx.store, parent) {
+        if args.workspace.is_some() {
+            return Err(coded(
+                Code::Usage,
+                format!("session {parent} is a VM session: its fork gets its own copy of the guest's disk, and takes no --workspace"),
+            ));
+        }
+        return crate::cmd::vm::fork(ctx, parent, &cpid, args.json);
+    }
     let Some(dir) = &args.workspace else {
         return Err(coded(
             Code::Usage,

@@ -14,6 +14,7 @@ pub mod shared;
 pub mod transfer;
 pub mod tui;
 pub mod verify;
+pub mod vm;
 pub mod workspace;
 
 use std::path::{Path, PathBuf};

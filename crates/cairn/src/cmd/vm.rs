@@ -1,0 +1,164 @@
+//! `cairn vm start|ls|stop` (DESIGN §13); VM checkpoints go through
+//! `cairn checkpoint save|restore` and `cairn fork --at CP`, which call
+//! [`save`], [`restore`] and [`fork`] here for a VM session.
+
+use cairn_checkpoint::CheckpointId;
+use cairn_store::{RunId, Store};
+
+use crate::cli::{SessionJsonArgs, VmCommand, VmLsArgs, VmStartArgs};
+use crate::cmd::progress::Bars;
+use crate::cmd::Context;
+use crate::exit::Code;
+use crate::output;
+
+pub fn run(ctx: &Context, c: VmCommand) -> anyhow::Result<Code> {
+    match c {
+        VmCommand::Start(a) => start(ctx, &a),
+        VmCommand::Ls(a) => ls(ctx, &a),
+        VmCommand::Stop(a) => stop(ctx, &a),
+    }
+}
+
+fn start(ctx: &Context, a: &VmStartArgs) -> anyhow::Result<Code> {
+    let command = (!a.command.is_empty()).then(|| a.command.join(" "));
+    let opts = cairn_vm::StartOptions {
+        name: a.name.clone(),
+        memory: Some(cairn_vm::parse_size(&a.memory)?),
+        disk: a.disk.as_ref().map(|d| ctx.cwd.join(d)),
+        disk_size: Some(cairn_vm::parse_size(&a.disk_size)?),
+        kernel: match (&a.kernel, &a.initrd) {
+            (Some(k), Some(i)) => Some((ctx.cwd.join(k), ctx.cwd.join(i))),
+            _ => None,
+        },
+        command,
+        workspace: ctx.cwd.clone(),
+    };
+    let store = Store::open(ctx.store.root())?;
+    let started = cairn_vm::start(&store, &opts)?;
+    if a.json {
+        output::json(&started)?;
+    } else {
+        output::text(&format!(
+            "session {} runs its guest (qemu pid {}, {}); its console: {}\n\
+             `cairn checkpoint save {}` saves it whole, `cairn vm stop {}` stops it\n",
+            started.id,
+            started.pid,
+            started.accel.as_str(),
+            started.console.display(),
+            started.id,
+            started.id
+        ))?;
+    }
+    Ok(Code::Ok)
+}
+
+fn ls(ctx: &Context, a: &VmLsArgs) -> anyhow::Result<Code> {
+    let list = cairn_vm::list(&ctx.store)?;
+    if a.json {
+        output::json(&list)?;
+    } else if list.is_empty() {
+        output::text("no VM sessions in this store (`cairn vm start` starts one)\n")?;
+    } else {
+        let mut s = String::new();
+        for m in &list {
+            let what = m
+                .name
+                .clone()
+                .or_else(|| m.command.clone())
+                .unwrap_or_default();
+            s.push_str(&format!(
+                "{}  {:<8} {:>5} MiB  {}  {}\n",
+                m.id,
+                m.state,
+                m.memory_mib,
+                m.accel.as_str(),
+                what
+            ));
+        }
+        output::text(&s)?;
+    }
+    Ok(Code::Ok)
+}
+
+fn stop(ctx: &Context, a: &SessionJsonArgs) -> anyhow::Result<Code> {
+    let id = ctx.existing_run(&a.id)?;
+    let store = Store::open(ctx.store.root())?;
+    let stopped = cairn_vm::stop(&store, &id)?;
+    if a.json {
+        output::json(&stopped)?;
+    } else if stopped.was_running {
+        output::text(&format!("stopped the guest of session {id}\n"))?;
+    } else {
+        output::text(&format!("the guest of session {id} was not running\n"))?;
+    }
+    Ok(Code::Ok)
+}
+
+/// Whether `run` is a VM session (its checkpoints save the machine).
+pub fn is_machine(store: &Store, run: &RunId) -> bool {
+    cairn_vm::is_machine(store, run)
+}
+
+/// `cairn checkpoint save ID` of a VM session.
+pub fn save(ctx: &Context, id: &RunId, json: bool) -> anyhow::Result<Code> {
+    let store = Store::open(ctx.store.root())?;
+    let mut session = cairn_sessions::Session::open(&store, id)?;
+    let r = cairn_vm::save(&mut session, &Bars::new(json))?;
+    if json {
+        output::json(&r)?;
+    } else {
+        output::text(&format!(
+            "checkpoint {} of session {} at seq {}: the guest paused {:.3} s; {} logical bytes ({} of memory and device state), {} new bytes stored\n",
+            r.report.id,
+            r.report.run,
+            r.report.seq,
+            r.paused_secs,
+            r.report.logical_bytes,
+            r.memory_bytes,
+            r.report.stored_bytes
+        ))?;
+    }
+    Ok(Code::Ok)
+}
+
+/// `cairn checkpoint restore CP` of a VM session's checkpoint.
+pub fn restore(ctx: &Context, cp: &CheckpointId, json: bool) -> anyhow::Result<Code> {
+    let store = Store::open(ctx.store.root())?;
+    let r = cairn_vm::restore(&store, cp, &Bars::new(json))?;
+    report(&r, json, "restored")
+}
+
+/// `cairn fork ID --at CP` of a VM session.
+pub fn fork(ctx: &Context, parent: &RunId, cp: &CheckpointId, json: bool) -> anyhow::Result<Code> {
+    let store = Store::open(ctx.store.root())?;
+    let r = cairn_vm::fork(&store, parent, cp, &Bars::new(json))?;
+    report(&r, json, "forked")
+}
+
+fn report(r: &cairn_vm::RestoreReport, json: bool, what: &str) -> anyhow::Result<Code> {
+    if json {
+        output::json(r)?;
+        return Ok(Code::Ok);
+    }
+    let mut s = format!(
+        "{what} checkpoint {}: session {} runs its guest again (qemu pid {}, {:.1} s); its console: {}\n",
+        r.checkpoint,
+        r.id,
+        r.pid,
+        r.secs,
+        r.console.display()
+    );
+    if let Some(b) = &r.rolled_back {
+        s.push_str(&format!(
+            "rolled back: what the guest did after seq {}: {} console line(s), {} model call(s) (the gateway serves those again as replays)\n",
+            b.at_seq,
+            b.console_lines,
+            b.model_calls.len()
+        ));
+        for l in &b.console_tail {
+            s.push_str(&format!("  | {}\n", l));
+        }
+    }
+    output::text(&s)?;
+    Ok(Code::Ok)
+}
