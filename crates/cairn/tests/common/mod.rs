@@ -210,3 +210,10 @@ impl Drop for Served {
         }
     }
 }
+
+/// Whether `name` is a program on `PATH`.
+pub fn which(name: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
+        .unwrap_or(false)
+}

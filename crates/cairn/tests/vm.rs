@@ -1,0 +1,566 @@
+//! Whole-machine sessions (DESIGN §13), black-box: `cairn vm start|ls|stop`,
+//! and `cairn checkpoint save|restore|verify` and `cairn fork --at CP` of a
+//! VM session, against real qemu guests (Debian's cloud kernel and busybox,
+//! under TCG where KVM does not work).
+//!
+//! The guests boot only with CAIRN_TEST_VM=1 (.ci/run sets it after
+//! installing qemu-system-x86, qemu-utils, busybox-static and e2fsprogs and
+//! unpacking the kernel; CAIRN_VM_KERNEL names it, else target/vm-cache).
+//! Every guest a test starts is killed when the test ends, pass or fail.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use common::Scratch;
+use serde_json::Value;
+
+/// A counter on the guest's disk, synced before it is printed: the disk
+/// holds at least the last value printed.
+const COUNTER: &str =
+    "i=0; while :; do i=$((i+1)); echo $i > count; sync; echo \"count $i\"; sleep 0.2; done";
+
+fn enabled(test: &str) -> bool {
+    if std::env::var("CAIRN_TEST_VM").as_deref() == Ok("1") {
+        return true;
+    }
+    eprintln!("{test}: skipped: set CAIRN_TEST_VM=1 to boot qemu guests (.ci/run does)");
+    false
+}
+
+fn kernel_dir() -> PathBuf {
+    if let Some(k) = std::env::var_os("CAIRN_VM_KERNEL") {
+        return PathBuf::from(k);
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("CARGO_TARGET_TMPDIR is target/tmp")
+        .join("vm-cache/kernel");
+    assert!(
+        dir.join("vmlinuz").is_file(),
+        "CAIRN_TEST_VM=1 but there is no kernel in {} (run crates/cairn/tests/vm/fetch-kernel.sh {0})",
+        dir.display()
+    );
+    dir
+}
+
+/// A scratch store whose guests die with it.
+struct Lab {
+    s: Scratch,
+}
+
+impl Lab {
+    fn new() -> Lab {
+        Lab { s: Scratch::new() }
+    }
+
+    fn cmd(&self) -> Command {
+        let mut c = self.s.cmd();
+        c.env("CAIRN_VM_KERNEL", kernel_dir());
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd().args(args).output().unwrap()
+    }
+
+    /// Runs cairn, which must succeed; its JSON.
+    fn ok(&self, args: &[&str]) -> Value {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "cairn {args:?}: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        common::json(&out.stdout)
+    }
+
+    /// Starts a guest running `command`; its session id and console.
+    fn start(&self, command: &str) -> (String, PathBuf) {
+        let v = self.ok(&[
+            "vm",
+            "start",
+            "--memory",
+            "128M",
+            "--disk-size",
+            "64M",
+            "--json",
+            "--",
+            command,
+        ]);
+        (
+            v["id"].as_str().unwrap().to_string(),
+            PathBuf::from(v["console"].as_str().unwrap()),
+        )
+    }
+
+    fn machine_dir(&self, id: &str) -> PathBuf {
+        self.s.store.join("machines").join(id)
+    }
+
+    fn pid(&self, id: &str) -> i32 {
+        std::fs::read_to_string(self.machine_dir(id).join("qemu.pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    /// SIGKILLs the session's qemu and waits until it is gone.
+    fn kill_qemu(&self, id: &str) {
+        let pid = self.pid(id);
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+        common::wait_until(10, "qemu to die", || unsafe { libc::kill(pid, 0) } != 0);
+    }
+
+    fn state(&self, id: &str) -> String {
+        let v = self.ok(&["vm", "ls", "--json"]);
+        v.as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["id"] == id)
+            .map(|m| m["state"].as_str().unwrap().to_string())
+            .unwrap_or_default()
+    }
+
+    /// The file `name` on the stopped guest's disk (its newest layer).
+    fn disk_file(&self, id: &str, name: &str) -> String {
+        let dir = self.machine_dir(id);
+        let cfg: Value =
+            serde_json::from_slice(&std::fs::read(dir.join("machine.json")).unwrap()).unwrap();
+        let gen = dir.join(cfg["generation"].as_str().unwrap());
+        let mut tops: Vec<PathBuf> = std::fs::read_dir(&gen)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "qcow2"))
+            .collect();
+        tops.sort();
+        let top = tops
+            .pop()
+            .unwrap_or_else(|| gen.join(cfg["disk"].as_str().unwrap()));
+        let raw = self.s.dir.path().join(format!("{id}.raw"));
+        let st = Command::new("qemu-img")
+            .args(["convert", "-U", "-O", "raw"])
+            .arg(&top)
+            .arg(&raw)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let out = Command::new("debugfs")
+            .arg("-R")
+            .arg(format!("cat /{name}"))
+            .arg(&raw)
+            .output()
+            .expect("debugfs (e2fsprogs)");
+        let _ = std::fs::remove_file(&raw);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn records(&self, id: &str) -> Vec<Value> {
+        self.s.records(id)
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let Ok(entries) = std::fs::read_dir(self.s.store.join("machines")) else {
+            return;
+        };
+        for e in entries.flatten() {
+            if let Ok(pid) = std::fs::read_to_string(e.path().join("qemu.pid")) {
+                if let Ok(pid) = pid.trim().parse::<i32>() {
+                    unsafe {
+                        libc::kill(pid, libc::SIGKILL);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The numbers of the console's lines that read `<word> N`.
+fn numbers(console: &Path, word: &str) -> Vec<u64> {
+    std::fs::read_to_string(console)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix(word)?.trim().parse().ok())
+        .collect()
+}
+
+/// Waits until the console shows `<word> N` with N >= `n`.
+fn wait_number(console: &Path, word: &str, n: u64, secs: u64) {
+    let until = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < until {
+        if numbers(console, word).last().is_some_and(|&l| l >= n) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!(
+        "the guest's console did not reach `{word} {n}` in {secs} s:\n{}",
+        std::fs::read_to_string(console).unwrap_or_default()
+    );
+}
+
+fn latest_reconcile(records: &[Value]) -> Value {
+    records
+        .iter()
+        .rev()
+        .find(|r| r["kind"] == "reconcile" && r.get("machine").is_some())
+        .cloned()
+        .expect("a reconcile record naming the machine's rollback")
+}
+
+#[test]
+fn a_restored_counter_continues_from_the_checkpoint_and_forks_get_their_own_disks() {
+    if !enabled("vm counter") {
+        return;
+    }
+    let lab = Lab::new();
+    let (id, console) = lab.start(COUNTER);
+    wait_number(&console, "count", 5, 120);
+    let saved = lab.ok(&["checkpoint", "save", &id, "--json"]);
+    let cp = saved["id"].as_str().unwrap().to_string();
+    assert!(saved["paused_secs"].as_f64().unwrap() < 5.0, "{saved}");
+    assert!(saved["memory_bytes"].as_u64().unwrap() > 0, "{saved}");
+    // The guest runs on after the save.
+    let at_save = *numbers(&console, "count").last().unwrap();
+    wait_number(&console, "count", at_save + 5, 60);
+
+    lab.kill_qemu(&id);
+    assert_eq!(lab.state(&id), "stopped");
+    // A checkpoint of a guest that died is refused, and the death journaled.
+    let out = lab.run(&["checkpoint", "save", &id]);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not running"));
+    let records = lab.records(&id);
+    assert!(records
+        .iter()
+        .any(|r| r["kind"] == "machine" && r["event"] == "died"));
+
+    let before = numbers(&console, "count");
+    let restored = lab.ok(&["checkpoint", "restore", &cp, "--json"]);
+    let new_console = PathBuf::from(restored["console"].as_str().unwrap());
+    wait_number(&new_console, "count", 1, 60);
+    let first = numbers(&new_console, "count")[0];
+    // The two ledgers agree: the guest resumes just after the last line the
+    // host saw before the checkpoint, and the reconcile record counts the
+    // lines after it as rolled back.
+    let rolled = &latest_reconcile(&lab.records(&id))["machine"];
+    assert_eq!(rolled["checkpoint"], cp.as_str());
+    let lines_after = rolled["console_lines"].as_u64().unwrap();
+    assert!(lines_after >= 5, "{rolled}");
+    let last = *before.last().unwrap();
+    assert_eq!(
+        first,
+        last - lines_after + 1,
+        "{rolled}; before: {before:?}"
+    );
+    assert!(
+        first > 5,
+        "the counter continued from the checkpoint, not from 0"
+    );
+    assert_eq!(
+        rolled["console_tail"].as_array().unwrap().last().unwrap(),
+        &Value::from(format!("count {last}"))
+    );
+
+    // A restore while the guest runs is refused.
+    let out = lab.run(&["checkpoint", "restore", &cp]);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+
+    // Two forks from the one checkpoint: both continue from it.
+    let a = lab.ok(&["fork", &id, "--at", &cp, "--json"]);
+    let b = lab.ok(&["fork", &id, "--at", &cp, "--json"]);
+    let (a_id, b_id) = (a["id"].as_str().unwrap(), b["id"].as_str().unwrap());
+    let a_console = PathBuf::from(a["console"].as_str().unwrap());
+    let b_console = PathBuf::from(b["console"].as_str().unwrap());
+    wait_number(&a_console, "count", first + 2, 60);
+    wait_number(&b_console, "count", first + 2, 60);
+    for c in [&a_console, &b_console] {
+        assert_eq!(
+            numbers(c, "count")[0],
+            first,
+            "a fork starts where the checkpoint stood"
+        );
+    }
+    // Stopped at different moments, each disk holds its own guest's count.
+    lab.ok(&["vm", "stop", a_id, "--json"]);
+    let b_at = *numbers(&b_console, "count").last().unwrap();
+    wait_number(&b_console, "count", b_at + 8, 60);
+    lab.ok(&["vm", "stop", b_id, "--json"]);
+    let parent_at = *numbers(&new_console, "count").last().unwrap();
+    lab.ok(&["vm", "stop", &id, "--json"]);
+    let mut counts = Vec::new();
+    for (run, c) in [
+        (a_id, &a_console),
+        (b_id, &b_console),
+        (id.as_str(), &new_console),
+    ] {
+        let printed = *numbers(c, "count").last().unwrap();
+        let on_disk: u64 = lab.disk_file(run, "count").trim().parse().unwrap();
+        assert!(
+            on_disk == printed || on_disk == printed + 1,
+            "{run}: disk says {on_disk}, console {printed}"
+        );
+        counts.push(on_disk);
+    }
+    assert!(
+        counts[0] < counts[1],
+        "the forks' disks diverged: {counts:?}"
+    );
+    assert!(counts[2] >= parent_at, "the parent went on: {counts:?}");
+    // Each fork's journal shares the parent's up to the checkpoint.
+    let fork_records = lab.records(a_id);
+    assert_eq!(fork_records[0]["fork"]["parent"], id.as_str());
+    assert!(fork_records.iter().any(|r| r["kind"] == "machine"
+        && r["event"] == "restored"
+        && r["checkpoint"] == cp.as_str()));
+
+    // A damaged chunk of the memory stream: verify says so (exit 3), and a
+    // restore refuses before it starts anything.
+    let shown = lab.ok(&["checkpoint", "show", &cp, "--json"]);
+    let memory = shown["paths"][0]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["path"] == "memory")
+        .unwrap()["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let store = cairn_store::Store::open(&lab.s.store).unwrap();
+    let pool = cairn_objects::ObjectPool::at(&store);
+    let chunks = pool
+        .chunk_list(&memory.parse().unwrap())
+        .unwrap()
+        .expect("the memory stream is chunked");
+    let victim = pool.path_of(&chunks[chunks.len() / 2].hash);
+    let mut bytes = std::fs::read(&victim).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x55;
+    std::fs::write(&victim, &bytes).unwrap();
+    let out = lab.run(&["checkpoint", "verify", &cp]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let gens = |run: &str| {
+        std::fs::read_dir(lab.machine_dir(run))
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with("gen-")
+            })
+            .count()
+    };
+    let before = gens(&id);
+    let out = lab.run(&["checkpoint", "restore", &cp]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert_eq!(lab.state(&id), "stopped", "nothing was started");
+    assert_eq!(gens(&id), before, "nothing was left behind");
+}
+
+#[test]
+fn twenty_five_power_cuts_and_restores_lose_no_line_and_repeat_none() {
+    if !enabled("vm power cuts") {
+        return;
+    }
+    const LINES: u64 = 500;
+    let cycles: usize = std::env::var("CAIRN_VM_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(25);
+    let task = format!(
+        "n=0; while [ $n -lt {LINES} ]; do n=$((n+1)); echo \"line $n\" >> lines; \
+         echo \"$(date +%s) wrote line $n\" >> transcript; echo \"line $n\"; sleep 0.05; done; \
+         sync; echo finished"
+    );
+    let lab = Lab::new();
+    let (id, mut console) = lab.start(&task);
+    wait_number(&console, "line", 3, 120);
+    let mut rng = 0x9e37_79b9_7f4a_7c15_u64 ^ u64::from(std::process::id());
+    let mut next = move |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    };
+    let mut restores = 0;
+    for cycle in 0..cycles {
+        if numbers(&console, "line").last() == Some(&LINES) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200 + next(800)));
+        let cp = lab.ok(&["checkpoint", "save", &id, "--json"])["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        std::thread::sleep(Duration::from_millis(next(1500)));
+        lab.kill_qemu(&id);
+        let before = numbers(&console, "line");
+        let r = lab.ok(&["checkpoint", "restore", &cp, "--json"]);
+        restores += 1;
+        console = PathBuf::from(r["console"].as_str().unwrap());
+        let rolled = latest_reconcile(&lab.records(&id))["machine"].clone();
+        assert_eq!(rolled["checkpoint"], cp.as_str(), "cycle {cycle}");
+        let after = rolled["console_lines"].as_u64().unwrap();
+        // The guest goes on from the line after the checkpoint's.
+        let last = before.last().copied().unwrap_or(0);
+        let resumed_at = last - after.min(last);
+        if resumed_at < LINES {
+            wait_number(&console, "line", resumed_at + 1, 60);
+            assert_eq!(
+                numbers(&console, "line")[0],
+                resumed_at + 1,
+                "cycle {cycle}: {rolled}"
+            );
+        }
+        if after > 0 {
+            let tail = rolled["console_tail"].as_array().unwrap();
+            assert_eq!(
+                tail.last().unwrap(),
+                &Value::from(format!("line {last}")),
+                "cycle {cycle}"
+            );
+        }
+    }
+    assert!(restores >= cycles.min(10), "only {restores} restores");
+    // The task completes, on the disk and in its transcript: every line
+    // once, in order.
+    let until = Instant::now() + Duration::from_secs(180);
+    while !std::fs::read_to_string(&console)
+        .unwrap_or_default()
+        .contains("command exited")
+    {
+        assert!(Instant::now() < until, "the task did not finish");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    common::wait_until(30, "the guest to power off", || lab.state(&id) == "stopped");
+    let want: Vec<String> = (1..=LINES).map(|n| format!("line {n}")).collect();
+    let lines: Vec<String> = lab
+        .disk_file(&id, "lines")
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(lines, want, "the file on the guest's disk");
+    let transcript: Vec<u64> = lab
+        .disk_file(&id, "transcript")
+        .lines()
+        .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+        .collect();
+    assert_eq!(
+        transcript,
+        (1..=LINES).collect::<Vec<_>>(),
+        "the guest's transcript"
+    );
+    let reconciles = lab
+        .records(&id)
+        .iter()
+        .filter(|r| r["kind"] == "reconcile" && r.get("machine").is_some())
+        .count();
+    assert_eq!(reconciles, restores);
+}
+
+#[test]
+fn a_save_killed_at_any_moment_lists_nothing_partial_and_the_next_save_works() {
+    if !enabled("vm killed saves") {
+        return;
+    }
+    let lab = Lab::new();
+    let (id, console) = lab.start(COUNTER);
+    wait_number(&console, "count", 3, 120);
+    let t = Instant::now();
+    lab.ok(&["checkpoint", "save", &id, "--json"]);
+    let full = t.elapsed().as_millis() as u64;
+    let mut rng = 0x2545_f491_4f6c_dd1d_u64 ^ u64::from(std::process::id());
+    for round in 0..10 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let after = Duration::from_millis(rng % (full + 1));
+        let mut child = lab
+            .cmd()
+            .args(["checkpoint", "save", &id, "--json"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(after);
+        common::kill(&mut child, libc::SIGKILL);
+        let _ = child.wait();
+        // Every checkpoint listed is whole: no chunk missing or damaged.
+        for c in lab
+            .ok(&["checkpoint", "ls", &id, "--json"])
+            .as_array()
+            .unwrap()
+        {
+            let cp = c["id"].as_str().unwrap();
+            let out = lab.run(&["checkpoint", "verify", cp, "--json"]);
+            let v = common::json(&out.stdout);
+            let chunk_problems: Vec<&Value> = v["bad"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|b| !b["object"].is_null())
+                .collect();
+            assert!(chunk_problems.is_empty(), "round {round}: {cp}: {v}");
+        }
+    }
+    // The next save works, and the guest runs on after it.
+    let v = lab.ok(&["checkpoint", "save", &id, "--json"]);
+    let cp = v["id"].as_str().unwrap();
+    assert!(lab.run(&["checkpoint", "verify", cp]).status.success());
+    assert_eq!(lab.state(&id), "running");
+    let at = *numbers(&console, "count").last().unwrap();
+    wait_number(&console, "count", at + 3, 60);
+    assert!(
+        !lab.machine_dir(&id).join("saving").exists(),
+        "the last save cleaned its staging"
+    );
+}
+
+#[test]
+fn a_missing_qemu_or_kernel_is_named_with_what_to_install() {
+    let lab = Lab::new();
+    let empty = lab.s.dir.path().join("empty-path");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = lab
+        .cmd()
+        .env("PATH", &empty)
+        .args(["vm", "start", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("qemu-system-x86_64 is not installed"), "{err}");
+    assert!(err.contains("apt-get install qemu-system-x86"), "{err}");
+    assert!(
+        !lab.s.store.join("runs").exists()
+            || std::fs::read_dir(lab.s.store.join("runs")).unwrap().count() == 0,
+        "no session was made"
+    );
+    if common::which("qemu-system-x86_64") && common::which("qemu-img") {
+        let out = lab
+            .cmd()
+            .env("CAIRN_VM_KERNEL", lab.s.dir.path().join("no-kernel"))
+            .args(["vm", "start", "--", "true"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("no kernel for the guest"), "{err}");
+        assert!(err.contains("linux-image-cloud-amd64"), "{err}");
+    }
+    let out = lab.run(&["vm", "start", "--memory", "lots", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not a size"));
+    let out = lab.run(&["vm", "ls"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no VM sessions"));
+}
