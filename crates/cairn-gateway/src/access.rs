@@ -5,9 +5,17 @@
 //!   `Authorization: Bearer TOKEN`); nothing else is checked.
 //! - Without one, the server listens on loopback only (its caller refuses
 //!   any other address) and refuses a `Host` that is not a loopback name,
-//!   so a web page cannot reach it by rebinding a name of its own.
+//!   so a web page cannot reach it by rebinding a name of its own. One
+//!   more name is a loopback name here: [`GUEST_HOST`], the address a qemu
+//!   guest on user-mode networking reaches the host's loopback at (a VM
+//!   session's programs calling the gateway, DESIGN §13). A connection to
+//!   that address from anywhere else never arrives on a loopback listener,
+//!   and a rebinding page sends its own name, so it opens nothing new.
 
 use http::{HeaderMap, StatusCode};
+
+/// The host's loopback as a qemu guest on user-mode networking sees it.
+pub const GUEST_HOST: &str = "10.0.2.2";
 
 /// Why a request is refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,7 +60,7 @@ pub fn admit(token: Option<&str>, headers: &HeaderMap, what: &str) -> Result<(),
         None => {
             let host = header("host").unwrap_or_default();
             let name = host.rsplit_once(':').map_or(host.as_str(), |(h, _)| h);
-            let loopback = matches!(name, "localhost" | "127.0.0.1" | "[::1]")
+            let loopback = matches!(name, "localhost" | "127.0.0.1" | "[::1]" | GUEST_HOST)
                 || name.starts_with("127.")
                 || name.is_empty();
             if loopback {
@@ -66,6 +74,39 @@ pub fn admit(token: Option<&str>, headers: &HeaderMap, what: &str) -> Result<(),
                     ),
                 })
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(h: &str) -> HeaderMap {
+        let mut m = HeaderMap::new();
+        m.insert("host", h.parse().unwrap());
+        m
+    }
+
+    #[test]
+    fn loopback_names_and_a_qemu_guests_name_for_the_host_are_admitted_without_a_token() {
+        for h in [
+            "localhost:7878",
+            "127.0.0.1:7878",
+            "127.1.2.3",
+            "[::1]:80",
+            "10.0.2.2:7878",
+        ] {
+            assert_eq!(admit(None, &host(h), "gateway"), Ok(()), "{h}");
+        }
+        for h in [
+            "evil.example:7878",
+            "10.0.2.3:7878",
+            "192.168.1.2",
+            "10.0.2.2.evil.example",
+        ] {
+            let denied = admit(None, &host(h), "gateway").unwrap_err();
+            assert_eq!(denied.code, "cairn_host", "{h}");
         }
     }
 }

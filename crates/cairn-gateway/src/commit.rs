@@ -16,7 +16,7 @@ use std::sync::mpsc;
 use cairn_journal::{ModelCall, RecordBody};
 use tokio::sync::oneshot;
 
-use crate::filing::SharedSession;
+use crate::filing::Filed;
 use crate::store::{Entry, GroupPut};
 use crate::{GatewayError, ResponseStore};
 
@@ -32,7 +32,7 @@ pub(crate) struct Job {
     pub(crate) body: Vec<u8>,
     pub(crate) request: Vec<u8>,
     pub(crate) record: ModelCall,
-    pub(crate) session: SharedSession,
+    pub(crate) session: Filed,
     pub(crate) done: oneshot::Sender<Result<(), String>>,
 }
 
@@ -105,10 +105,7 @@ fn commit_group(responses: &ResponseStore, jobs: &mut [Job]) -> Result<(), Gatew
         .collect();
     responses.put_group(&mut group, BARRIER_FROM)?;
     // Each session's records in one append, in the order the calls came.
-    let mut by_session: HashMap<
-        *const std::sync::Mutex<cairn_sessions::Session>,
-        (SharedSession, Vec<RecordBody>),
-    > = HashMap::new();
+    let mut by_session: HashMap<cairn_store::RunId, (Filed, Vec<RecordBody>)> = HashMap::new();
     let mut order = Vec::new();
     for (j, g) in jobs.iter().zip(group) {
         let mut record = j.record.clone();
@@ -116,9 +113,9 @@ fn commit_group(responses: &ResponseStore, jobs: &mut [Job]) -> Result<(), Gatew
             record.response = Some(response);
             record.request = Some(request);
         }
-        let k = std::sync::Arc::as_ptr(&j.session);
+        let k = j.session.run()?;
         if !by_session.contains_key(&k) {
-            order.push(k);
+            order.push(k.clone());
         }
         by_session
             .entry(k)
@@ -128,10 +125,7 @@ fn commit_group(responses: &ResponseStore, jobs: &mut [Job]) -> Result<(), Gatew
     }
     for k in order {
         if let Some((session, records)) = by_session.remove(&k) {
-            session
-                .lock()
-                .map_err(|_| poisoned())?
-                .append_all(records)?;
+            session.append_all(records)?;
         }
     }
     Ok(())

@@ -13,14 +13,20 @@
 //!    the first arrives.
 //!
 //! Every session is held open (and so locked) for the gateway's life, so no
-//! other writer interleaves with its records.
+//! other writer interleaves with its records — except a visited one
+//! ([`Filing::Visiting`]): a VM session, whose checkpoints, restores and
+//! machine events the CLI appends while the guest's calls go on. It is
+//! opened for each append and closed at once, waiting while another writer
+//! holds it, so neither side is refused. Its records are single records
+//! (one `model_call` each), so an interleaving splits nothing.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use cairn_journal::{RecordBody, Terminal, TerminalReason};
-use cairn_sessions::Session;
+use cairn_journal::{JournalError, RecordBody, Terminal, TerminalReason};
+use cairn_sessions::{Session, SessionError};
 use cairn_store::{durable, RunId, Store};
 
 use crate::key::ClientSession;
@@ -35,6 +41,9 @@ pub type SharedSession = Arc<Mutex<Session>>;
 pub enum Filing {
     /// Every call goes to this session.
     Fixed(SharedSession),
+    /// Every call goes to this session, which others write to as well: it
+    /// is opened for each append (a VM session, DESIGN §13).
+    Visiting(RunId),
     /// By client session (rules 2 and 3).
     ByClient {
         /// Name of the session for calls that name no client session.
@@ -62,12 +71,15 @@ impl Sessions {
 
     /// The session for a call from `client` (blocking: it may create or
     /// open a session).
-    pub(crate) fn for_client(
-        &self,
-        client: Option<&ClientSession>,
-    ) -> Result<SharedSession, GatewayError> {
+    pub(crate) fn for_client(&self, client: Option<&ClientSession>) -> Result<Filed, GatewayError> {
         let (default_name, workspace) = match &self.filing {
-            Filing::Fixed(s) => return Ok(s.clone()),
+            Filing::Fixed(s) => return Ok(Filed::Held(s.clone())),
+            Filing::Visiting(run) => {
+                return Ok(Filed::Visited {
+                    store: self.store.clone(),
+                    run: run.clone(),
+                })
+            }
             Filing::ByClient {
                 default_name,
                 workspace,
@@ -79,7 +91,7 @@ impl Sessions {
         };
         let mut open = self.open.lock().map_err(|_| poisoned())?;
         if let Some(s) = open.get(&slot) {
-            return Ok(s.clone());
+            return Ok(Filed::Held(s.clone()));
         }
         let session = match client {
             Some(c) => self.client_session(&slot, c, workspace)?,
@@ -87,7 +99,7 @@ impl Sessions {
         };
         let shared = Arc::new(Mutex::new(session));
         open.insert(slot, shared.clone());
-        Ok(shared)
+        Ok(Filed::Held(shared))
     }
 
     /// Opens the session paired with a client session, or makes and pairs
@@ -120,7 +132,7 @@ impl Sessions {
     /// `terminal` saying the gateway stopped. A fixed session is its owner's
     /// to end.
     pub(crate) fn close(&self) -> Result<(), GatewayError> {
-        if matches!(self.filing, Filing::Fixed(_)) {
+        if matches!(self.filing, Filing::Fixed(_) | Filing::Visiting(_)) {
             return Ok(());
         }
         let open = self.open.lock().map_err(|_| poisoned())?;
@@ -134,6 +146,64 @@ impl Sessions {
             }))?;
         }
         Ok(())
+    }
+}
+
+/// How long an append to a visited session waits for another writer (a
+/// checkpoint save holds the session while it streams the guest's memory and
+/// disk).
+const VISIT_WAIT: Duration = Duration::from_secs(120);
+
+/// The session a call's records go to.
+#[derive(Clone)]
+pub(crate) enum Filed {
+    /// One this gateway holds open.
+    Held(SharedSession),
+    /// One opened for each append ([`Filing::Visiting`]).
+    Visited {
+        /// The store.
+        store: Store,
+        /// The session.
+        run: RunId,
+    },
+}
+
+impl Filed {
+    /// The session's id.
+    pub(crate) fn run(&self) -> Result<RunId, GatewayError> {
+        match self {
+            Filed::Held(s) => Ok(s.lock().map_err(|_| poisoned())?.id().clone()),
+            Filed::Visited { run, .. } => Ok(run.clone()),
+        }
+    }
+
+    /// Appends `records` durably, in one write.
+    pub(crate) fn append_all(&self, records: Vec<RecordBody>) -> Result<(), GatewayError> {
+        match self {
+            Filed::Held(s) => {
+                s.lock().map_err(|_| poisoned())?.append_all(records)?;
+            }
+            Filed::Visited { store, run } => {
+                visit(store, run)?.append_all(records)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Opens a visited session, waiting up to [`VISIT_WAIT`] while another
+/// process writes to it.
+fn visit(store: &Store, run: &RunId) -> Result<Session, GatewayError> {
+    let started = Instant::now();
+    loop {
+        match Session::open(store, run) {
+            Err(SessionError::Journal(JournalError::Locked { .. }))
+                if started.elapsed() < VISIT_WAIT =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => return Ok(other?),
+        }
     }
 }
 

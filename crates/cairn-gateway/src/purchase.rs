@@ -35,7 +35,7 @@ use http::{HeaderValue, StatusCode};
 use tokio::sync::mpsc;
 
 use crate::commit::Job;
-use crate::filing::SharedSession;
+use crate::filing::Filed;
 use crate::forms::{self, Api, Parsed, StreamWatch};
 use crate::inflight::{self, Purchase, Turn};
 use crate::key::RequestFacts;
@@ -153,7 +153,7 @@ struct Call {
     facts: RequestFacts,
     up: Upstream,
     body: Bytes,
-    session: SharedSession,
+    session: Filed,
     guard: Purchase,
     method: http::Method,
     headers: http::HeaderMap,
@@ -327,8 +327,8 @@ async fn tee(
     });
     let run = call
         .session
-        .lock()
-        .map(|s| s.id().to_string())
+        .run()
+        .map(|r| r.to_string())
         .unwrap_or_default();
     let durable = g
         .committer
@@ -417,7 +417,7 @@ async fn serve_stored(
     api: Api,
     facts: &RequestFacts,
     stored: Stored,
-    session: &SharedSession,
+    session: &Filed,
 ) -> Option<Response> {
     let started = Instant::now();
     let g2 = g.clone();
@@ -484,14 +484,8 @@ async fn serve_stored(
     Some(out)
 }
 
-fn append(session: &SharedSession, record: ModelCall) -> Result<(), GatewayError> {
-    session
-        .lock()
-        .map_err(|_| GatewayError::Internal {
-            reason: "a session lock was poisoned".into(),
-        })?
-        .append(RecordBody::ModelCall(record))?;
-    Ok(())
+fn append(session: &Filed, record: ModelCall) -> Result<(), GatewayError> {
+    session.append_all(vec![RecordBody::ModelCall(record)])
 }
 
 /// Marks `key` delivered once the client has taken the last byte.

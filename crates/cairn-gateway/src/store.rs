@@ -292,6 +292,28 @@ impl ResponseStore {
         }
     }
 
+    /// Forgets that the client got the whole response of `key`, durably: a
+    /// machine restored from a checkpoint taken before the call never got
+    /// it (DESIGN §13), so its retry is served the stored response, as the
+    /// retry of a cut call is. Unlike the marker's creation this is
+    /// fsynced: a marker brought back by a power cut would buy the call
+    /// again.
+    ///
+    /// # Errors
+    /// The marker cannot be removed.
+    pub fn mark_undelivered(&self, key: &str) -> Result<(), GatewayError> {
+        let path = fan(&self.dir, key, ".delivered");
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(damaged(&path, e.to_string())),
+        }
+        if let Some(dir) = path.parent() {
+            durable::fsync_dir(dir)?;
+        }
+        Ok(())
+    }
+
     fn write(&self, entry: &Entry) -> Result<(), GatewayError> {
         let path = self.path(&entry.key);
         create_parents(&path)?;

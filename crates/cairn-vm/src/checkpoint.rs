@@ -302,6 +302,7 @@ pub fn restore(
         });
     let running = journaled
         .map_err(VmError::from)
+        .and_then(|_| serve_again(store, &run, cp.journal.seq))
         .and_then(|_| qmp.execute("cont", json!({})).map(drop));
     if let Err(e) = running {
         machine::kill_guest(&dir);
@@ -351,6 +352,7 @@ pub fn fork(
                 pid: Some(pid),
                 detail: Some(format!("forked from {parent}")),
             }))?;
+            serve_again(store, parent, cp.journal.seq)?;
             qmp.execute("cont", json!({}))?;
             cfg.write_to(&MachineConfig::path(&dir))?;
             Ok((cfg, pid))
@@ -428,6 +430,22 @@ fn boot_from(
         let _ = std::fs::remove_dir_all(&gen);
     }
     result
+}
+
+/// Before a guest restored (or forked) from the checkpoint at `at_seq` of
+/// `run` wakes: the responses of the model calls journaled after it are
+/// marked not delivered in the gateway's store — the guest never got them —
+/// so when it retries one the gateway serves it again instead of buying it
+/// (DESIGN §7's rule for a call that was cut).
+fn serve_again(store: &Store, run: &RunId, at_seq: u64) -> Result<(), VmError> {
+    let records = cairn_journal::read_journal(&store.journal_path(run), run.as_str())?.records;
+    let responses = cairn_gateway::ResponseStore::new(store);
+    for r in records.iter().filter(|r| r.seq > at_seq) {
+        if let RecordBody::ModelCall(m) = &r.body {
+            responses.mark_undelivered(&m.key)?;
+        }
+    }
+    Ok(())
 }
 
 /// Where a checkpoint was taken: its generation, and how far that

@@ -56,6 +56,6 @@ pub mod qmp;
 pub use checkpoint::{fork, restore, save, RestoreReport, VmSaveReport};
 pub use error::VmError;
 pub use machine::{
-    is_machine, list, parse_size, start, stop, Accel, MachineConfig, MachineInfo, StartOptions,
-    Started, Stopped,
+    gateway_from_guest, is_machine, list, parse_size, start, stop, Accel, MachineConfig,
+    MachineInfo, StartOptions, Started, Stopped,
 };

@@ -191,6 +191,22 @@ pub fn parse_size(s: &str) -> Result<u64, VmError> {
     n.checked_mul(mult).filter(|&b| b > 0).ok_or_else(bad)
 }
 
+/// The host as the guest sees it on qemu's user-mode network; connections
+/// to it reach the host's loopback (which is why the gateway admits it as a
+/// loopback name).
+use cairn_gateway::access::GUEST_HOST;
+
+/// The URL a guest reaches a gateway on the host at: a loopback address
+/// through [`GUEST_HOST`], any other as it is (the user-mode network routes
+/// the guest's connections out through the host).
+pub fn gateway_from_guest(addr: std::net::SocketAddr) -> String {
+    if addr.ip().is_loopback() {
+        format!("http://{GUEST_HOST}:{}", addr.port())
+    } else {
+        format!("http://{addr}")
+    }
+}
+
 /// What `cairn vm start` is given.
 #[derive(Clone, Debug, Default)]
 pub struct StartOptions {
@@ -207,6 +223,9 @@ pub struct StartOptions {
     pub kernel: Option<(PathBuf, PathBuf)>,
     /// What the default guest runs (a shell command line, in its disk).
     pub command: Option<String>,
+    /// A `cairn gateway` on the host that the default guest's programs
+    /// call (its `OPENAI_BASE_URL` and `ANTHROPIC_BASE_URL` point there).
+    pub gateway: Option<std::net::SocketAddr>,
     /// The directory the session is filed under (listing by repository).
     pub workspace: PathBuf,
 }
@@ -279,10 +298,16 @@ pub fn start(store: &Store, opts: &StartOptions) -> Result<Started, VmError> {
             }
             (None, Some(k)) => {
                 copy(&k.image, &gen.join("kernel"))?;
-                let env = [
+                let mut env = vec![
                     ("CAIRN_RUN", run.to_string()),
-                    ("CAIRN_HOST", "10.0.2.2".into()),
+                    ("CAIRN_HOST", GUEST_HOST.into()),
                 ];
+                if let Some(addr) = opts.gateway {
+                    let base = gateway_from_guest(addr);
+                    env.push(("OPENAI_BASE_URL", format!("{base}/v1")));
+                    env.push(("ANTHROPIC_BASE_URL", base.clone()));
+                    env.push(("CAIRN_GATEWAY", base));
+                }
                 guest::default_initramfs(k, opts.command.as_deref(), &env, &gen.join("initrd"))?;
             }
             (None, None) => return Err(VmError::Guest("no kernel".into())),

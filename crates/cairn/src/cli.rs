@@ -132,6 +132,11 @@ pub struct VmStartArgs {
         conflicts_with = "disk"
     )]
     pub disk_size: String,
+    /// Point the default guest's OPENAI_BASE_URL and ANTHROPIC_BASE_URL at
+    /// a `cairn gateway --run ID` listening at this host address
+    /// (127.0.0.1:PORT is reached from the guest as 10.0.2.2:PORT)
+    #[arg(long, value_name = "ADDR", conflicts_with = "kernel")]
+    pub gateway: Option<std::net::SocketAddr>,
     /// Your own kernel (with --initrd) instead of the default guest
     #[arg(long, value_name = "K", requires = "initrd")]
     pub kernel: Option<PathBuf>,

@@ -525,6 +525,121 @@ fn a_save_killed_at_any_moment_lists_nothing_partial_and_the_next_save_works() {
     );
 }
 
+/// The guest's program for the model-call test: one streamed chat
+/// completion through the gateway (busybox wget, given 20 s: its own read
+/// timeout crashes in Debian's busybox 1.35), retried until it comes back
+/// whole, then the number of events it got.
+const CALLER: &str = "n=0; until echo \"calling $n\"; timeout 20 wget -q -O answer \
+--header 'Content-Type: application/json' --header 'Authorization: Bearer sk-guest' \
+--post-data '{\"model\":\"gpt-4o-mini\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"count slowly\"}]}' \
+\"$OPENAI_BASE_URL/chat/completions\" && grep -q DONE answer; do n=$((n+1)); sleep 0.5; done; \
+sync; echo \"answered $(grep -c '^data:' answer)\"; while :; do sleep 1; done";
+
+#[test]
+fn a_call_cut_by_a_restore_is_retried_and_served_by_the_gateway_not_bought_again() {
+    use cairn_testkit::upstream::{Reply, Script, Upstream};
+    if !enabled("vm model call") {
+        return;
+    }
+    let lab = Lab::new();
+    // A slow stream (about 4 s), so the checkpoint is taken in its middle.
+    let upstream = Upstream::start(Script::always(
+        Reply::text("one two three four five six seven eight nine ten")
+            .in_deltas(40)
+            .event_delay(Duration::from_millis(100)),
+    ));
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let v = lab.ok(&[
+        "vm",
+        "start",
+        "--memory",
+        "128M",
+        "--disk-size",
+        "64M",
+        "--gateway",
+        &addr,
+        "--json",
+        "--",
+        CALLER,
+    ]);
+    let id = v["id"].as_str().unwrap().to_string();
+    let console = PathBuf::from(v["console"].as_str().unwrap());
+    let mut gateway = lab
+        .cmd()
+        .args(["gateway", "--run", &id, "--listen", &addr])
+        .args(["--openai-upstream", &upstream.openai_base_url()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    struct Killed<'a>(&'a mut std::process::Child);
+    impl Drop for Killed<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _gateway = Killed(&mut gateway);
+
+    // Mid-stream: the request is upstream, its answer not yet whole.
+    assert!(
+        upstream.wait_for_requests(1, Duration::from_secs(120)),
+        "the guest's call never reached the upstream:\n{}",
+        std::fs::read_to_string(&console).unwrap_or_default()
+    );
+    std::thread::sleep(Duration::from_millis(1200));
+    let saved = lab.ok(&["checkpoint", "save", &id, "--json"]);
+    let cp = saved["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        upstream.finished(),
+        0,
+        "the checkpoint was taken mid-stream"
+    );
+
+    // The guest goes on and gets its answer; the call is journaled after
+    // the checkpoint.
+    wait_number(&console, "answered", 1, 120);
+    let answered = *numbers(&console, "answered").last().unwrap();
+    let calls: Vec<u64> = lab
+        .records(&id)
+        .iter()
+        .filter(|r| r["kind"] == "model_call")
+        .map(|r| r["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(calls.len(), 1, "one call journaled");
+    assert!(calls[0] > saved["seq"].as_u64().unwrap());
+
+    // Power cut; restore: the guest wakes inside its call, which is dead.
+    lab.kill_qemu(&id);
+    let restored = lab.ok(&["checkpoint", "restore", &cp, "--json"]);
+    let new_console = PathBuf::from(restored["console"].as_str().unwrap());
+    let reconcile = latest_reconcile(&lab.records(&id));
+    assert_eq!(
+        reconcile["machine"]["model_calls"],
+        serde_json::json!(calls),
+        "the reconcile names the call paid for after the checkpoint: {reconcile}"
+    );
+
+    // It retries; the gateway serves what was bought, the upstream sees
+    // nothing new, and the guest has the same whole answer.
+    wait_number(&new_console, "answered", 1, 180);
+    assert_eq!(*numbers(&new_console, "answered").last().unwrap(), answered);
+    assert_eq!(upstream.count(), 1, "the upstream was paid once");
+    let after: Vec<Value> = lab
+        .records(&id)
+        .into_iter()
+        .filter(|r| r["kind"] == "model_call" && r["seq"].as_u64().unwrap() > calls[0])
+        .collect();
+    assert_eq!(after.len(), 1, "the retry is journaled: {after:?}");
+    assert_eq!(after[0]["replay"], true, "{}", after[0]);
+    assert_eq!(after[0]["cost"]["usd"].as_f64().unwrap_or(0.0), 0.0);
+}
+
 #[test]
 fn a_missing_qemu_or_kernel_is_named_with_what_to_install() {
     let lab = Lab::new();

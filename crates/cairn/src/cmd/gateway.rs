@@ -55,7 +55,15 @@ pub fn config(
 /// `cairn gateway`.
 pub fn run(ctx: &Context, args: &GatewayArgs) -> anyhow::Result<Code> {
     let store = Store::open(ctx.store.root())?;
+    // A VM session is written by the CLI too (checkpoints, restores, its
+    // machine's events) while its guest's calls go on: the gateway visits
+    // it for each record instead of holding it.
+    let visiting = match &args.run {
+        Some(id) => Some(ctx.existing_run(id)?).filter(|id| cairn_vm::is_machine(&store, id)),
+        None => None,
+    };
     let fixed: Option<SharedSession> = match (&args.run, &args.name) {
+        _ if visiting.is_some() => None,
         (Some(id), _) => Some(Arc::new(Mutex::new(Session::open(
             &store,
             &ctx.existing_run(id)?,
@@ -65,9 +73,10 @@ pub fn run(ctx: &Context, args: &GatewayArgs) -> anyhow::Result<Code> {
         )?))),
         (None, None) => None,
     };
-    let filing = match &fixed {
-        Some(s) => Filing::Fixed(s.clone()),
-        None => Filing::ByClient {
+    let filing = match (&fixed, visiting) {
+        (_, Some(run)) => Filing::Visiting(run),
+        (Some(s), None) => Filing::Fixed(s.clone()),
+        (None, None) => Filing::ByClient {
             default_name: "calls through cairn gateway".into(),
             workspace: ctx.cwd.clone(),
         },

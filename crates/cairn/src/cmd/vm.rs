@@ -31,6 +31,7 @@ fn start(ctx: &Context, a: &VmStartArgs) -> anyhow::Result<Code> {
             _ => None,
         },
         command,
+        gateway: a.gateway,
         workspace: ctx.cwd.clone(),
     };
     let store = Store::open(ctx.store.root())?;
@@ -48,6 +49,13 @@ fn start(ctx: &Context, a: &VmStartArgs) -> anyhow::Result<Code> {
             started.id,
             started.id
         ))?;
+        if let Some(addr) = a.gateway {
+            output::note(format!(
+                "cairn: its programs call {}/v1: journal those calls in this session with `cairn gateway --run {} --listen {addr}`",
+                cairn_vm::gateway_from_guest(addr),
+                started.id
+            ));
+        }
     }
     Ok(Code::Ok)
 }
