@@ -63,15 +63,12 @@ impl Kernel {
     /// [`VmError::NoKernel`] saying what was looked for and how to get one.
     pub fn find() -> Result<Kernel, VmError> {
         if let Some(dir) = std::env::var_os("CAIRN_VM_KERNEL") {
-            let dir = PathBuf::from(dir);
-            let image = dir.join("vmlinuz");
-            if !image.is_file() {
-                return Err(VmError::NoKernel {
-                    why: format!("CAIRN_VM_KERNEL={} holds no vmlinuz", dir.display()),
-                });
-            }
-            let modules = version_dir(&dir.join("lib/modules"))?;
-            return Ok(Kernel { image, modules });
+            return Kernel::in_dir(Path::new(&dir)).map_err(|e| match e {
+                VmError::NoKernel { why } => VmError::NoKernel {
+                    why: format!("CAIRN_VM_KERNEL: {why}"),
+                },
+                other => other,
+            });
         }
         let mut found: Vec<(String, PathBuf)> = std::fs::read_dir("/boot")
             .into_iter()
@@ -97,6 +94,24 @@ impl Kernel {
                 why: "no readable /boot/vmlinuz-<version> with its /lib/modules/<version>, and CAIRN_VM_KERNEL is not set".into(),
             }),
         }
+    }
+}
+
+impl Kernel {
+    /// The kernel unpacked in `dir`: `dir/vmlinuz` and
+    /// `dir/lib/modules/<version>/` (what `fetch-kernel.sh` leaves).
+    ///
+    /// # Errors
+    /// [`VmError::NoKernel`] when either is missing.
+    pub fn in_dir(dir: &Path) -> Result<Kernel, VmError> {
+        let image = dir.join("vmlinuz");
+        if !image.is_file() {
+            return Err(VmError::NoKernel {
+                why: format!("{} holds no vmlinuz", dir.display()),
+            });
+        }
+        let modules = version_dir(&dir.join("lib/modules"))?;
+        Ok(Kernel { image, modules })
     }
 }
 

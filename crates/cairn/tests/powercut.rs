@@ -1834,47 +1834,28 @@ fn script() -> Value {
     json!({ "turns": turns })
 }
 
-enum Node {
-    Dir,
-    File(Vec<u8>, u32),
-    Char(u32, u32),
-}
-
+/// The guest's initramfs, assembled as `cairn vm start` assembles its
+/// default guest's: this `cairn` (stripped) and busybox with their
+/// libraries, the virtio modules, the test's init and script.
 fn build_initramfs(
     tools: &Tools,
     kernel_dir: &Path,
     work: &Path,
     out: &Path,
 ) -> Result<(), String> {
-    let read = |p: &Path| fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
-    let mut tree: BTreeMap<String, Node> = BTreeMap::new();
-    fn put(tree: &mut BTreeMap<String, Node>, path: &str, node: Node) {
-        let path = path.trim_start_matches('/');
-        let mut at = String::new();
-        for part in Path::new(path).parent().into_iter().flat_map(|p| p.iter()) {
-            if !at.is_empty() {
-                at.push('/');
-            }
-            at.push_str(&part.to_string_lossy());
-            tree.entry(at.clone()).or_insert(Node::Dir);
-        }
-        tree.insert(path.to_string(), node);
-    }
+    use cairn_vm::guest::{Initramfs, Kernel, Node};
+    let e = |e: cairn_vm::VmError| e.to_string();
+    let mut fs = Initramfs::new();
     for d in ["dev", "proc", "sys", "tmp", "mnt", "root", "etc"] {
-        put(&mut tree, d, Node::Dir);
+        fs.put(d, Node::Dir);
     }
-    put(&mut tree, "dev/console", Node::Char(5, 1));
-    put(
-        &mut tree,
-        "init",
-        Node::File(read(&Path::new(VM_DIR).join("init"))?, 0o755),
-    );
-    put(
-        &mut tree,
+    fs.put("dev/console", Node::Char(5, 1));
+    fs.put_file("init", &Path::new(VM_DIR).join("init"), 0o755)
+        .map_err(e)?;
+    fs.put(
         "powercut/script.json",
         Node::File(script().to_string().into_bytes(), 0o644),
     );
-
     // cairn without its debug info (a fifth of the size), else as built.
     let stripped = work.join("cairn");
     let cairn = match Command::new("strip")
@@ -1886,212 +1867,11 @@ fn build_initramfs(
         Ok(s) if s.success() => stripped,
         _ => PathBuf::from(CAIRN),
     };
-    put(&mut tree, "bin/cairn", Node::File(read(&cairn)?, 0o755));
-    put(
-        &mut tree,
-        "bin/busybox",
-        Node::File(read(&tools.busybox)?, 0o755),
-    );
-    for bin in [&cairn, &tools.busybox] {
-        for lib in shared_libraries(bin)? {
-            put(&mut tree, &lib, Node::File(read(Path::new(&lib))?, 0o755));
-        }
-    }
-
-    let order = modules(kernel_dir, MODULES)?;
-    let mut names = String::new();
-    for (name, path) in &order {
-        put(
-            &mut tree,
-            &format!("modules/{name}.ko"),
-            Node::File(module_bytes(path)?, 0o644),
-        );
-        names.push_str(name);
-        names.push('\n');
-    }
-    put(
-        &mut tree,
-        "modules/order",
-        Node::File(names.into_bytes(), 0o644),
-    );
-
-    let file = fs::File::create(out).map_err(|e| format!("{}: {e}", out.display()))?;
-    let mut w = std::io::BufWriter::new(file);
-    for (ino, (name, node)) in (1..).zip(&tree) {
-        let (mode, nlink, rdev, data): (u32, u32, (u32, u32), &[u8]) = match node {
-            Node::Dir => (0o040755, 2, (0, 0), &[]),
-            Node::File(bytes, perm) => (0o100000 | perm, 1, (0, 0), bytes),
-            Node::Char(major, minor) => (0o020600, 1, (*major, *minor), &[]),
-        };
-        cpio_entry(&mut w, ino, name, mode, nlink, rdev, data)
-            .map_err(|e| format!("{}: {e}", out.display()))?;
-    }
-    cpio_entry(&mut w, 0, "TRAILER!!!", 0, 1, (0, 0), &[])
-        .and_then(|()| w.flush())
-        .map_err(|e| format!("{}: {e}", out.display()))
-}
-
-/// One entry of a "newc" cpio archive, as the kernel unpacks an initramfs.
-fn cpio_entry(
-    w: &mut impl Write,
-    ino: u32,
-    name: &str,
-    mode: u32,
-    nlink: u32,
-    rdev: (u32, u32),
-    data: &[u8],
-) -> std::io::Result<()> {
-    let fields = [
-        ino,
-        mode,
-        0, // uid
-        0, // gid
-        nlink,
-        0, // mtime
-        data.len() as u32,
-        0, // devmajor
-        0, // devminor
-        rdev.0,
-        rdev.1,
-        name.len() as u32 + 1,
-        0, // check
-    ];
-    let mut header = String::from("070701");
-    for f in fields {
-        let _ = write!(header, "{f:08X}");
-    }
-    w.write_all(header.as_bytes())?;
-    w.write_all(name.as_bytes())?;
-    w.write_all(&[0])?;
-    let pad = |n: usize| vec![0u8; (4 - n % 4) % 4];
-    w.write_all(&pad(header.len() + name.len() + 1))?;
-    w.write_all(data)?;
-    w.write_all(&pad(data.len()))
-}
-
-/// The absolute paths of the shared libraries and dynamic loader a binary
-/// needs, as `ldd` lists them; none for a static one.
-fn shared_libraries(bin: &Path) -> Result<Vec<String>, String> {
-    let out = Command::new("ldd")
-        .arg(bin)
-        .output()
-        .map_err(|e| format!("ldd: {e}"))?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() {
-        // "not a dynamic executable": nothing to copy.
-        return Ok(Vec::new());
-    }
-    let mut libs = Vec::new();
-    for line in text.lines() {
-        let line = line.trim();
-        if line.contains("not found") {
-            return Err(format!("ldd {}: {line}", bin.display()));
-        }
-        let path = match line.split_once("=>") {
-            Some((_, right)) => right.trim(),
-            None => line,
-        };
-        let path = path.split_whitespace().next().unwrap_or("");
-        if path.starts_with('/') {
-            libs.push(path.to_string());
-        }
-    }
-    Ok(libs)
-}
-
-/// `wanted` and the modules they depend on, dependencies first, from the
-/// unpacked kernel's `lib/modules/<version>/kernel`.
-fn modules(kernel_dir: &Path, wanted: &[&str]) -> Result<Vec<(String, PathBuf)>, String> {
-    let versions = kernel_dir.join("lib/modules");
-    let version = fs::read_dir(&versions)
-        .map_err(|e| format!("{}: {e}", versions.display()))?
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .find(|p| p.join("kernel").is_dir())
-        .ok_or_else(|| format!("no kernel modules under {}", versions.display()))?;
-    let builtin = fs::read_to_string(version.join("modules.builtin")).unwrap_or_default();
-    let mut index = HashMap::new();
-    let mut stack = vec![version.join("kernel")];
-    while let Some(d) = stack.pop() {
-        for e in fs::read_dir(&d).map_err(|e| format!("{}: {e}", d.display()))? {
-            let p = e.map_err(|e| e.to_string())?.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if let Some(name) = p.file_name().and_then(|n| n.to_str()) {
-                if let Some(stem) = [".ko", ".ko.xz", ".ko.zst"]
-                    .iter()
-                    .find_map(|s| name.strip_suffix(s))
-                {
-                    index.insert(stem.replace('-', "_"), p.clone());
-                }
-            }
-        }
-    }
-    fn visit(
-        name: &str,
-        index: &HashMap<String, PathBuf>,
-        builtin: &str,
-        order: &mut Vec<(String, PathBuf)>,
-    ) -> Result<(), String> {
-        if order.iter().any(|(n, _)| n == name) {
-            return Ok(());
-        }
-        let Some(path) = index.get(name) else {
-            let built_in = builtin
-                .lines()
-                .any(|l| l.rsplit('/').next() == Some(&format!("{name}.ko")));
-            return if built_in {
-                Ok(())
-            } else {
-                Err(format!("the kernel has no module {name}"))
-            };
-        };
-        for dep in module_depends(&module_bytes(path)?) {
-            visit(&dep, index, builtin, order)?;
-        }
-        order.push((name.to_string(), path.clone()));
-        Ok(())
-    }
-    let mut order = Vec::new();
-    for w in wanted {
-        visit(w, &index, &builtin, &mut order)?;
-    }
-    Ok(order)
-}
-
-fn module_bytes(path: &Path) -> Result<Vec<u8>, String> {
-    let name = path.to_string_lossy();
-    let tool = if name.ends_with(".xz") {
-        "xz"
-    } else if name.ends_with(".zst") {
-        "zstd"
-    } else {
-        return fs::read(path).map_err(|e| format!("{name}: {e}"));
-    };
-    let out = Command::new(tool)
-        .arg("-dc")
-        .arg(path)
-        .output()
-        .map_err(|e| format!("{tool} -dc {name}: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("{tool} -dc {name}: {}", out.status));
-    }
-    Ok(out.stdout)
-}
-
-/// The `depends=` of a module's `.modinfo`.
-fn module_depends(ko: &[u8]) -> Vec<String> {
-    let key = b"\0depends=";
-    let Some(at) = ko.windows(key.len()).position(|w| w == key) else {
-        return Vec::new();
-    };
-    let rest = &ko[at + key.len()..];
-    let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
-    String::from_utf8_lossy(&rest[..end])
-        .split(',')
-        .filter(|s| !s.is_empty())
-        .map(|s| s.replace('-', "_"))
-        .collect()
+    fs.put_binary("bin/cairn", &cairn).map_err(e)?;
+    fs.put_binary("bin/busybox", &tools.busybox).map_err(e)?;
+    let kernel = Kernel::in_dir(kernel_dir).map_err(e)?;
+    fs.put_modules(&kernel.modules, MODULES).map_err(e)?;
+    fs.write(out).map_err(e)
 }
 
 /// splitmix64: the kill plans, reproducible from the seed.
