@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use cairn_checkpoint::{CheckpointId, Progress, SaveReport};
-use cairn_journal::{Machine, MachineEvent, Reconcile, RecordBody, Rollback};
+use cairn_journal::{Machine, MachineEvent, Reconcile, Record, RecordBody, Rollback};
 use cairn_sessions::Session;
 use cairn_store::{RunId, Store};
 use serde::Serialize;
@@ -209,11 +209,7 @@ fn recover(qmp: &mut Qmp) -> Result<(), VmError> {
 
 /// Journals that the guest was found gone, unless its last event says so.
 fn note_death(session: &mut Session, why: &VmError) -> Result<(), VmError> {
-    let records = cairn_journal::read_journal(
-        &session.store().journal_path(session.id()),
-        session.id().as_str(),
-    )?
-    .records;
+    let records = journal_records(session.store(), session.id())?;
     let last = records.iter().rev().find_map(|r| match &r.body {
         RecordBody::Machine(m) => Some(m.event),
         _ => None,
@@ -277,8 +273,13 @@ pub fn restore(
     }
     machine::kill_guest(&dir);
     let (cfg, mut qmp, pid, origin) = boot_from(store, id, &cp, &run, &dir, progress)?;
-    let rollback = match rolled_back(store, &run, &dir, &current, &origin, id, cp.journal.seq) {
-        Ok(r) => r,
+    // The host's ledger, read once for the comparison and for the gateway.
+    let ledgers = journal_records(store, &run).and_then(|records| {
+        let r = rolled_back(&records, &dir, &current, &origin, id, cp.journal.seq)?;
+        Ok((r, records))
+    });
+    let (rollback, records) = match ledgers {
+        Ok(l) => l,
         Err(e) => {
             machine::kill_guest(&dir);
             let _ = std::fs::remove_dir_all(dir.join(&cfg.generation));
@@ -302,7 +303,7 @@ pub fn restore(
         });
     let running = journaled
         .map_err(VmError::from)
-        .and_then(|_| serve_again(store, &run, cp.journal.seq))
+        .and_then(|_| serve_again(store, &records, cp.journal.seq))
         .and_then(|_| qmp.execute("cont", json!({})).map(drop));
     if let Err(e) = running {
         machine::kill_guest(&dir);
@@ -352,7 +353,7 @@ pub fn fork(
                 pid: Some(pid),
                 detail: Some(format!("forked from {parent}")),
             }))?;
-            serve_again(store, parent, cp.journal.seq)?;
+            serve_again(store, &journal_records(store, parent)?, cp.journal.seq)?;
             qmp.execute("cont", json!({}))?;
             cfg.write_to(&MachineConfig::path(&dir))?;
             Ok((cfg, pid))
@@ -437,8 +438,7 @@ fn boot_from(
 /// marked not delivered in the gateway's store — the guest never got them —
 /// so when it retries one the gateway serves it again instead of buying it
 /// (DESIGN §7's rule for a call that was cut).
-fn serve_again(store: &Store, run: &RunId, at_seq: u64) -> Result<(), VmError> {
-    let records = cairn_journal::read_journal(&store.journal_path(run), run.as_str())?.records;
+fn serve_again(store: &Store, records: &[Record], at_seq: u64) -> Result<(), VmError> {
     let responses = cairn_gateway::ResponseStore::new(store);
     for r in records.iter().filter(|r| r.seq > at_seq) {
         if let RecordBody::ModelCall(m) = &r.body {
@@ -446,6 +446,11 @@ fn serve_again(store: &Store, run: &RunId, at_seq: u64) -> Result<(), VmError> {
         }
     }
     Ok(())
+}
+
+/// Every record of `run`'s journal.
+fn journal_records(store: &Store, run: &RunId) -> Result<Vec<Record>, VmError> {
+    Ok(cairn_journal::read_journal(&store.journal_path(run), run.as_str())?.records)
 }
 
 /// Where a checkpoint was taken: its generation, and how far that
@@ -457,15 +462,13 @@ struct Origin {
 
 /// The two ledgers compared: what the host saw after the checkpoint.
 fn rolled_back(
-    store: &Store,
-    run: &RunId,
+    records: &[Record],
     dir: &Path,
     current: &MachineConfig,
     origin: &Origin,
     id: &CheckpointId,
     at_seq: u64,
 ) -> Result<Rollback, VmError> {
-    let records = cairn_journal::read_journal(&store.journal_path(run), run.as_str())?.records;
     let model_calls = records
         .iter()
         .filter(|r| r.seq > at_seq)
