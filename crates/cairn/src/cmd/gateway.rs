@@ -55,31 +55,33 @@ pub fn config(
 /// `cairn gateway`.
 pub fn run(ctx: &Context, args: &GatewayArgs) -> anyhow::Result<Code> {
     let store = Store::open(ctx.store.root())?;
-    // A VM session is written by the CLI too (checkpoints, restores, its
-    // machine's events) while its guest's calls go on: the gateway visits
-    // it for each record instead of holding it.
-    let visiting = match &args.run {
-        Some(id) => Some(ctx.existing_run(id)?).filter(|id| cairn_vm::is_machine(&store, id)),
-        None => None,
-    };
-    let fixed: Option<SharedSession> = match (&args.run, &args.name) {
-        _ if visiting.is_some() => None,
-        (Some(id), _) => Some(Arc::new(Mutex::new(Session::open(
-            &store,
-            &ctx.existing_run(id)?,
-        )?))),
-        (None, Some(name)) => Some(Arc::new(Mutex::new(Session::create_without_model(
-            &store, &ctx.cwd, name,
-        )?))),
-        (None, None) => None,
-    };
-    let filing = match (&fixed, visiting) {
-        (_, Some(run)) => Filing::Visiting(run),
-        (Some(s), None) => Filing::Fixed(s.clone()),
-        (None, None) => Filing::ByClient {
-            default_name: "calls through cairn gateway".into(),
-            workspace: ctx.cwd.clone(),
-        },
+    let run = args
+        .run
+        .as_deref()
+        .map(|id| ctx.existing_run(id))
+        .transpose()?;
+    let (filing, fixed): (Filing, Option<SharedSession>) = match (run, &args.name) {
+        // A VM session is written by the CLI too (checkpoints, restores,
+        // its machine's events) while its guest's calls go on: the gateway
+        // visits it for each record instead of holding it.
+        (Some(run), _) if cairn_vm::is_machine(&store, &run) => (Filing::Visiting(run), None),
+        (Some(run), _) => {
+            let s = Arc::new(Mutex::new(Session::open(&store, &run)?));
+            (Filing::Fixed(s.clone()), Some(s))
+        }
+        (None, Some(name)) => {
+            let s = Arc::new(Mutex::new(Session::create_without_model(
+                &store, &ctx.cwd, name,
+            )?));
+            (Filing::Fixed(s.clone()), Some(s))
+        }
+        (None, None) => (
+            Filing::ByClient {
+                default_name: "calls through cairn gateway".into(),
+                workspace: ctx.cwd.clone(),
+            },
+            None,
+        ),
     };
     let config = config(&args.upstream, args.listen, args.token.clone());
     let pricing = Arc::new(prices::load()?);
