@@ -5,6 +5,9 @@
 //!   to a new overlay and the memory stream written in between; everything
 //!   else (reading the frozen disk, chunking, publishing) runs after;
 //! - `cont` is sent on every path out of a save that paused the guest;
+//! - the console's length is read while the guest is stopped, so the
+//!   console ledger of a restore counts exactly the lines printed after
+//!   the saved memory;
 //! - a save publishes one named directory (`saving/`) through
 //!   cairn-checkpoint, so a checkpoint is listed only when whole;
 //! - a restore or fork writes the checkpoint into a new generation
@@ -74,7 +77,7 @@ pub fn save(session: &mut Session, progress: &dyn Progress) -> Result<VmSaveRepo
     }
     std::fs::create_dir_all(&staging).map_err(|e| VmError::io("creating", &staging, e))?;
     let gen = dir.join(&cfg.generation);
-    let console_offset = std::fs::metadata(gen.join("console.log")).map_or(0, |m| m.len());
+    let console_log = gen.join("console.log");
     let memory = staging.join("memory");
     let overlay = gen.join(format!(
         "top-{}.qcow2",
@@ -87,6 +90,11 @@ pub fn save(session: &mut Session, progress: &dyn Progress) -> Result<VmSaveRepo
     )?;
     let paused_at = Instant::now();
     qmp.execute("stop", json!({}))?;
+    // Measured while stopped: the vCPUs write the serial port to the file
+    // synchronously, so every line the saved memory has printed is in it
+    // and none printed after. (Measured before `stop`, a line printed in
+    // between would count as after the checkpoint.)
+    let console_offset = std::fs::metadata(&console_log).map_or(0, |m| m.len());
     let frozen = pause_and_save(&mut qmp, &overlay, &memory);
     // Whatever happened, the guest runs again.
     let resumed = qmp.execute("cont", json!({}));
