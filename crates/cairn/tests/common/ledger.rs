@@ -15,11 +15,17 @@ use super::{json, Scratch};
 
 pub type Tree = BTreeMap<String, Vec<u8>>;
 
-/// Every regular file beneath `root`, by its relative path.
+/// Every regular file beneath `root`, by its relative path — but not
+/// cairn's own temporary files: a process killed between staging a write
+/// and renaming it leaves one behind, and captures exclude them by design
+/// (`cairn_store::safe::TEMP_PREFIX`).
 pub fn read_tree(root: &Path) -> Tree {
     fn walk(root: &Path, dir: &Path, out: &mut Tree) {
         for e in std::fs::read_dir(dir).unwrap() {
             let e = e.unwrap();
+            if cairn_store::safe::is_temp_name(&e.file_name().to_string_lossy()) {
+                continue;
+            }
             let ty = e.file_type().unwrap();
             if ty.is_dir() {
                 walk(root, &e.path(), out);
