@@ -127,12 +127,30 @@ impl Shared {
     /// # Errors
     /// As [`Shared::sync`].
     pub fn sync_all(&self, cache: &Store) -> Result<usize, SessionError> {
+        self.sync_stale(cache, |id| cached_records(cache, id))
+    }
+
+    /// [`Shared::sync_all`] with the cache's record counts already known:
+    /// `cached(id)` is the seq of the last record of the cache's journal
+    /// of `id`, read from that journal (a listing that checked its
+    /// projections against the journal's tail knows it), or `None` to read
+    /// it here. One request to the shared store, no second pass over the
+    /// cache's journals.
+    ///
+    /// # Errors
+    /// As [`Shared::sync`].
+    pub fn sync_stale(
+        &self,
+        cache: &Store,
+        cached: impl Fn(&RunId) -> Option<u64>,
+    ) -> Result<usize, SessionError> {
         let mut n = 0;
         for (id, records) in self.journals.runs()? {
             let Ok(id) = RunId::parse(&id) else {
                 continue;
             };
-            if cached_records(cache, &id) == Some(records) {
+            let have = cached(&id).or_else(|| cached_records(cache, &id));
+            if have == Some(records) {
                 continue;
             }
             self.sync(cache, &id)?;

@@ -502,6 +502,26 @@ fn a_shared_store_is_one_store_for_two_hosts() {
         ids.contains(&id.as_str()) && ids.contains(&fork.as_str()),
         "{ids:?}"
     );
+    // A's cache held the session as A left it: the listing shows it as B
+    // left it (listed again once the newer records were brought in).
+    let entry = |listed: &Value| {
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["id"] == id.as_str())
+            .cloned()
+            .unwrap()
+    };
+    let theirs = entry(&on_ok(&s, &shared, "b", &["sessions", "--all", "--json"]));
+    let mine = entry(&listed);
+    assert_eq!(mine["status"], "completed", "{mine}");
+    for field in ["records", "tail", "turns"] {
+        assert_eq!(
+            mine[field], theirs[field],
+            "{field}: {mine} against B's {theirs}"
+        );
+    }
     let out = on(&s, &shared, "a", &["session", "show", &id]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("finished on host b"));
     for run in [&id, &fork] {

@@ -11,11 +11,15 @@ use crate::output;
 
 /// The sessions `cairn sessions` shows: this repository's, or all.
 pub fn visible(ctx: &Context, all: bool) -> anyhow::Result<Vec<Summary>> {
-    if let Some(shared) = &ctx.shared {
-        // The cache brought to the shared store's sessions first.
-        shared.sync_all()?;
-    }
     let mut list = cairn_sessions::list(&ctx.store)?;
+    if let Some(shared) = &ctx.shared {
+        // The cache brought to the shared store's sessions: the listing's
+        // record counts (each checked against its journal's tail) say
+        // which differ; listed again only if one was brought in.
+        if shared.sync_listed(&list)? > 0 {
+            list = cairn_sessions::list(&ctx.store)?;
+        }
+    }
     if !all {
         let root = repository_root(&ctx.cwd);
         list.retain(|s| in_repository(&s.workspace, &root));

@@ -75,6 +75,21 @@ impl SharedStore {
         self.shared.sync_all(&self.cache)?;
         Ok(())
     }
+
+    /// [`SharedStore::sync_all`] given a listing of the cache just made:
+    /// its record counts were checked against each journal's tail, so the
+    /// cache's journals are not read again. Returns how many sessions were
+    /// brought in (the listing is stale when that is not 0).
+    pub fn sync_listed(&self, listed: &[cairn_sessions::Summary]) -> anyhow::Result<usize> {
+        let known: std::collections::HashMap<&str, u64> = listed
+            .iter()
+            .filter(|s| s.valid)
+            .map(|s| (s.id.as_str(), s.records))
+            .collect();
+        Ok(self
+            .shared
+            .sync_stale(&self.cache, |id| known.get(id.as_str()).copied())?)
+    }
 }
 
 /// The journals at a `nats://` URL; a malformed one is bad usage.
