@@ -24,6 +24,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cairn_journal::{
@@ -39,6 +40,15 @@ use super::files::{checkpoint_manifest, read_beneath, rel, snapshot_manifest};
 use super::remote::{share_pool, RemoteSource};
 use super::{links, objects_of_records, plan, transfer_from, ManifestFile, Plan, TransferReport};
 use crate::SessionError;
+
+/// How many sessions [`Shared::sync_stale`] brings in at once.
+const SYNC_WORKERS: usize = 8;
+
+/// A mutex's guard, poisoned or not: what it guards here (a first error, a
+/// list of indexes) is whole after any panic.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// Names the objects a record needs besides manifests
 /// (`cairn_gateway::model_call_objects`).
@@ -86,16 +96,36 @@ impl Shared {
     /// verify; the cache's copy is being written by another process here;
     /// the pull's errors.
     pub fn sync(&self, cache: &Store, id: &RunId) -> Result<Synced, SessionError> {
+        self.sync_session(cache, id, false)
+            .map(|s| s.unwrap_or(Synced::Current))
+    }
+
+    /// [`Shared::sync`]; with `roots_only`, a fork is left alone
+    /// (`Ok(None)`): bringing it in brings its ancestors too, which may be
+    /// brought in by another thread at the same time.
+    fn sync_session(
+        &self,
+        cache: &Store,
+        id: &RunId,
+        roots_only: bool,
+    ) -> Result<Option<Synced>, SessionError> {
         let remote = self.journals.read(id.as_str())?;
         let local = read_beneath(cache.root(), &rel(cache, &cache.journal_path(id)))?;
         let Some(remote) = remote else {
             if local.is_some() {
-                return Ok(Synced::SetAside(set_aside(cache, id)?));
+                return Ok(Some(Synced::SetAside(set_aside(cache, id)?)));
             }
-            return Ok(Synced::Absent);
+            return Ok(Some(Synced::Absent));
         };
         let shown = PathBuf::from(format!("{}/{id}", self.journals.name()));
         let theirs = scan_journal_bytes(&shown, &remote, id.as_str())?;
+        let fork = theirs
+            .records
+            .first()
+            .is_some_and(|r| matches!(&r.body, RecordBody::Meta(m) if m.fork.is_some()));
+        if roots_only && fork {
+            return Ok(None);
+        }
         let ours = local
             .as_ref()
             .and_then(|b| scan_journal_bytes(&cache.journal_path(id), b, id.as_str()).ok());
@@ -107,7 +137,7 @@ impl Shared {
             (Some(_), Some(o)) => plan(&links(&theirs), Some(&links(o))),
         };
         match planned {
-            Plan::UpToDate => return Ok(outcome),
+            Plan::UpToDate => return Ok(Some(outcome)),
             Plan::Ahead | Plan::Diverged(_) => {
                 outcome = Synced::SetAside(set_aside(cache, id)?);
             }
@@ -118,7 +148,7 @@ impl Shared {
             std::slice::from_ref(id),
             HashMap::from([(id.to_string(), Some(remote))]),
         )?;
-        Ok(outcome)
+        Ok(Some(outcome))
     }
 
     /// [`Shared::sync`] for every session of the shared store whose record
@@ -144,19 +174,52 @@ impl Shared {
         cache: &Store,
         cached: impl Fn(&RunId) -> Option<u64>,
     ) -> Result<usize, SessionError> {
-        let mut n = 0;
-        for (id, records) in self.journals.runs()? {
-            let Ok(id) = RunId::parse(&id) else {
-                continue;
-            };
-            let have = cached(&id).or_else(|| cached_records(cache, &id));
-            if have == Some(records) {
-                continue;
+        let stale: Vec<RunId> = self
+            .journals
+            .runs()?
+            .into_iter()
+            .filter_map(|(id, records)| {
+                let id = RunId::parse(&id).ok()?;
+                let have = cached(&id).or_else(|| cached_records(cache, &id));
+                (have != Some(records)).then_some(id)
+            })
+            .collect();
+        // Each one waits on the network and on fsyncs: sessions that are not
+        // forks are brought in side by side (a new host's first listing of a
+        // big store), forks after them one by one, since a fork brings its
+        // ancestors with it.
+        let next = AtomicUsize::new(0);
+        let failed: Mutex<Option<SessionError>> = Mutex::new(None);
+        let forks: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+        let workers = SYNC_WORKERS.min(stale.len());
+        std::thread::scope(|scope| {
+            for _ in 0..workers {
+                scope.spawn(|| loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(id) = stale.get(i) else { break };
+                    if lock(&failed).is_some() {
+                        break;
+                    }
+                    match self.sync_session(cache, id, true) {
+                        Ok(Some(_)) => {}
+                        Ok(None) => lock(&forks).push(i),
+                        Err(e) => {
+                            lock(&failed).get_or_insert(e);
+                            break;
+                        }
+                    }
+                });
             }
-            self.sync(cache, &id)?;
-            n += 1;
+        });
+        if let Some(e) = lock(&failed).take() {
+            return Err(e);
         }
-        Ok(n)
+        let mut forks = std::mem::take(&mut *lock(&forks));
+        forks.sort_unstable();
+        for i in forks {
+            self.sync(cache, &stale[i])?;
+        }
+        Ok(stale.len())
     }
 
     fn pull(

@@ -807,3 +807,77 @@ fn serve_on_a_shared_store_lists_what_another_host_writes() {
     }
     served.stop();
 }
+
+/// A new host's first listing of a store brings every session in, sessions
+/// side by side and forks after them: each arrives whole (the same records
+/// and tail as on the host that made it, every journal verifying), the
+/// objects the sessions share fetched once however many ask for them.
+#[test]
+fn a_new_hosts_first_listing_brings_in_every_session_and_fork() {
+    if !enabled("a_new_hosts_first_listing_brings_in_every_session_and_fork") {
+        return;
+    }
+    let shared = Shared::start();
+    let s = Scratch::new();
+    let script = s.script("t.json", json!([
+        {"text": "writing", "tool_calls": [call("w", "write_file", json!({"path": "a.txt", "content": "the same in every session\n"}))]},
+        {"text": "done"},
+        {"text": "more"},
+        {"text": "and more"}
+    ]));
+    let model = format!("script:{}", script.display());
+    let a = s.store.clone();
+    let mut ids = Vec::new();
+    for i in 0..12 {
+        let out = at(
+            &s,
+            None,
+            &a,
+            &["run", "--model", &model, "--json", &format!("task {i}")],
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        ids.push(json(&out.stdout)["id"].as_str().unwrap().to_string());
+    }
+    // A fork, a fork of that fork, and a fork of another session.
+    for parent in [ids[0].clone(), String::new(), ids[5].clone()] {
+        let parent = if parent.is_empty() {
+            ids.last().unwrap().clone()
+        } else {
+            parent
+        };
+        let out = at(&s, None, &a, &["fork", &parent, "--json"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        ids.push(json(&out.stdout)["id"].as_str().unwrap().to_string());
+    }
+    ok(&s, &shared, &a, &["push", "--all", &shared.url()]);
+
+    let out = at(&s, None, &a, &["sessions", "--all", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let here = json(&out.stdout);
+    let there = on_ok(&s, &shared, "b", &["sessions", "--all", "--json"]);
+    let by_id = |v: &Value| -> std::collections::BTreeMap<String, Value> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (e["id"].as_str().unwrap().to_string(), e.clone()))
+            .collect()
+    };
+    let (here, there) = (by_id(&here), by_id(&there));
+    assert_eq!(here.len(), ids.len());
+    assert_eq!(
+        here.keys().collect::<Vec<_>>(),
+        there.keys().collect::<Vec<_>>()
+    );
+    for (id, mine) in &here {
+        let theirs = &there[id];
+        assert_eq!(theirs["valid"], true, "{theirs}");
+        for field in ["records", "tail", "turns", "status", "parent"] {
+            assert_eq!(
+                mine[field], theirs[field],
+                "{id} {field}: {mine} against {theirs}"
+            );
+        }
+        let out = on(&s, &shared, "b", &["verify", id]);
+        assert!(out.status.success(), "{id}: {}", stderr(&out));
+    }
+}
