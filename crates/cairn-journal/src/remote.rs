@@ -101,10 +101,11 @@ pub trait RemoteJournals: Send + Sync {
 
     /// Takes a shared lease on the store's object pool, as an upload holds
     /// the local store lock shared until the records naming its objects
-    /// are written: a prune of the pool waits for it. Refused
-    /// ([`RemoteJournalError::Leased`]) while a prune holds the exclusive
-    /// lease. Returns a token for [`RemoteJournals::pool_release`]; the
-    /// default takes none.
+    /// are written: a prune of the pool waits for it. While a prune holds
+    /// the exclusive lease, waits for it with the share taken (so a prune
+    /// that starts meanwhile is refused), then is refused
+    /// ([`RemoteJournalError::Leased`]) if it still holds it. Returns a
+    /// token for [`RemoteJournals::pool_release`]; the default takes none.
     ///
     /// # Errors
     /// Refused, or the store could not be reached.

@@ -867,11 +867,27 @@ impl JetStreamJournals {
         let lease = self.new_lease(&key);
         self.kv_put(&key, &lease, None)?;
         // Taken, then checked: a prune that took its lease first is seen.
-        if let Some(prune) = self.live_lease(POOL_PRUNE)? {
-            self.pool_release(&key);
-            return Err(self.pool_leased(prune.holder()));
+        // While it runs the share is kept (for half its life), so a prune
+        // that starts after it is refused and this upload goes next: given
+        // up and taken again, it could wait behind prune after prune.
+        let deadline = std::time::Instant::now() + self.config.lease / 2;
+        loop {
+            let prune = match self.live_lease(POOL_PRUNE) {
+                Ok(p) => p,
+                Err(e) => {
+                    self.pool_release(&key);
+                    return Err(e);
+                }
+            };
+            match prune {
+                None => return Ok(Some(key)),
+                Some(prune) if std::time::Instant::now() >= deadline => {
+                    self.pool_release(&key);
+                    return Err(self.pool_leased(prune.holder()));
+                }
+                Some(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
         }
-        Ok(Some(key))
     }
 
     fn pool_exclusive_once(&self) -> Result<Option<String>, RemoteJournalError> {
