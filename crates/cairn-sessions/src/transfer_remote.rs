@@ -249,7 +249,9 @@ fn push_session(
 }
 
 /// Takes the shared pool's shared lease, waiting up to a minute for a
-/// prune that holds the exclusive one.
+/// prune that holds the exclusive one. Each `pool_share` waits with its
+/// share held for as long as the share is sure to stay live (half a lease
+/// on JetStream); a longer prune is waited out here, with a new share.
 pub(super) fn share_pool(journals: &dyn RemoteJournals) -> Result<Option<String>, SessionError> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
