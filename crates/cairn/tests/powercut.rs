@@ -1421,6 +1421,24 @@ impl Checker<'_> {
         }
     }
 
+    /// `cairn checkpoint verify ID --json`'s report, whether it passed
+    /// (exit 0) or found a fault (exit 3, the report saying which); any
+    /// other outcome is a problem.
+    fn verify_report(&mut self, id: &str) -> Option<Value> {
+        let (code, out, err) = self.cairn(&["checkpoint", "verify", id, "--json"]);
+        match serde_json::from_str::<Value>(&out) {
+            Ok(v) if code == 0 || code == 3 => Some(v),
+            _ => {
+                self.problems.push(format!(
+                    "cairn checkpoint verify {id} --json: exit {code}: {}{}",
+                    out.trim(),
+                    err.trim()
+                ));
+                None
+            }
+        }
+    }
+
     fn transcript(&mut self, run: &str) -> Option<Vec<Value>> {
         if !self.transcripts.contains_key(run) {
             let v = self
@@ -1510,7 +1528,7 @@ impl Checker<'_> {
                 let Some(id) = cp["id"].as_str() else {
                     continue;
                 };
-                let Some(v) = self.json(&["checkpoint", "verify", id]) else {
+                let Some(v) = self.verify_report(id) else {
                     continue;
                 };
                 if v["ok"] == true || acknowledged.contains(id) {
