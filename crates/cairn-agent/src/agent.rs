@@ -19,6 +19,13 @@
 //! abandons it at once: `terminal: interrupted`, an abandoned tool recorded as
 //! `unknown`.
 //!
+//! Blocking work stays off the runtime's other tasks: workspace captures run
+//! on a thread of their own (see `offload`), which an immediate stop
+//! abandons, and journal appends (write, fdatasync, a shared store's
+//! publish) hand the runtime's thread over while they block, on a
+//! multi-thread runtime. Whoever watches for stop requests (a signal task)
+//! therefore runs during either, and sees every request as it comes.
+//!
 //! Approvals (DESIGN §11): a call the [`ApprovePolicy`] names waits, before
 //! its `tool_start`, for the [`Approver`]'s answer inside a `pause:turn:N`
 //! window that `resume:turn:N` closes; a decline journals a `refused` result
@@ -40,6 +47,7 @@ use crate::boundaries::{self, Boundaries, Stopped, Taken};
 use crate::convert;
 use crate::events::{Events, Sink};
 use crate::fingerprint::{compare, fingerprint, Verdict};
+use crate::offload::{Offloaded, Work};
 use crate::responses;
 use crate::stop::{Stop, StopLevel};
 use crate::{AgentError, Pricing, Session};
@@ -72,11 +80,15 @@ pub struct Faults {
     /// After a call's `tool_start` is journaled, wait for ever instead of
     /// dispatching it: the call is in flight until the process is killed.
     pub stall_after_tool_start: bool,
+    /// Every workspace capture stalls for good, after saying so on stderr
+    /// (`cairn: fault: the capture at LABEL stalls`): only a stop ends it.
+    pub stall_in_capture: bool,
 }
 
 impl Faults {
     /// The crash points named by `CAIRN_FAULT` (comma-separated:
-    /// `crash-after-response-stored`, `stall-after-tool-start`) with the
+    /// `crash-after-response-stored`, `stall-after-tool-start`,
+    /// `stall-in-capture`) with the
     /// `fault-injection` feature; none without it.
     pub fn from_env() -> Faults {
         #[cfg(feature = "fault-injection")]
@@ -86,6 +98,7 @@ impl Faults {
             Faults {
                 crash_after_response_stored: armed("crash-after-response-stored"),
                 stall_after_tool_start: armed("stall-after-tool-start"),
+                stall_in_capture: armed("stall-in-capture"),
             }
         }
         #[cfg(not(feature = "fault-injection"))]
@@ -177,7 +190,7 @@ pub struct Agent {
     pricing: Arc<dyn Pricing>,
     stop: Stop,
     faults: Faults,
-    boundaries: Boundaries,
+    boundaries: Offloaded,
     /// The turn whose `pre:` was taken and whose `post:` was not yet.
     open_turn: Option<u64>,
     /// What changed outside the run, to tell the model before its next turn.
@@ -209,7 +222,7 @@ impl Agent {
             pricing,
             stop,
             faults: Faults::default(),
-            boundaries: Boundaries::new(None),
+            boundaries: Offloaded::new(Boundaries::new(None)),
             open_turn: None,
             note: None,
             approval: None,
@@ -219,7 +232,8 @@ impl Agent {
     /// Versions the workspace at every turn boundary with `tracker`
     /// (DESIGN §5.3); without it the loop journals no `snapshot` records.
     pub fn with_tracker(mut self, tracker: cairn_workspace::Workspace) -> Self {
-        self.boundaries = Boundaries::new(Some(tracker));
+        self.boundaries = Offloaded::new(Boundaries::new(Some(tracker)));
+        self.boundaries.stall(self.faults.stall_in_capture);
         self
     }
 
@@ -240,6 +254,7 @@ impl Agent {
     /// Arms crash points (tests only).
     pub fn with_faults(mut self, faults: Faults) -> Self {
         self.faults = faults;
+        self.boundaries.stall(faults.stall_in_capture);
         self
     }
 
@@ -305,7 +320,7 @@ impl Agent {
             .map(|f| format!("{}: {} -> {}", f.field, f.was, f.now))
             .collect();
         ev.notice(&format!("resuming with {}", fields.join(", ")));
-        self.session.append(RecordBody::Override(Override {
+        self.append(RecordBody::Override(Override {
             forced,
             fingerprint: current,
         }))?;
@@ -325,17 +340,17 @@ impl Agent {
     ) -> Result<Ending, AgentError> {
         // Every way back in closes the window the last stop opened.
         if self.session.state().records > 1 {
-            self.reconcile(ev)?;
+            self.reconcile(ev).await?;
         }
         if let Some(end) = self.complete_last_turn(ev).await? {
             return Ok(end);
         }
         if let Some(text) = text {
             self.deliver_note()?;
-            self.session.append(RecordBody::User(User { text }))?;
+            self.append(RecordBody::User(User::person(text)))?;
         }
         loop {
-            if let Some(end) = self.stopped()? {
+            if let Some(end) = self.stopped().await? {
                 return Ok(end);
             }
             if !self.needs_model() {
@@ -346,28 +361,34 @@ impl Agent {
                     state.last_stop_reason.as_deref(),
                     state.last_refusal.as_deref(),
                 ) {
-                    Some(why) => self.end(TerminalReason::Failed, Some(why)),
-                    None => self.end(TerminalReason::Completed, None),
+                    Some(why) => self.end(TerminalReason::Failed, Some(why)).await,
+                    None => self.end(TerminalReason::Completed, None).await,
                 };
             }
             if let Some(why) = self.over_budget() {
-                return self.end(TerminalReason::BudgetExhausted, Some(why));
+                return self.end(TerminalReason::BudgetExhausted, Some(why)).await;
             }
             self.deliver_note()?;
             let turn = self.session.state().next_turn();
-            self.boundary_pre(turn, ev)?;
+            self.boundary_pre(turn, ev).await?;
+            // An immediate stop during the capture: the model is not asked.
+            if self.stop.level() == StopLevel::Immediate {
+                return self.interrupted().await;
+            }
             let request = self.request(turn);
             let (response, replay) = match self.call_model(turn, &request, ev).await? {
                 Called::Done(r, replay) => (*r, replay),
                 Called::Interrupted => {
-                    return self.end(
-                        TerminalReason::Interrupted,
-                        Some(format!(
-                            "stopped during model turn {turn}; nothing of it was recorded"
-                        )),
-                    )
+                    return self
+                        .end(
+                            TerminalReason::Interrupted,
+                            Some(format!(
+                                "stopped during model turn {turn}; nothing of it was recorded"
+                            )),
+                        )
+                        .await
                 }
-                Called::Failed(msg) => return self.end(TerminalReason::Failed, Some(msg)),
+                Called::Failed(msg) => return self.end(TerminalReason::Failed, Some(msg)).await,
             };
             // Priced by the model that answered (a dated or smaller model
             // than the one asked for costs what it costs).
@@ -375,8 +396,8 @@ impl Agent {
             let answered = Some(response.model.as_str())
                 .filter(|m| !m.is_empty())
                 .unwrap_or(&requested);
-            let cost = self.pricing.price(
-                self.provider.kind(),
+            let cost = self.pricing.price_reported(
+                self.provider.vendor(),
                 answered,
                 self.provider.base_url(),
                 response.usage,
@@ -392,14 +413,14 @@ impl Agent {
             if let Some(end) = self.dispatch_pending(ev).await? {
                 return Ok(end);
             }
-            self.boundary(Label::Post, turn, ev)?;
+            self.boundary(Label::Post, turn, ev).await?;
             self.open_turn = None;
         }
     }
 
     /// `resume:turn:N` and the `reconcile` record: what changed while
     /// nothing of the run executed, on the record, and for the model.
-    fn reconcile(&mut self, ev: &mut dyn Events) -> Result<(), AgentError> {
+    async fn reconcile(&mut self, ev: &mut dyn Events) -> Result<(), AgentError> {
         // A turn whose `pre:` is the last boundary was cut short by a crash:
         // what changed since may be its work, so it is closed as the run's
         // (`fail:`) before `resume:` judges the rest.
@@ -410,18 +431,20 @@ impl Agent {
             .as_ref()
             .and_then(|s| s.label.strip_prefix("pre:turn:"))
             .and_then(|n| n.parse::<u64>().ok());
-        if let Some(n) = crashed.filter(|_| self.boundaries.has_own_snapshots()) {
-            self.boundary(Label::Fail, n, ev)?;
+        if let Some(n) = crashed {
+            if self.boundaries.has_own_snapshots(&mut self.stop).await == Some(true) {
+                self.boundary(Label::Fail, n, ev).await?;
+            }
         }
         let n = self.session.state().next_turn();
-        self.close_window(n, Gap::Stopped, ev)
+        self.close_window(n, Gap::Stopped, ev).await
     }
 
     /// `resume:turn:N` closes a non-executing window: the capture is
     /// journaled, and so is a `reconcile` record of what changed in the
     /// window (which was not the run's doing); the model is told before its
     /// next turn.
-    fn close_window(
+    async fn close_window(
         &mut self,
         n: u64,
         gap: Gap<'_>,
@@ -432,11 +455,14 @@ impl Agent {
         };
         let label = Label::Resume(at);
         let base = self.inherited_base();
-        let taken = self.boundaries.capture_since(label.clone(), base);
+        let work = Work::Capture(label.clone(), base);
+        let Some(taken) = self.boundaries.take(work, &mut self.stop).await else {
+            return Ok(());
+        };
         let Some(taken) = self.take(taken, ev)? else {
             return Ok(());
         };
-        self.session.append(RecordBody::Snapshot(Snapshot {
+        self.append(RecordBody::Snapshot(Snapshot {
             snapshot: taken.snapshot.to_string(),
             label: label.to_string(),
         }))?;
@@ -449,7 +475,7 @@ impl Agent {
         if matches!(gap, Gap::Approval(_)) && changed.is_empty() && unknown.is_none() {
             return Ok(());
         }
-        self.session.append(RecordBody::Reconcile(Reconcile {
+        self.append(RecordBody::Reconcile(Reconcile {
             changed: changed.clone(),
             snapshot: Some(taken.snapshot.to_string()),
             unknown: unknown.clone(),
@@ -539,7 +565,7 @@ impl Agent {
                     "workspace versioning stopped at {}: {}",
                     stopped.at, stopped.reason
                 ));
-                self.session.append(RecordBody::Versioning(Versioning {
+                self.append(RecordBody::Versioning(Versioning {
                     state: VersioningState::Off,
                     at: Some(stopped.at),
                     reason: stopped.reason,
@@ -549,18 +575,29 @@ impl Agent {
         }
     }
 
+    /// Journals `body` (DESIGN §2: written whole, fdatasynced, on a shared
+    /// store published) without holding up the runtime's other tasks, where
+    /// the runtime can move them to another thread. An append is never
+    /// abandoned: the loop goes on only once the record is kept.
+    fn append(&mut self, body: RecordBody) -> Result<cairn_journal::Record, AgentError> {
+        let session = &mut self.session;
+        Ok(blocking(move || session.append(body))?)
+    }
+
     fn deliver_note(&mut self) -> Result<(), AgentError> {
         if let Some(text) = self.note.take() {
-            self.session.append(RecordBody::User(User { text }))?;
+            self.append(RecordBody::User(User::note(text)))?;
         }
         Ok(())
     }
 
-    fn boundary_pre(&mut self, turn: u64, ev: &mut dyn Events) -> Result<(), AgentError> {
+    async fn boundary_pre(&mut self, turn: u64, ev: &mut dyn Events) -> Result<(), AgentError> {
         self.open_turn = Some(turn);
-        let taken = self.boundaries.pre(turn);
+        let Some(taken) = self.boundaries.take(Work::Pre(turn), &mut self.stop).await else {
+            return Ok(());
+        };
         if let Some(t) = self.take(taken, ev)? {
-            self.session.append(RecordBody::Snapshot(Snapshot {
+            self.append(RecordBody::Snapshot(Snapshot {
                 snapshot: t.snapshot.to_string(),
                 label: format!("pre:turn:{turn}"),
             }))?;
@@ -568,7 +605,9 @@ impl Agent {
         Ok(())
     }
 
-    fn boundary(
+    /// A capture at a turn boundary, journaled; nothing when an immediate
+    /// stop abandons it.
+    async fn boundary(
         &mut self,
         make: fn(cairn_workspace::NodeIter) -> Label,
         turn: u64,
@@ -578,9 +617,12 @@ impl Agent {
             return Ok(());
         };
         let label = make(at);
-        let taken = self.boundaries.capture(label.clone());
+        let work = Work::Capture(label.clone(), Ok(None));
+        let Some(taken) = self.boundaries.take(work, &mut self.stop).await else {
+            return Ok(());
+        };
         if let Some(t) = self.take(taken, ev)? {
-            self.session.append(RecordBody::Snapshot(Snapshot {
+            self.append(RecordBody::Snapshot(Snapshot {
                 snapshot: t.snapshot.to_string(),
                 label: label.to_string(),
             }))?;
@@ -601,12 +643,12 @@ impl Agent {
         let turn = self.session.state().totals.turns;
         self.open_turn = Some(turn);
         for p in pending {
-            if let Some(end) = self.stopped()? {
+            if let Some(end) = self.stopped().await? {
                 return Ok(Some(end));
             }
             if !p.started {
                 if self.dispatch(&p.call, ev).await? {
-                    return self.interrupted().map(Some);
+                    return self.interrupted().await.map(Some);
                 }
             } else if self.tools.is_idempotent(&p.call.name) {
                 ev.notice(&format!(
@@ -614,7 +656,7 @@ impl Agent {
                     p.call.name, p.call.id
                 ));
                 if self.dispatch(&p.call, ev).await? {
-                    return self.interrupted().map(Some);
+                    return self.interrupted().await.map(Some);
                 }
             } else {
                 let output = format!(
@@ -625,7 +667,7 @@ impl Agent {
                     "{} ({}) was in flight when the last process stopped; its outcome is recorded as unknown and it was not re-run",
                     p.call.name, p.call.id
                 ));
-                self.session.append(RecordBody::ToolResult(ToolResult {
+                self.append(RecordBody::ToolResult(ToolResult {
                     call: p.call.id.clone(),
                     outcome: Outcome::Unknown,
                     output: output.clone(),
@@ -633,7 +675,7 @@ impl Agent {
                 ev.tool_finished(&p.call, Outcome::Unknown, &output);
             }
         }
-        self.boundary(Label::Post, turn, ev)?;
+        self.boundary(Label::Post, turn, ev).await?;
         self.open_turn = None;
         Ok(None)
     }
@@ -645,11 +687,11 @@ impl Agent {
     ) -> Result<Option<Ending>, AgentError> {
         let pending: Vec<PendingCall> = self.session.state().pending.clone();
         for p in pending {
-            if let Some(end) = self.stopped()? {
+            if let Some(end) = self.stopped().await? {
                 return Ok(Some(end));
             }
             if self.dispatch(&p.call, ev).await? {
-                return self.interrupted().map(Some);
+                return self.interrupted().await.map(Some);
             }
         }
         Ok(None)
@@ -666,7 +708,7 @@ impl Agent {
             let output =
                 convert::not_run_message(call, self.session.state().last_stop_reason.as_deref());
             ev.tool_started(call);
-            self.session.append(RecordBody::ToolResult(ToolResult {
+            self.append(RecordBody::ToolResult(ToolResult {
                 call: call.id.clone(),
                 outcome: Outcome::Error,
                 output: output.clone(),
@@ -688,7 +730,7 @@ impl Agent {
                         "cairn: the user declined this {} call; it was not run.",
                         call.name
                     );
-                    self.session.append(RecordBody::ToolResult(ToolResult {
+                    self.append(RecordBody::ToolResult(ToolResult {
                         call: call.id.clone(),
                         outcome: Outcome::Refused,
                         output: output.clone(),
@@ -699,7 +741,7 @@ impl Agent {
                 Some(Decision::Run) => {}
             }
         }
-        self.session.append(RecordBody::ToolStart(ToolStart {
+        self.append(RecordBody::ToolStart(ToolStart {
             call: call.id.clone(),
             name: call.name.clone(),
         }))?;
@@ -724,7 +766,7 @@ impl Agent {
                 true,
             ),
         };
-        self.session.append(RecordBody::ToolResult(ToolResult {
+        self.append(RecordBody::ToolResult(ToolResult {
             call: call.id.clone(),
             outcome,
             output: output.clone(),
@@ -743,13 +785,14 @@ impl Agent {
         ev: &mut dyn Events,
     ) -> Result<Option<Decision>, AgentError> {
         let turn = self.open_turn.unwrap_or(self.session.state().totals.turns);
-        self.boundary(Label::Pause, turn, ev)?;
+        self.boundary(Label::Pause, turn, ev).await?;
         ev.approval_needed(call);
+        let preview = cairn_tools::preview(&self.workspace, &call.name, &call.arguments);
         let decision = {
             let (approval, stop) = (&mut self.approval, &mut self.stop);
             match approval {
                 Some(a) => tokio::select! {
-                    d = a.approver.ask(call) => Some(d),
+                    d = a.approver.ask_previewed(call, preview) => Some(d),
                     _ = stop.immediate() => None,
                 },
                 None => Some(Decision::Run),
@@ -757,7 +800,7 @@ impl Agent {
         };
         // Closed on every way out, an abandoned question included, so that
         // the `fail:` the interruption writes holds no edit of the person's.
-        self.close_window(turn, Gap::Approval(call), ev)?;
+        self.close_window(turn, Gap::Approval(call), ev).await?;
         Ok(decision)
     }
 
@@ -824,21 +867,27 @@ impl Agent {
         )
     }
 
+    /// Why the run must stop for its budget, with the command that raises
+    /// the limit and goes on (a plain resume would stop again at once; a
+    /// raised budget needs no --force, see the resume guard).
     fn over_budget(&self) -> Option<String> {
         let b = &self.config.budgets;
         let t = &self.session.state().totals;
+        let run = self.session.id();
         if let Some(max) = b.max_turns {
             if t.turns >= max {
+                let more = t.turns.max(max).saturating_add(max.max(1));
                 return Some(format!(
-                    "the turn budget of {max} is used up; resume with a higher --max-turns"
+                    "the turn budget of {max} is used up; raise it to go on: cairn resume {run} --max-turns {more}"
                 ));
             }
         }
         if let Some(max) = b.max_tokens {
-            let used = t.input_tokens + t.output_tokens;
+            let used = t.tokens();
             if used >= max {
+                let more = used.max(max).saturating_add(max.max(1));
                 return Some(format!(
-                    "{used} tokens used of a budget of {max}; resume with a higher --max-tokens"
+                    "{used} tokens used of a budget of {max}; raise it to go on: cairn resume {run} --max-tokens {more}"
                 ));
             }
         }
@@ -848,7 +897,8 @@ impl Agent {
                     return Some("the cost so far is unknown (no price for this model), so a cost budget cannot be kept; add a price or resume without --max-cost".into())
                 }
                 (_, Some(usd)) if usd >= max => {
-                    return Some(format!("${usd:.4} spent of a budget of ${max}; resume with a higher --max-cost"))
+                    let more = usd.max(max) + max.max(0.01);
+                    return Some(format!("${usd:.4} spent of a budget of ${max}; raise it to go on: cairn resume {run} --max-cost {more:.2}"))
                 }
                 _ => {}
             }
@@ -856,40 +906,47 @@ impl Agent {
         None
     }
 
-    fn stopped(&mut self) -> Result<Option<Ending>, AgentError> {
+    async fn stopped(&mut self) -> Result<Option<Ending>, AgentError> {
         match self.stop.level() {
             StopLevel::None => Ok(None),
-            StopLevel::Graceful => self.end(TerminalReason::Suspended, None).map(Some),
-            StopLevel::Immediate => self.interrupted().map(Some),
+            StopLevel::Graceful => self.end(TerminalReason::Suspended, None).await.map(Some),
+            StopLevel::Immediate => self.interrupted().await.map(Some),
         }
     }
 
-    fn interrupted(&mut self) -> Result<Ending, AgentError> {
+    async fn interrupted(&mut self) -> Result<Ending, AgentError> {
         self.end(
             TerminalReason::Interrupted,
             Some("stopped at once by the user".into()),
         )
+        .await
     }
 
-    fn end(
+    async fn end(
         &mut self,
-        reason: TerminalReason,
-        detail: Option<String>,
+        mut reason: TerminalReason,
+        mut detail: Option<String>,
     ) -> Result<Ending, AgentError> {
         // A turn cut short opens a window with `fail:`; a run that stops
         // between turns waits for a human: `pause:`. Closed by `resume:`.
         let mut quiet = crate::events::Silent;
         match self.open_turn.take() {
-            Some(n) => self.boundary(Label::Fail, n, &mut quiet)?,
+            Some(n) => self.boundary(Label::Fail, n, &mut quiet).await?,
             None => {
                 let last = self.session.state().totals.turns;
                 if last > 0 {
-                    self.boundary(Label::Pause, last, &mut quiet)?;
+                    self.boundary(Label::Pause, last, &mut quiet).await?;
                 }
             }
         }
+        // A suspend asked to stop at once while its capture ran: the
+        // capture was abandoned, and the stop is what the user asked for.
+        if reason == TerminalReason::Suspended && self.stop.level() == StopLevel::Immediate {
+            reason = TerminalReason::Interrupted;
+            detail = Some("stopped at once by the user".into());
+        }
         let totals = self.session.state().totals;
-        self.session.append(RecordBody::Terminal(Terminal {
+        self.append(RecordBody::Terminal(Terminal {
             reason,
             totals,
             detail: detail.clone(),
@@ -900,5 +957,16 @@ impl Agent {
             records: self.session.writer().seq(),
             tail: self.session.writer().tail(),
         })
+    }
+}
+
+/// Runs `f`, which blocks, handing the runtime's thread over first on a
+/// multi-thread runtime (its other tasks, a signal watcher among them, go
+/// on meanwhile); on a current-thread runtime, or outside one, it just runs.
+fn blocking<R>(f: impl FnOnce() -> R) -> R {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
     }
 }

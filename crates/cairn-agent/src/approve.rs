@@ -92,6 +92,20 @@ pub trait Approver: Send {
         &'a mut self,
         call: &'a ToolCall,
     ) -> Pin<Box<dyn Future<Output = Decision> + Send + 'a>>;
+
+    /// Whether `call` may run, with what it would change shown: for
+    /// `write_file` and `edit_file`, the unified diff of the file
+    /// (`cairn_tools::preview`; the model's text, to be escaped before it
+    /// reaches a terminal). The loop asks through this; by default it is
+    /// [`Approver::ask`].
+    fn ask_previewed<'a>(
+        &'a mut self,
+        call: &'a ToolCall,
+        preview: Option<String>,
+    ) -> Pin<Box<dyn Future<Output = Decision> + Send + 'a>> {
+        let _ = preview;
+        self.ask(call)
+    }
 }
 
 #[cfg(test)]

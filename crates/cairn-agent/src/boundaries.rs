@@ -84,14 +84,15 @@ impl Boundaries {
         }
     }
 
-    /// A capture under `label` (post, fail, pause, resume). For `resume:`,
-    /// `changed` lists the paths that differ from the head before it.
-    pub(crate) fn capture(&mut self, label: Label) -> Result<Option<Taken>, Stopped> {
-        self.capture_since(label, Ok(None))
+    /// Whether the workspace is still captured (versioning has not stopped).
+    pub(crate) fn tracking(&self) -> bool {
+        self.tracker.is_some()
     }
 
-    /// As [`Boundaries::capture`]; when this run has no snapshot yet (a fork),
-    /// `base` is the state it started from, to compare against.
+    /// A capture under `label` (post, fail, pause, resume). For `resume:`,
+    /// `changed` lists the paths that differ from the head before it; when
+    /// this run has no snapshot yet (a fork), `base` is the state it started
+    /// from, to compare against.
     pub(crate) fn capture_since(
         &mut self,
         label: Label,

@@ -3,9 +3,11 @@
 //! `assistant` record, and what an answer's stop means for the loop.
 //!
 //! Rules:
-//! 1. What the model said is sent back as it said it: text, tool calls,
-//!    thinking blocks (signatures and redacted blocks included) and
-//!    reasoning, so a resumed run sends exactly what a continuous one would.
+//! 1. What the model said is sent back as it said it: text, tool calls
+//!    (their arguments' own text, spaces and key order included), thinking
+//!    blocks (signatures and redacted blocks included) and reasoning, so a
+//!    resumed run sends exactly what a continuous one would, and what the
+//!    provider produced.
 //! 2. A tool call whose arguments are not a JSON object (cut off at the
 //!    output limit, or not valid JSON) was never run. It is left out of the
 //!    assistant message sent back — its arguments would be an input the model
@@ -27,12 +29,13 @@ pub fn messages(conversation: &[Entry]) -> Vec<Message> {
     let mut out = Vec::with_capacity(conversation.len());
     for e in conversation {
         out.push(match e {
-            Entry::User { text } => Message::User { text: text.clone() },
+            Entry::User { text, .. } => Message::User { text: text.clone() },
             Entry::Assistant {
                 text,
                 tool_calls,
                 thinking,
                 reasoning,
+                items,
             } => {
                 let mut sent = Vec::with_capacity(tool_calls.len());
                 for c in tool_calls {
@@ -41,6 +44,7 @@ pub fn messages(conversation: &[Entry]) -> Vec<Message> {
                             id: c.id.clone(),
                             name: c.name.clone(),
                             arguments: c.arguments.clone(),
+                            raw_arguments: c.raw_arguments.clone(),
                         });
                     } else {
                         not_run.insert(c.id.as_str());
@@ -55,6 +59,7 @@ pub fn messages(conversation: &[Entry]) -> Vec<Message> {
                         field: r.field.clone(),
                         details: r.details.clone(),
                     }),
+                    items: items.clone(),
                 }
             }
             Entry::ToolResult { call, output, .. } if not_run.contains(call.as_str()) => {
@@ -153,18 +158,21 @@ pub fn assistant_record(
                 id: c.id,
                 name: c.name,
                 arguments: c.arguments,
+                raw_arguments: c.raw_arguments,
             })
             .collect(),
-        usage: Usage {
-            input_tokens: response.usage.input_tokens,
-            output_tokens: response.usage.output_tokens,
-        },
+        // No usage reported: zero tokens counted, and the cost says unknown.
+        usage: response.usage.map_or_else(Usage::default, |u| Usage {
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+        }),
         cost,
         replay,
         model: answered,
         requested_model,
         stop_reason: response.stop_reason,
         refusal: response.refusal,
+        stop_details: response.stop_details,
         thinking: response.thinking.iter().map(thinking_to_record).collect(),
         reasoning: response
             .reasoning
@@ -174,6 +182,7 @@ pub fn assistant_record(
                 field: r.field,
                 details: r.details,
             }),
+        items: response.items,
     }
 }
 
@@ -229,13 +238,17 @@ mod tests {
             id: id.into(),
             name: "write_file".into(),
             arguments,
+            raw_arguments: None,
         }
     }
 
     #[test]
     fn a_call_that_was_not_run_is_not_sent_back_and_its_result_reaches_the_model() {
         let conversation = vec![
-            Entry::User { text: "go".into() },
+            Entry::User {
+                text: "go".into(),
+                note: false,
+            },
             Entry::Assistant {
                 text: "writing".into(),
                 tool_calls: vec![
@@ -244,6 +257,7 @@ mod tests {
                 ],
                 thinking: vec![],
                 reasoning: None,
+                items: Vec::new(),
             },
             Entry::ToolResult {
                 call: "a".into(),
@@ -279,6 +293,7 @@ mod tests {
                 tool_calls: vec![call("a", json!({"command": "rm -rf x"}))],
                 thinking: vec![],
                 reasoning: None,
+                items: Vec::new(),
             },
             Entry::ToolResult {
                 call: "a".into(),

@@ -41,6 +41,7 @@ mod convert;
 mod error;
 mod events;
 mod fingerprint;
+mod offload;
 mod plan;
 mod responses;
 mod stop;

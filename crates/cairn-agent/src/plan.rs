@@ -30,7 +30,7 @@ use crate::{AgentError, Config};
 /// What the user asked for on the command line (every field optional).
 #[derive(Clone, Debug, Default)]
 pub struct Request {
-    /// `script:PATH | openai:MODEL | anthropic:MODEL`.
+    /// `script:PATH | openai:MODEL | openai-responses:MODEL | anthropic:MODEL`.
     pub model: Option<String>,
     /// A base URL.
     pub base_url: Option<String>,
@@ -90,7 +90,7 @@ impl Plan {
             .filter(|m| !m.trim().is_empty())
             .ok_or_else(|| {
                 plan_error(
-                    "choose a model with --model script:PATH | openai:MODEL | anthropic:MODEL (or set CAIRN_MODEL)",
+                    "no model named and no key set: set OPENAI_API_KEY or ANTHROPIC_API_KEY (a default model of that provider is then used), or choose one with --model script:PATH | openai:MODEL | openai-responses:MODEL | anthropic:MODEL, CAIRN_MODEL, or `model` in ~/.config/cairn/config.toml",
                 )
             })?;
         let system = match system {

@@ -147,7 +147,7 @@ pub use manifest::{
 };
 pub use materialize::{materialize, materialize_path, MaterializeReport, PathReport};
 pub use prune_source::CheckpointManifests;
-pub use query::{list, list_all, naming_run, show, stats, Stats};
+pub use query::{ids, list, list_all, naming_run, show, stats, Stats};
 pub use restore::{restore, RestoreJournal, RestoreReport};
 pub use save::{save, SaveReport, SaveRequest, WorkspaceSource};
 pub use verify::{verify, BadPart, VerifyReport};

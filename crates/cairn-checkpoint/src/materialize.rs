@@ -157,9 +157,10 @@ pub fn materialize_path(
 }
 
 /// Writes `entries` (relative path, object, mode, size) below `dir`, which
-/// [`check_target`] found new or empty: objects checked present first, each
-/// file staged and verified, renamed into place, every directory synced; on
-/// failure everything written below `dir` is removed.
+/// [`check_target`] found new or empty: objects checked present first,
+/// `dir` and its missing ancestors created (each one's parent fsynced),
+/// each file staged and verified, renamed into place, every directory
+/// synced; on failure everything written below `dir` is removed.
 fn write_tree(
     store: &Store,
     dir: &Path,
@@ -171,7 +172,10 @@ fn write_tree(
     for h in needed {
         pool.require(h)?;
     }
-    std::fs::create_dir_all(dir).map_err(|e| CheckpointError::io("creating", dir, e))?;
+    // Each directory made here has its entry made durable by an fsync of
+    // its parent (an error stops the materialisation, as every failed sync
+    // must): a fork never names a workspace that a power cut can lose.
+    cairn_store::durable::create_dir_all_durable(dir, "checkpoint.materialize.dir")?;
     let root = safe_fs::open_dir_path(dir).map_err(|e| CheckpointError::io("opening", dir, e))?;
     progress.begin(Phase::Stage, Some(entries.len() as u64));
     let result = entries
@@ -208,9 +212,6 @@ fn write_tree(
             }
         }
         return Err(e);
-    }
-    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-        let _ = cairn_store::durable::fsync_dir(parent);
     }
     Ok(())
 }

@@ -40,6 +40,21 @@ pub fn list_all(store: &Store) -> Result<Vec<CheckpointSummary>, CheckpointError
     Ok(out)
 }
 
+/// The id of every checkpoint in the store, read from the manifests' file
+/// names alone (nothing is parsed): what a reference by prefix is resolved
+/// against.
+///
+/// # Errors
+/// The checkpoints directory cannot be listed.
+pub fn ids(store: &Store) -> Result<Vec<CheckpointId>, CheckpointError> {
+    let mut out: Vec<CheckpointId> = crate::manifest::manifest_files(store)?
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
 /// One checkpoint's manifest, checked (`cairn checkpoint show CP`). This
 /// reads the manifest; it does not check it against the journal
 /// ([`verify`](crate::verify) does).

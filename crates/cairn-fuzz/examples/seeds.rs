@@ -1,8 +1,10 @@
 //! Writes the seed inputs of every fuzz target into `fuzz/corpus/<target>/`
 //! (files named `seed-…`), from what the real code writes: journals by the
 //! journal writer, manifests and stat caches by a capture, checkpoint
-//! manifests by a save, object files by the pool, and the SSE fixtures of
-//! cairn-model. Run it again after a format change:
+//! manifests by a save, object files by the pool, the response fixtures
+//! of cairn-model (for `sse`, the two stream decoders and the gateway's
+//! reading) and of the gateway's provider errors (cairn-testkit). Run it
+//! again after a format change:
 //!
 //! ```text
 //! cargo run -p cairn-fuzz --example seeds
@@ -24,6 +26,7 @@ fn main() -> Result {
     let tmp = tempfile::tempdir()?;
     journal(&fuzz.join("journal"), tmp.path())?;
     sse(&fuzz.join("sse"))?;
+    streams(&fuzz)?;
     ignore(&fuzz.join("ignore"))?;
     workspace(&fuzz, tmp.path())?;
     chunks(&fuzz.join("chunks"), tmp.path())?;
@@ -77,6 +80,7 @@ fn bodies() -> Vec<RecordBody> {
     vec![
         RecordBody::User(User {
             text: "fix the bug in a.txt, \"quoted\" and ünïcode\n".into(),
+            origin: None,
         }),
         RecordBody::Snapshot(Snapshot {
             snapshot: "01JFUZZSNAP000000000000000".into(),
@@ -88,6 +92,7 @@ fn bodies() -> Vec<RecordBody> {
                 id: "c1".into(),
                 name: "read_file".into(),
                 arguments: serde_json::json!({"path": "a.txt", "n": 1.5, "deep": [null, true]}),
+                raw_arguments: None,
             }],
             usage: Usage {
                 input_tokens: 10,
@@ -159,6 +164,30 @@ fn bodies() -> Vec<RecordBody> {
             at: Some("pre:turn:2".into()),
             reason: "over the file limit".into(),
         }),
+        RecordBody::ModelCall(ModelCall {
+            endpoint: "/v1/messages".into(),
+            key: "k2".into(),
+            status: 200,
+            cost: Cost::ZERO,
+            delivered: Delivered::Complete,
+            choices: vec![Choice {
+                index: 0,
+                stop_reason: Some("refusal".into()),
+                stop_details: Some(
+                    serde_json::json!({"type": "refusal", "category": "cyber", "explanation": null}),
+                ),
+                refusal: Some("no".into()),
+            }],
+            ..ModelCall::default()
+        }),
+        RecordBody::Assistant(Assistant {
+            text: String::new(),
+            cost: Cost::UNKNOWN,
+            stop_reason: Some("refusal".into()),
+            refusal: Some("declined".into()),
+            stop_details: Some(serde_json::json!({"type": "refusal", "category": null})),
+            ..Assistant::default()
+        }),
         RecordBody::Assistant(Assistant {
             text: "done".into(),
             cost: Cost::ZERO,
@@ -224,15 +253,23 @@ fn journal(out: &Path, tmp: &Path) -> Result {
 
 fn sse(out: &Path) -> Result {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cairn-model/tests/fixtures");
-    for provider in ["anthropic", "openai"] {
-        let mut names: Vec<PathBuf> = fs::read_dir(fixtures.join(provider))?
-            .map(|e| e.map(|e| e.path()))
-            .collect::<std::result::Result<_, _>>()?;
-        names.sort();
-        for path in names {
+    for provider in ["anthropic", "openai", "responses"] {
+        for path in fixture_files(&fixtures.join(provider))? {
             let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("x");
             seed(out, &format!("{provider}-{stem}"), &fs::read(&path)?)?;
         }
+    }
+    // Providers' errors inside a 200 stream (the gateway's fixtures).
+    let errors =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../cairn-testkit/fixtures/provider_errors");
+    let mut names: Vec<PathBuf> = fs::read_dir(errors)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<std::result::Result<_, _>>()?;
+    names.retain(|p| p.extension().is_some_and(|e| e == "sse"));
+    names.sort();
+    for path in names {
+        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("x");
+        seed(out, &format!("provider-error-{stem}"), &fs::read(&path)?)?;
     }
     seed(
         out,
@@ -240,6 +277,40 @@ fn sse(out: &Path) -> Result {
         "\u{feff}event: a\r\ndata: é1\r\n\r\n: c\rdata: 2\rdata: 3\r\r\ndata: 4\n\nid: 7\nretry: 10\ndata\n\n".as_bytes(),
     )?;
     Ok(())
+}
+
+/// The provider fixtures of cairn-model as seeds of `openai_stream`,
+/// `responses_stream`, `anthropic_stream` and `gateway_stream` (which reads
+/// the API from a first byte: 0 chat completions, 1 Responses, 2 Messages; a
+/// whole JSON body is read as a stream too).
+fn streams(fuzz: &Path) -> Result {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cairn-model/tests/fixtures");
+    for (provider, api) in [("openai", 0u8), ("responses", 1u8), ("anthropic", 2u8)] {
+        for path in fixture_files(&fixtures.join(provider))? {
+            let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("x");
+            let bytes = fs::read(&path)?;
+            let whole = path.extension().is_some_and(|e| e != "sse");
+            let name = format!("{provider}-{stem}{}", if whole { "-whole" } else { "" });
+            seed(
+                &fuzz.join("gateway_stream"),
+                &name,
+                &with_flags(api, &bytes),
+            )?;
+            if !whole {
+                seed(&fuzz.join(format!("{provider}_stream")), stem, &bytes)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The files of `dir`, sorted.
+fn fixture_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut names: Vec<PathBuf> = fs::read_dir(dir)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<std::result::Result<_, _>>()?;
+    names.sort();
+    Ok(names)
 }
 
 const RUST_GITIGNORE: &str =

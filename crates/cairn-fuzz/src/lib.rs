@@ -13,6 +13,8 @@
 //! | [`sse`]        | `SseParser`                                                  |
 //! | [`openai_stream`] | OpenAI chat-completion streams (SSE + `ChatDecoder`)      |
 //! | [`anthropic_stream`] | Anthropic message streams (SSE + `MessagesDecoder`)    |
+//! | [`gateway_stream`] | the gateway's reading of a response body (`StreamWatch`, the form conversions) |
+//! | [`responses_stream`] | OpenAI Responses streams (SSE + `ResponsesDecoder`)    |
 //! | [`ignore`]     | `IgnoreRules::parse` and its decisions                       |
 //! | [`manifest`]   | snapshot manifests (`Manifest::read`, prune's reader)        |
 //! | [`statcache`]  | the stat cache file                                          |
@@ -39,6 +41,7 @@
 
 mod checkpoint;
 mod chunks;
+mod gateway;
 mod ignore;
 mod journal;
 mod manifest;
@@ -49,23 +52,26 @@ mod stream;
 
 pub use checkpoint::{checkpoint, CHECKPOINT_ID};
 pub use chunks::{chunked_content, chunks, SMALL_BLOBS};
+pub use gateway::gateway_stream;
 pub use ignore::ignore;
 pub use journal::{journal, RUN};
 pub use manifest::{manifest, SNAPSHOT_ID};
 pub use sse::sse;
 pub use statcache::statcache;
-pub use stream::{anthropic_stream, openai_stream};
+pub use stream::{anthropic_stream, openai_stream, responses_stream};
 
 /// A fuzz target: bytes in, a panic when a property does not hold.
 pub type Target = fn(&[u8]);
 
 /// Every target, by name, as the corpus directories and `fuzz/fuzz_targets/`
 /// name them.
-pub const TARGETS: [(&str, Target); 9] = [
+pub const TARGETS: [(&str, Target); 11] = [
     ("journal", journal),
     ("sse", sse),
     ("openai_stream", openai_stream),
     ("anthropic_stream", anthropic_stream),
+    ("gateway_stream", gateway_stream),
+    ("responses_stream", responses_stream),
     ("ignore", ignore),
     ("manifest", manifest),
     ("statcache", statcache),

@@ -1,5 +1,6 @@
 //! The provider stream decoders (OpenAI chat completions, Anthropic
-//! messages) over the SSE parser: a model's untrusted response body.
+//! messages, OpenAI responses) over the SSE parser: a model's untrusted
+//! response body.
 //!
 //! Input: a response body as a server would send it.
 //!
@@ -20,6 +21,12 @@ pub fn openai_stream(data: &[u8]) {
 /// Checks the properties (see the module doc) for the Anthropic format.
 pub fn anthropic_stream(data: &[u8]) {
     check(StreamFormat::AnthropicMessages, data);
+}
+
+/// Checks the properties (see the module doc) for the OpenAI Responses
+/// format.
+pub fn responses_stream(data: &[u8]) {
+    check(StreamFormat::OpenAiResponses, data);
 }
 
 fn check(format: StreamFormat, data: &[u8]) {

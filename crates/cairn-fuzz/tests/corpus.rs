@@ -61,6 +61,16 @@ fn anthropic_stream_corpus() {
 }
 
 #[test]
+fn gateway_stream_corpus() {
+    run("gateway_stream", cairn_fuzz::gateway_stream);
+}
+
+#[test]
+fn responses_stream_corpus() {
+    run("responses_stream", cairn_fuzz::responses_stream);
+}
+
+#[test]
 fn ignore_corpus() {
     run("ignore", cairn_fuzz::ignore);
 }

@@ -9,6 +9,11 @@
 //! event. A call that finishes alone pays what it would alone; calls that
 //! finish while another group commits wait for the next group, which is
 //! never longer than one commit.
+//!
+//! Outcomes are per session: the bodies and entries of a group are one
+//! commit (all durable or none visible), but each session's records are
+//! their own append, so a session whose append fails fails its own calls
+//! and no other (every other session's records are appended all the same).
 
 use std::collections::HashMap;
 use std::sync::mpsc;
@@ -36,14 +41,22 @@ pub(crate) struct Job {
     pub(crate) done: oneshot::Sender<Result<(), String>>,
 }
 
-/// The committing thread's queue.
+/// What the committing thread is sent.
+enum Msg {
+    /// A purchase to make durable.
+    Job(Box<Job>),
+    /// Answered once every job sent before it is done.
+    Flush(oneshot::Sender<()>),
+}
+
+/// The committing thread's queue; `None` once closed.
 pub(crate) struct Committer {
-    tx: std::sync::Mutex<mpsc::Sender<Job>>,
+    tx: std::sync::Mutex<Option<mpsc::Sender<Msg>>>,
 }
 
 impl Committer {
     pub(crate) fn start(responses: ResponseStore) -> Result<Committer, GatewayError> {
-        let (tx, rx) = mpsc::channel::<Job>();
+        let (tx, rx) = mpsc::channel::<Msg>();
         std::thread::Builder::new()
             .name("cairn-gateway-commit".into())
             .spawn(move || run(&responses, &rx))
@@ -51,18 +64,29 @@ impl Committer {
                 reason: format!("cannot start the commit thread: {e}"),
             })?;
         Ok(Committer {
-            tx: std::sync::Mutex::new(tx),
+            tx: std::sync::Mutex::new(Some(tx)),
         })
     }
 
     /// Makes a purchase durable: bodies, entry, record. Resolves when done.
+    ///
+    /// # Errors
+    /// The commit failed, or the committer is closed (the gateway is
+    /// stopping at once): then nothing of the purchase is stored.
     pub(crate) async fn commit(
         &self,
         job: impl FnOnce(oneshot::Sender<Result<(), String>>) -> Job,
     ) -> Result<(), GatewayError> {
         let (done, wait) = oneshot::channel();
-        let sent = self.tx.lock().map_err(|_| poisoned())?.send(job(done));
-        if sent.is_err() {
+        let sent = match self.tx.lock().map_err(|_| poisoned())?.as_ref() {
+            Some(tx) => tx.send(Msg::Job(Box::new(job(done)))).is_ok(),
+            None => {
+                return Err(GatewayError::Internal {
+                    reason: "the gateway is stopping: the response was not stored".into(),
+                })
+            }
+        };
+        if !sent {
             return Err(GatewayError::Internal {
                 reason: "the commit thread is gone".into(),
             });
@@ -75,25 +99,60 @@ impl Committer {
             }),
         }
     }
-}
 
-fn run(responses: &ResponseStore, rx: &mpsc::Receiver<Job>) {
-    while let Ok(first) = rx.recv() {
-        let mut jobs = vec![first];
-        while jobs.len() < MAX_GROUP {
-            match rx.try_recv() {
-                Ok(j) => jobs.push(j),
-                Err(_) => break,
+    /// Refuses every later commit, and resolves once every commit taken
+    /// before is done (durable or failed): nothing is written after it.
+    pub(crate) async fn close(&self) {
+        let (flushed, wait) = oneshot::channel();
+        let tx = match self.tx.lock() {
+            Ok(mut tx) => tx.take(),
+            Err(_) => None,
+        };
+        if let Some(tx) = tx {
+            if tx.send(Msg::Flush(flushed)).is_ok() {
+                let _ = wait.await;
             }
-        }
-        let outcome = commit_group(responses, &mut jobs).map_err(|e| e.to_string());
-        for j in jobs {
-            let _ = j.done.send(outcome.clone());
         }
     }
 }
 
-fn commit_group(responses: &ResponseStore, jobs: &mut [Job]) -> Result<(), GatewayError> {
+fn run(responses: &ResponseStore, rx: &mpsc::Receiver<Msg>) {
+    let mut flush = None;
+    while let Ok(first) = rx.recv() {
+        let mut jobs = Vec::new();
+        match first {
+            Msg::Job(j) => jobs.push(*j),
+            Msg::Flush(f) => {
+                let _ = f.send(());
+                continue;
+            }
+        }
+        while jobs.len() < MAX_GROUP {
+            match rx.try_recv() {
+                Ok(Msg::Job(j)) => jobs.push(*j),
+                // Answered once the group before it is committed.
+                Ok(Msg::Flush(f)) => {
+                    flush = Some(f);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        let outcomes = commit_group(responses, &mut jobs);
+        for (j, outcome) in jobs.into_iter().zip(outcomes) {
+            let _ = j.done.send(outcome);
+        }
+        if let Some(f) = flush.take() {
+            let _ = f.send(());
+        }
+    }
+}
+
+/// Commits a group; the outcome of each job, in order. The bodies and
+/// entries are one commit, so they succeed or fail for all; the records are
+/// appended session by session, and a session whose append fails fails only
+/// its own calls (their responses stay stored, for the retry to be served).
+fn commit_group(responses: &ResponseStore, jobs: &mut [Job]) -> Vec<Result<(), String>> {
     let mut group: Vec<GroupPut> = jobs
         .iter_mut()
         .map(|j| GroupPut {
@@ -103,36 +162,147 @@ fn commit_group(responses: &ResponseStore, jobs: &mut [Job]) -> Result<(), Gatew
             hashes: None,
         })
         .collect();
-    responses.put_group(&mut group, BARRIER_FROM)?;
+    if let Err(e) = responses.put_group(&mut group, BARRIER_FROM) {
+        return vec![Err(e.to_string()); jobs.len()];
+    }
+    let mut outcomes: Vec<Result<(), String>> = vec![Ok(()); jobs.len()];
     // Each session's records in one append, in the order the calls came.
-    let mut by_session: HashMap<cairn_store::RunId, (Filed, Vec<RecordBody>)> = HashMap::new();
+    let mut by_session: HashMap<cairn_store::RunId, (Filed, Vec<usize>, Vec<RecordBody>)> =
+        HashMap::new();
     let mut order = Vec::new();
-    for (j, g) in jobs.iter().zip(group) {
+    for (i, (j, g)) in jobs.iter().zip(group).enumerate() {
         let mut record = j.record.clone();
         if let Some((response, request)) = g.hashes {
             record.response = Some(response);
             record.request = Some(request);
         }
-        let k = j.session.run()?;
+        let k = match j.session.run() {
+            Ok(k) => k,
+            Err(e) => {
+                outcomes[i] = Err(e.to_string());
+                continue;
+            }
+        };
         if !by_session.contains_key(&k) {
             order.push(k.clone());
         }
-        by_session
+        let (_, calls, records) = by_session
             .entry(k)
-            .or_insert_with(|| (j.session.clone(), Vec::new()))
-            .1
-            .push(RecordBody::ModelCall(record));
+            .or_insert_with(|| (j.session.clone(), Vec::new(), Vec::new()));
+        calls.push(i);
+        records.push(RecordBody::ModelCall(record));
     }
     for k in order {
-        if let Some((session, records)) = by_session.remove(&k) {
-            session.append_all(records)?;
+        if let Some((session, calls, records)) = by_session.remove(&k) {
+            if let Err(e) = session.append_all(records) {
+                let why = format!("the model_call records of session {k} were not journaled: {e}");
+                tracing::error!("{why}");
+                for i in calls {
+                    outcomes[i] = Err(why.clone());
+                }
+            }
         }
     }
-    Ok(())
+    outcomes
 }
 
 fn poisoned() -> GatewayError {
     GatewayError::Internal {
         reason: "a lock was poisoned by a panic".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use cairn_journal::{ModelCall, RecordBody};
+    use cairn_sessions::Session;
+    use cairn_store::{RunId, Store};
+
+    use super::{commit_group, Job};
+    use crate::filing::Filed;
+    use crate::store::Entry;
+    use crate::ResponseStore;
+
+    fn job(session: Filed, key: &str) -> Job {
+        let (done, _) = tokio::sync::oneshot::channel();
+        Job {
+            entry: Some(Entry {
+                key: key.to_owned(),
+                run: String::new(),
+                endpoint: "/v1/chat/completions".into(),
+                status: 200,
+                stream: false,
+                content_type: "application/json".into(),
+                body: String::new(),
+                request: None,
+                idempotency_key: None,
+                delivered: false,
+                stored: cairn_journal::now_rfc3339(),
+            }),
+            body: format!("{{\"answer\": \"{key}\"}}").into_bytes(),
+            request: format!("{{\"question\": \"{key}\"}}").into_bytes(),
+            record: ModelCall {
+                endpoint: "/v1/chat/completions".into(),
+                key: key.to_owned(),
+                ..ModelCall::default()
+            },
+            session,
+            done,
+        }
+    }
+
+    fn calls(store: &Store, id: &RunId) -> Vec<String> {
+        cairn_journal::read_journal(&store.journal_path(id), id.as_str())
+            .unwrap()
+            .records
+            .into_iter()
+            .filter_map(|r| match r.body {
+                RecordBody::ModelCall(m) => Some(m.key),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_session_whose_append_fails_fails_only_its_own_calls() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("store")).unwrap();
+        let held = |name: &str| {
+            let s = Session::create_without_model(&store, dir.path(), name).unwrap();
+            let id = s.id().clone();
+            (Filed::Held(Arc::new(Mutex::new(s))), id)
+        };
+        let (a, a_id) = held("a");
+        let (c, c_id) = held("c");
+        // A session whose journal cannot be opened: every append fails.
+        let broken = Filed::Visited {
+            store: store.clone(),
+            run: RunId::new(),
+        };
+        let mut jobs = vec![
+            job(a.clone(), "k-a1"),
+            job(broken.clone(), "k-b"),
+            job(c, "k-c"),
+            job(a, "k-a2"),
+        ];
+        let responses = ResponseStore::new(&store);
+        let outcomes = commit_group(&responses, &mut jobs);
+        assert!(outcomes[0].is_ok(), "{outcomes:?}");
+        assert!(outcomes[1].is_err(), "{outcomes:?}");
+        assert!(outcomes[2].is_ok(), "{outcomes:?}");
+        assert!(outcomes[3].is_ok(), "{outcomes:?}");
+        assert_eq!(calls(&store, &a_id), ["k-a1", "k-a2"]);
+        assert_eq!(
+            calls(&store, &c_id),
+            ["k-c"],
+            "the session after the failed one"
+        );
+        // Every response is kept, the failed session's too: its retry is
+        // served instead of bought again.
+        for key in ["k-a1", "k-b", "k-c", "k-a2"] {
+            assert!(responses.get(key).unwrap().is_some(), "{key}");
+        }
     }
 }

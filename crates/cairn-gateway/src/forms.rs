@@ -5,7 +5,7 @@
 //!
 //! | [`Api`] | route | final event | usage |
 //! |---|---|---|---|
-//! | [`Api::ChatCompletions`] | `/v1/chat/completions` | `data: [DONE]` (or a chunk carrying `error`) | the last `usage` object: `prompt_tokens`, `completion_tokens` |
+//! | [`Api::ChatCompletions`] | `/v1/chat/completions` | `data: [DONE]` (or a chunk carrying `error`) | the last usage reported, wherever the server puts it ([`cairn_model::chat_completion_usage`]: `usage`, a choice's `usage`, `x_groq.usage`): `prompt_tokens`, `completion_tokens` |
 //! | [`Api::Responses`] | `/v1/responses` | `response.completed`, `response.incomplete`, `response.failed` or `error` (no `[DONE]` follows; one that does is held with it) | the final event's `response.usage`: `input_tokens`, `output_tokens` |
 //! | [`Api::Messages`] | `/v1/messages` | `message_stop` or `error` | `message_start.message.usage`, then `message_delta.usage` field by field; input = `input_tokens` + `cache_creation_input_tokens` + `cache_read_input_tokens` |
 //!
@@ -30,13 +30,23 @@
 //! # Completeness
 //!
 //! A response is complete ([`Parsed::complete`]) when the upstream finished
-//! it, whatever the stop reason (a `max_tokens` cut is complete):
+//! it, whatever the stop reason (a `max_tokens` or `length` cut is complete:
+//! it is kept and replayed like any other):
 //! - chat: no `error` chunk, and `[DONE]` was seen, or every choice seen has a
-//!   `finish_reason` and a usage object arrived;
+//!   `finish_reason` (the usage chunk may never come: a server ignoring
+//!   `stream_options`, a client not asking for it; the usage is then unknown);
 //! - Responses: `response.completed` or `response.incomplete` was seen, and
 //!   no `error` event (`response.failed` is final but not a response to keep);
 //! - Messages: `message_start` was seen, no `error` event, and `message_stop`
-//!   was seen or a stop reason arrived with every opened block closed.
+//!   or a stop reason was seen. A block still open then does not count: a
+//!   real stream cut by `max_tokens` inside a `tool_use` block sends no
+//!   `content_block_stop` for it.
+//!
+//! What a response says about each of its answers ([`Parsed::choices`]):
+//! every chat choice by `index`, with its `finish_reason` and `refusal`; the
+//! one message of the Messages API with its `stop_reason` and `stop_details`
+//! (verbatim); the one response of the Responses API with its `status` and
+//! `incomplete_details`.
 //!
 //! # Conversions
 //!
@@ -53,7 +63,7 @@ mod sse;
 
 use std::fmt;
 
-use cairn_journal::Usage;
+use cairn_journal::{Choice, Usage};
 use serde_json::Value;
 
 /// One of the recorded APIs.
@@ -111,6 +121,8 @@ pub struct Parsed {
     pub model: Option<String>,
     /// Whether the upstream finished the response (module doc).
     pub complete: bool,
+    /// How each answer ended, in index order (module doc).
+    pub choices: Vec<Choice>,
 }
 
 /// Why a stored response cannot be converted to the other form.
@@ -159,6 +171,18 @@ pub enum FormError {
         api: Api,
         /// What the JSON parser said.
         reason: String,
+    },
+    /// An event of the stream outgrew the limit without ending: the stream
+    /// is not read further.
+    #[error(
+        "an event of the {api} stream is over {limit} bytes without ending; the stream is not \
+         read further (the limit is --max-event-mb)"
+    )]
+    EventTooLarge {
+        /// The API.
+        api: Api,
+        /// The limit, in bytes.
+        limit: usize,
     },
     /// The body is JSON but not a response of the API (an error body, say).
     #[error("the stored {api} body is not a response ({reason}): it cannot be streamed; serve it as stored")]
@@ -225,14 +249,19 @@ impl Track {
 /// use cairn_gateway::{Api, StreamWatch};
 ///
 /// let mut w = StreamWatch::new(Api::ChatCompletions);
-/// w.feed(b"data: {\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\nda");
+/// w.feed(b"data: {\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\nda")?;
 /// assert_eq!(w.forwardable(), 70); // the first event; `da` could be `[DONE]`
-/// w.feed(b"ta: [DONE]\n\n");
+/// w.feed(b"ta: [DONE]\n\n")?;
 /// assert_eq!(w.forwardable(), 70); // held until the response is durable
 /// w.finish();
 /// assert_eq!(w.final_event_at(), Some(70));
 /// assert_eq!(w.parsed().model.as_deref(), Some("m"));
+/// # Ok::<(), cairn_gateway::FormError>(())
 /// ```
+///
+/// It holds at most one event's bytes ([`StreamWatch::max_event`], default
+/// 32 MiB): an event that grows past it without ending stops the watch
+/// ([`FormError::EventTooLarge`]).
 #[derive(Debug)]
 pub struct StreamWatch {
     api: Api,
@@ -254,16 +283,35 @@ impl StreamWatch {
         }
     }
 
+    /// Sets the largest event held, in bytes (default 32 MiB). Call it
+    /// before the first [`StreamWatch::feed`].
+    pub fn max_event(mut self, bytes: usize) -> StreamWatch {
+        self.parser = sse::Parser::limited(bytes);
+        self
+    }
+
     /// The API watched.
     pub fn api(&self) -> Api {
         self.api
     }
 
     /// Reads the next bytes of the stream (any split).
-    pub fn feed(&mut self, bytes: &[u8]) {
+    ///
+    /// # Errors
+    /// [`FormError::EventTooLarge`] once an event outgrew the limit; the
+    /// watch then reads nothing more, and [`StreamWatch::forwardable`] stays
+    /// where it was.
+    pub fn feed(&mut self, bytes: &[u8]) -> Result<(), FormError> {
         for ev in self.parser.feed(bytes) {
             self.see(&ev);
         }
+        if self.parser.overflowed() {
+            return Err(FormError::EventTooLarge {
+                api: self.api,
+                limit: self.parser.max_event(),
+            });
+        }
+        Ok(())
     }
 
     /// Ends the stream: reads an event left without its blank line. Call it
@@ -313,6 +361,14 @@ impl StreamWatch {
     pub fn complete(&self) -> bool {
         self.parsed().complete
     }
+
+    /// The provider's own error, when the stream carried one in place of
+    /// the rest of its response (a chunk carrying `error`, an `error`
+    /// event, `response.failed`): its message, then its code or type in
+    /// parentheses when it gave one.
+    pub fn upstream_error(&self) -> Option<&str> {
+        self.track.error()
+    }
 }
 
 /// Usage, model and completeness of a whole (non-streamed) body. A body that
@@ -329,6 +385,55 @@ pub fn parse_whole(api: Api, json: &[u8]) -> Parsed {
     }
 }
 
+/// The provider's error, when the whole body `json` is one instead of a
+/// response (whatever its HTTP status): a non-null `error` at the top
+/// (OpenAI-compatible servers' `{"error": {…}}`, Anthropic's `{"type":
+/// "error", "error": {…}}`, a Responses body that `failed`), or, for chat,
+/// a choice that ended with `finish_reason: "error"` (OpenRouter puts the
+/// error inside it). The text is as [`StreamWatch::upstream_error`]'s.
+pub(crate) fn whole_error(api: Api, json: &[u8]) -> Option<String> {
+    let v = serde_json::from_slice::<Value>(json).ok()?;
+    if let Some(e) = v.get("error").filter(|e| !e.is_null()) {
+        return Some(error_text(e));
+    }
+    if api != Api::ChatCompletions {
+        return None;
+    }
+    v.get("choices")?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("finish_reason").and_then(Value::as_str) == Some("error"))
+        .map(|c| match c.get("error").filter(|e| !e.is_null()) {
+            Some(e) => error_text(e),
+            None => "the choice ended with finish_reason \"error\"".to_owned(),
+        })
+}
+
+/// A provider's error object as one line: its `message` (the whole object
+/// when it has none), then its `code`, else its `type`, in parentheses —
+/// `Overloaded (overloaded_error)`, `Provider disconnected unexpectedly
+/// (502)`. The `type` of a Responses `error` event, `error`, says nothing
+/// and is left out.
+fn error_text(e: &Value) -> String {
+    let message = match (e.as_str(), e.get("message").and_then(Value::as_str)) {
+        (Some(m), _) | (None, Some(m)) => m.to_owned(),
+        (None, None) => e.to_string(),
+    };
+    let named = |v: &Value| match v {
+        Value::String(s) if !s.is_empty() && s != "error" => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    };
+    let code = e
+        .get("code")
+        .and_then(named)
+        .or_else(|| e.get("type").and_then(named));
+    match code {
+        Some(c) => format!("{message} ({c})"),
+        None => message,
+    }
+}
+
 /// The whole body an SDK would have received for the streamed response
 /// `sse`: a `chat.completion`, the final `response` object, or the `message`.
 ///
@@ -339,6 +444,12 @@ pub fn parse_whole(api: Api, json: &[u8]) -> Parsed {
 pub fn stream_to_whole(api: Api, sse: &[u8]) -> Result<Vec<u8>, FormError> {
     let mut parser = sse::Parser::default();
     let mut events = parser.feed(sse);
+    if parser.overflowed() {
+        return Err(FormError::EventTooLarge {
+            api,
+            limit: parser.max_event(),
+        });
+    }
     events.extend(parser.finish());
     let mut track = Track::new(api);
     for ev in &events {
@@ -415,4 +526,87 @@ fn text<'a>(v: &'a Value, field: &str) -> Option<&'a str> {
     v.get(field)
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_body_is_told_from_a_response_whatever_its_status() {
+        let rows: &[(Api, &str, Option<&str>)] = &[
+            (
+                Api::ChatCompletions,
+                r#"{"error":{"message":"bad key","type":"invalid_request_error","code":null}}"#,
+                Some("bad key (invalid_request_error)"),
+            ),
+            (
+                Api::ChatCompletions,
+                r#"{"error":{"code":502,"message":"Provider returned error"}}"#,
+                Some("Provider returned error (502)"),
+            ),
+            (
+                Api::ChatCompletions,
+                r#"{"error":"upstream timed out"}"#,
+                Some("upstream timed out"),
+            ),
+            (
+                Api::ChatCompletions,
+                r#"{"choices":[{"index":0,"finish_reason":"error","message":{"content":""},"error":{"code":502,"message":"high demand"}}]}"#,
+                Some("high demand (502)"),
+            ),
+            (
+                Api::ChatCompletions,
+                r#"{"choices":[{"index":0,"finish_reason":"error","message":{"content":""}}]}"#,
+                Some("the choice ended with finish_reason \"error\""),
+            ),
+            (
+                Api::ChatCompletions,
+                r#"{"choices":[{"index":0,"finish_reason":"stop","message":{"content":"hi"}}],"error":null}"#,
+                None,
+            ),
+            (
+                Api::Messages,
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_1"}"#,
+                Some("Overloaded (overloaded_error)"),
+            ),
+            (
+                Api::Messages,
+                r#"{"type":"message","content":[],"stop_reason":"end_turn"}"#,
+                None,
+            ),
+            (
+                Api::Messages,
+                r#"{"type":"message","choices":[{"finish_reason":"error"}]}"#,
+                None,
+            ),
+            (
+                Api::Responses,
+                r#"{"object":"response","status":"failed","error":{"code":"server_error","message":"The model failed."}}"#,
+                Some("The model failed. (server_error)"),
+            ),
+            (
+                Api::Responses,
+                r#"{"object":"response","status":"completed","error":null}"#,
+                None,
+            ),
+            (
+                Api::Responses,
+                r#"{"type":"error","code":null,"message":"Something went wrong"}"#,
+                None,
+            ),
+            (Api::ChatCompletions, "<html>502</html>", None),
+        ];
+        for (api, body, want) in rows {
+            assert_eq!(
+                whole_error(*api, body.as_bytes()).as_deref(),
+                *want,
+                "{api}: {body}"
+            );
+        }
+        // An error event's own `type` says nothing and is left out.
+        let event =
+            serde_json::json!({"type": "error", "code": null, "message": "Something went wrong"});
+        assert_eq!(error_text(&event), "Something went wrong");
+    }
 }

@@ -72,27 +72,91 @@ pub(crate) async fn wait(mut rx: watch::Receiver<bool>) {
 }
 
 /// Purchases still reading their upstream (a client may be long gone): the
-/// server waits for them before it stops, so nothing paid for is dropped.
+/// server waits for them before it stops, so nothing paid for is dropped —
+/// and when it may wait no longer, it can say which were not stored.
+///
+/// Invariant: a purchase is registered from before its request goes
+/// upstream until its response is durable or has failed; an entry marked
+/// stored is no longer listed as in flight.
 #[derive(Default)]
 pub(crate) struct Running {
-    count: std::sync::atomic::AtomicUsize,
+    /// Client connections open now (for what a stopping gateway waits for).
+    pub(crate) connections: std::sync::atomic::AtomicUsize,
+    next: std::sync::atomic::AtomicU64,
+    purchases: Mutex<HashMap<u64, InFlightPurchase>>,
     idle: tokio::sync::Notify,
 }
 
+/// A purchase in flight, as [`crate::Activity::purchases`] and
+/// [`crate::Stopped`] report it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InFlightPurchase {
+    /// The route, e.g. `/v1/chat/completions`.
+    pub endpoint: String,
+    /// The model the request asked for, if it named one.
+    pub model: Option<String>,
+    /// The session its record goes to.
+    pub session: String,
+    /// The call's key.
+    pub key: String,
+    /// When it started.
+    pub started: std::time::Instant,
+}
+
+/// One line naming the purchase (it may hold a client's model name: a
+/// terminal needs it escaped).
+impl std::fmt::Display for InFlightPurchase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "POST {}", self.endpoint)?;
+        if let Some(m) = &self.model {
+            write!(f, " ({m})")?;
+        }
+        write!(
+            f,
+            " for session {}, key {}…, {:.1} s so far",
+            self.session,
+            self.key.get(..12).unwrap_or(&self.key),
+            self.started.elapsed().as_secs_f64()
+        )
+    }
+}
+
 /// Held by a running purchase.
-pub(crate) struct RunningGuard(Arc<Running>);
+pub(crate) struct RunningGuard {
+    running: Arc<Running>,
+    id: u64,
+}
 
 impl Running {
-    pub(crate) fn start(self: &Arc<Self>) -> RunningGuard {
-        self.count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        RunningGuard(self.clone())
+    pub(crate) fn start(self: &Arc<Self>, purchase: InFlightPurchase) -> RunningGuard {
+        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.lock().insert(id, purchase);
+        RunningGuard {
+            running: self.clone(),
+            id,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, InFlightPurchase>> {
+        // The map stays whole whatever panicked while it was held.
+        self.purchases
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The purchases whose responses are not stored yet, oldest first.
+    pub(crate) fn in_flight(&self) -> Vec<InFlightPurchase> {
+        let mut all: Vec<InFlightPurchase> = self.lock().values().cloned().collect();
+        all.sort_by_key(|p| p.started);
+        all
     }
 
     /// Waits until no purchase is running.
     pub(crate) async fn idle(&self) {
         loop {
             let notified = self.idle.notified();
-            if self.count.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+            if self.lock().is_empty() {
                 return;
             }
             notified.await;
@@ -100,12 +164,15 @@ impl Running {
     }
 }
 
+impl RunningGuard {
+    /// The purchase's response is durable: it is no longer in flight.
+    pub(crate) fn stored(self) {}
+}
+
 impl Drop for RunningGuard {
     fn drop(&mut self) {
-        self.0
-            .count
-            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-        self.0.idle.notify_waiters();
+        self.running.lock().remove(&self.id);
+        self.running.idle.notify_waiters();
     }
 }
 

@@ -6,7 +6,10 @@
 //! 2. a model in the table is `known`;
 //! 3. an unlisted model served from this machine (base URL on localhost or a
 //!    loopback address, e.g. Ollama) is free (`zero`);
-//! 4. anything else is `unknown`, and stays so in every total.
+//! 4. anything else is `unknown`, and stays so in every total;
+//! 5. a call whose usage the provider did not report
+//!    ([`Pricing::price_reported`] with `None`) is `unknown` unless rule 1
+//!    or 3 makes it `zero`: a zero would look like a free call.
 
 use std::collections::BTreeMap;
 
@@ -18,6 +21,25 @@ use serde::{Deserialize, Serialize};
 pub trait Pricing: Send + Sync {
     /// The cost of `usage` on `provider:model` reached at `base_url`.
     fn price(&self, provider: &str, model: &str, base_url: Option<&str>, usage: Usage) -> Cost;
+
+    /// The cost of a call whose usage is `usage` as the provider reported
+    /// it: [`Pricing::price`] when it did, else rule 5 of the module doc —
+    /// `zero` when any usage there would be free, `unknown` otherwise.
+    fn price_reported(
+        &self,
+        provider: &str,
+        model: &str,
+        base_url: Option<&str>,
+        usage: Option<Usage>,
+    ) -> Cost {
+        match usage {
+            Some(usage) => self.price(provider, model, base_url, usage),
+            None => match self.price(provider, model, base_url, Usage::default()) {
+                free if free == Cost::ZERO => free,
+                _ => Cost::UNKNOWN,
+            },
+        }
+    }
 }
 
 /// US dollars per million tokens.
@@ -137,5 +159,45 @@ mod tests {
             Cost::UNKNOWN
         );
         assert!(!is_local(Some("https://localhost.evil.com/v1")));
+    }
+
+    #[test]
+    fn a_call_without_reported_usage_is_unknown_unless_it_is_free() {
+        let t = PriceTable::from_json(
+            r#"{"openai:gpt-4o": {"input_per_mtok": 2.5, "output_per_mtok": 10}}"#,
+        )
+        .unwrap();
+        let rows = [
+            ("script", "x", None, Cost::ZERO),
+            (
+                "openai",
+                "llama3",
+                Some("http://localhost:11434/v1"),
+                Cost::ZERO,
+            ),
+            ("openai", "gpt-4o", None, Cost::UNKNOWN),
+            (
+                "openai",
+                "gpt-4o",
+                Some("http://127.0.0.1:9/v1"),
+                Cost::UNKNOWN,
+            ),
+            ("openai", "o3", None, Cost::UNKNOWN),
+        ];
+        for (provider, model, base, want) in rows {
+            assert_eq!(
+                t.price_reported(provider, model, base, None),
+                want,
+                "{provider}:{model}"
+            );
+        }
+        let u = Usage {
+            input_tokens: 1_000_000,
+            output_tokens: 0,
+        };
+        assert_eq!(
+            t.price_reported("openai", "gpt-4o", None, Some(u)),
+            Cost::known(2.5)
+        );
     }
 }

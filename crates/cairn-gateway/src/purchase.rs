@@ -10,19 +10,28 @@
 //!    record is appended to the session's journal;
 //! 3. only then is the final event released, so a client never sees the end
 //!    of a response that is not on disk;
-//! 4. after the client has taken the last byte, the entry is marked
-//!    delivered. A client that goes away does not stop the purchase: the
-//!    upstream is read to its end and kept (`delivered: client_gone`), and
-//!    the retry is served from the store.
+//! 4. once the client has taken it, the entry is marked delivered (see
+//!    `delivery`: a stream when its final event was taken, a whole body by
+//!    what the client's connection does next). The record's `delivered`
+//!    says whether the client was still there at step 2. A client that goes
+//!    away does not stop the purchase: the upstream is read to its end and
+//!    kept (`delivered: client_gone`), and the retry is served from the
+//!    store.
+//!
+//! A response that is the provider's error rather than an answer — an error
+//! chunk or event inside a 200 stream (OpenRouter, Groq, vLLM, Anthropic's
+//! `event: error`, Responses' `error` and `response.failed`), or an error
+//! body — is forwarded byte for byte and ends as the provider ended it (the
+//! client's SDK raises the provider's error, as it does direct). Its
+//! `model_call` carries the provider's status and message; its bytes go to
+//! the pool, but it gets no entry: a failed call is never served again.
+//! Only a stream the upstream cut short is cut short for the client too.
 //!
 //! A replay is byte-identical to what the upstream sent (or, when the retry
 //! asks for the other form, the same response re-encoded), carries
 //! `cairn-replay: true`, and is journaled with cost zero.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Instant;
 
 use axum::body::Body;
@@ -30,14 +39,15 @@ use axum::extract::Request;
 use axum::response::Response;
 use bytes::Bytes;
 use cairn_journal::{Cost, Delivered, ModelCall, RecordBody};
-use futures_util::{Stream, StreamExt};
+use futures_util::StreamExt;
 use http::{HeaderValue, StatusCode};
 use tokio::sync::mpsc;
 
 use crate::commit::Job;
+use crate::delivery::{Chunk, Deliveries, Delivery, Ending};
 use crate::filing::Filed;
 use crate::forms::{self, Api, Parsed, StreamWatch};
-use crate::inflight::{self, Purchase, Turn};
+use crate::inflight::{self, InFlightPurchase, Purchase, RunningGuard, Turn};
 use crate::key::RequestFacts;
 use crate::replay::{decide, Decision, Match};
 use crate::server::{
@@ -47,14 +57,14 @@ use crate::server::{
 use crate::store::{Entry, Stored};
 use crate::GatewayError;
 
-type Chunk = Result<Bytes, std::io::Error>;
-
 /// Rule 3 of the server: a recorded route.
 pub(crate) async fn recorded(g: Arc<Inner>, api: Api, req: Request) -> Response {
     let (parts, body, path_and_query) = match read_request(&g, req).await {
         Ok(r) => r,
         Err(refused) => return refused,
     };
+    // The judge of the connection the request came on (`serve`).
+    let conn = parts.extensions.get::<Deliveries>().cloned();
     let facts = RequestFacts::of(
         parts.method.as_str(),
         &path_and_query,
@@ -106,21 +116,20 @@ pub(crate) async fn recorded(g: Arc<Inner>, api: Api, req: Request) -> Response 
         };
         match (decision, stored) {
             (Decision::Serve, Some(stored)) => {
-                if let Some(r) = serve_stored(&g, api, &facts, stored, &session).await {
+                if let Some(r) =
+                    serve_stored(&g, api, &facts, stored, &session, conn.as_ref()).await
+                {
                     return r;
                 }
                 // Not servable in the form asked for: buy it.
             }
-            (Decision::OfflineMiss, _) => {
-                return error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "cairn_offline_miss",
-                    &format!(
-                        "the gateway is offline and holds no response for this request (key {key}); run it without --offline to buy it"
-                    ),
-                )
-            }
+            (Decision::OfflineMiss, _) => return offline_miss(&key),
             _ => {}
+        }
+        if g.config.replay.offline {
+            // A stored response that cannot be served in the form asked
+            // for: under --offline it is still not bought.
+            return offline_miss(&key);
         }
         match g.inflight.begin(&key) {
             Turn::Buy(guard) => {
@@ -133,6 +142,7 @@ pub(crate) async fn recorded(g: Arc<Inner>, api: Api, req: Request) -> Response 
                         body,
                         session,
                         guard,
+                        conn,
                         method: parts.method,
                         headers: parts.headers,
                         path_and_query,
@@ -148,6 +158,17 @@ pub(crate) async fn recorded(g: Arc<Inner>, api: Api, req: Request) -> Response 
     }
 }
 
+/// `--offline` and nothing servable for `key`.
+fn offline_miss(key: &str) -> Response {
+    error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "cairn_offline_miss",
+        &format!(
+            "the gateway is offline and holds no response it can serve for this request (key {key}); run it without --offline to buy it"
+        ),
+    )
+}
+
 /// What a purchase needs.
 struct Call {
     facts: RequestFacts,
@@ -155,6 +176,8 @@ struct Call {
     body: Bytes,
     session: Filed,
     guard: Purchase,
+    /// The judge of the client's connection.
+    conn: Option<Deliveries>,
     method: http::Method,
     headers: http::HeaderMap,
     path_and_query: String,
@@ -165,11 +188,20 @@ struct Call {
 /// (it bills it), so the purchase runs to its end whatever happens to the
 /// handler, and the gateway's shutdown waits for it.
 async fn buy(g: Arc<Inner>, api: Api, call: Call) -> Response {
-    let running = g.running.start();
+    let running = g.running.start(InFlightPurchase {
+        endpoint: api.path().to_owned(),
+        model: call.facts.model.clone(),
+        session: call
+            .session
+            .run()
+            .map(|r| r.to_string())
+            .unwrap_or_default(),
+        key: call.facts.key.as_str().to_owned(),
+        started: Instant::now(),
+    });
     let (tx, rx) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {
-        let _running = running;
-        let _ = tx.send(buy_here(g, api, call).await);
+        let _ = tx.send(buy_here(g, api, call, running).await);
     });
     rx.await.unwrap_or_else(|_| {
         crate::server::error(
@@ -180,7 +212,7 @@ async fn buy(g: Arc<Inner>, api: Api, call: Call) -> Response {
     })
 }
 
-async fn buy_here(g: Arc<Inner>, api: Api, call: Call) -> Response {
+async fn buy_here(g: Arc<Inner>, api: Api, call: Call, running: RunningGuard) -> Response {
     let started = Instant::now();
     let url = format!("{}{}", call.up.base, call.path_and_query);
     let sent = g
@@ -193,33 +225,31 @@ async fn buy_here(g: Arc<Inner>, api: Api, call: Call) -> Response {
     let resp = match sent {
         Ok(r) => r,
         Err(e) => {
+            let why = format!("the upstream {} could not be reached: {e}", call.up.shown);
             let reply = unreachable_upstream(&call.up, &e);
-            let record = ModelCall {
-                status: StatusCode::BAD_GATEWAY.as_u16(),
-                error: Some(format!(
-                    "the upstream {} could not be reached: {e}",
-                    call.up.shown
-                )),
-                ..base_record(api, &call.facts, started)
-            };
-            let (g2, session, body) = (g.clone(), call.session.clone(), call.body.clone());
-            let journaled = blocking(move || {
-                let (_, request) = g2.responses.put_bodies(b"", Some(&body))?;
-                append(&session, ModelCall { request, ..record })
-            })
-            .await;
-            if let Err(e) = journaled {
-                tracing::error!("a failed model call was not journaled: {e}");
-            }
-            return reply;
+            return refused(&g, api, &call, started, why, reply).await;
         }
     };
+    let limit = g.config.max_response;
+    if resp
+        .content_length()
+        .is_some_and(|n| usize::try_from(n).map_or(true, |n| n > limit))
+    {
+        // Declared too large: refused before a byte is read.
+        let why = over_limit(limit);
+        let reply = error(StatusCode::BAD_GATEWAY, "upstream_response_too_large", &why);
+        return refused(&g, api, &call, started, why, reply).await;
+    }
     let status = resp.status();
     let headers = resp.headers().clone();
     let content_type = header(&headers, "content-type").unwrap_or_default();
     let (tx, rx) = mpsc::unbounded_channel();
-    let on_end = delivered_hook(&g, call.facts.key.as_str());
-    let running = g.running.start();
+    let ending = Ending::of(
+        &g.responses,
+        call.conn.as_ref(),
+        call.facts.key.as_str(),
+        content_type.starts_with("text/event-stream"),
+    );
     tokio::spawn(tee(
         running,
         g,
@@ -233,10 +263,45 @@ async fn buy_here(g: Arc<Inner>, api: Api, call: Call) -> Response {
         },
         tx,
     ));
-    let mut out = Response::new(Body::from_stream(Delivery::new(rx, on_end)));
+    let mut out = Response::new(Body::from_stream(Delivery::new(rx, ending)));
     *out.status_mut() = status;
     *out.headers_mut() = client_headers(&headers);
     out
+}
+
+/// A purchase that got no response to forward: `reply` for the client, and
+/// a failed `model_call` saying `why` on the record.
+async fn refused(
+    g: &Arc<Inner>,
+    api: Api,
+    call: &Call,
+    started: Instant,
+    why: String,
+    reply: Response,
+) -> Response {
+    let record = ModelCall {
+        status: StatusCode::BAD_GATEWAY.as_u16(),
+        error: Some(why),
+        ..base_record(api, &call.facts, started)
+    };
+    let (g2, session, body) = (g.clone(), call.session.clone(), call.body.clone());
+    let journaled = blocking(move || {
+        let (_, request) = g2.responses.put_bodies(b"", Some(&body))?;
+        append(&session, ModelCall { request, ..record })
+    })
+    .await;
+    if let Err(e) = journaled {
+        tracing::error!("a failed model call was not journaled: {e}");
+    }
+    reply
+}
+
+/// Why a response over the gateway's limit was not kept.
+fn over_limit(limit: usize) -> String {
+    format!(
+        "the upstream's response is over the gateway's limit of {} MiB; it was not kept (raise the limit with --max-response-mb)",
+        limit >> 20
+    )
 }
 
 /// The upstream's response, as it began.
@@ -250,7 +315,7 @@ struct Upstreamed {
 /// Steps 1–3 of the module doc, on a task of its own: it goes on when the
 /// client is gone.
 async fn tee(
-    _running: crate::inflight::RunningGuard,
+    running: RunningGuard,
     g: Arc<Inner>,
     api: Api,
     call: Call,
@@ -258,15 +323,27 @@ async fn tee(
     tx: mpsc::UnboundedSender<Chunk>,
 ) {
     let streamed = up.content_type.starts_with("text/event-stream");
-    let mut watch = streamed.then(|| StreamWatch::new(api));
+    let mut watch = streamed.then(|| StreamWatch::new(api).max_event(g.config.max_event));
     let mut stream = up.resp.bytes_stream();
     let (mut buf, mut sent, mut gone, mut cut) = (Vec::new(), 0usize, false, None);
+    // Over a limit, the upstream is read no further (dropping the stream
+    // closes its connection) and what is held is not sent on.
+    let mut over = false;
     while let Some(chunk) = stream.next().await {
         match chunk {
             Ok(c) => {
+                if buf.len().saturating_add(c.len()) > g.config.max_response {
+                    cut = Some(over_limit(g.config.max_response));
+                    over = true;
+                    break;
+                }
                 buf.extend_from_slice(&c);
                 if let Some(w) = watch.as_mut() {
-                    w.feed(&c);
+                    if let Err(e) = w.feed(&c) {
+                        cut = Some(format!("the upstream's response was not kept: {e}"));
+                        over = true;
+                        break;
+                    }
                     let upto = usize::try_from(w.forwardable())
                         .unwrap_or(buf.len())
                         .min(buf.len());
@@ -291,10 +368,39 @@ async fn tee(
         }
         None => forms::parse_whole(api, &buf),
     };
-    let complete = up.status.is_success() && cut.is_none() && (parsed.complete || !streamed);
-    if up.status.is_success() && !complete && cut.is_none() {
+    // The provider's own error in place of a response (an error chunk or
+    // event in a 200 stream, an error body): it goes to the client whole
+    // and ends as the provider ended it, and is journaled with the
+    // provider's message — but it is not a response, so it is never kept
+    // to be served again.
+    let provider_error = match watch.as_ref() {
+        Some(w) => w.upstream_error().map(str::to_owned),
+        None => forms::whole_error(api, &buf),
+    };
+    // A stream the upstream finished is kept even when its connection broke
+    // after that (before `message_stop` or `[DONE]`): the client's retry is
+    // served from the store rather than bought again.
+    let complete = up.status.is_success()
+        && !over
+        && provider_error.is_none()
+        && if streamed {
+            parsed.complete
+        } else {
+            cut.is_none()
+        };
+    if up.status.is_success() && !complete && cut.is_none() && provider_error.is_none() {
         cut = Some("the upstream response ended before it was complete".into());
     }
+    let error = match (provider_error, &cut) {
+        (Some(e), cut) => Some(format!(
+            "the upstream answered {} and reported an error: {e}{}",
+            up.status.as_u16(),
+            cut.as_ref()
+                .map(|c| format!("; then {c}"))
+                .unwrap_or_default()
+        )),
+        (None, cut) => cut.clone(),
+    };
     gone |= tx.is_closed();
     let record = ModelCall {
         status: up.status.as_u16(),
@@ -309,7 +415,8 @@ async fn tee(
         } else {
             Delivered::Complete
         },
-        error: cut.clone(),
+        error,
+        choices: parsed.choices.clone(),
         ..base_record(api, &call.facts, up.started)
     };
     let entry = complete.then(|| Entry {
@@ -343,10 +450,11 @@ async fn tee(
         .await;
     match durable {
         Ok(()) => {
+            running.stored();
             if crate::FAULT_INJECTION && g.config.stall_before_final {
                 std::future::pending::<()>().await;
             }
-            if sent < buf.len() {
+            if sent < buf.len() && !over {
                 let _ = tx.send(Ok(Bytes::copy_from_slice(&buf[sent..])));
             }
             if let Some(why) = cut {
@@ -379,7 +487,8 @@ fn base_record(api: Api, facts: &RequestFacts, started: Instant) -> ModelCall {
 }
 
 /// What a bought call cost: priced by the model that answered; an error
-/// without usage is free, a success without usage unknown.
+/// without usage is free, a success without usage unknown unless free
+/// anyway (`Pricing::price_reported`).
 fn price(
     g: &Inner,
     up: &Upstream,
@@ -387,26 +496,22 @@ fn price(
     parsed: &Parsed,
     status: StatusCode,
 ) -> Cost {
-    let Some(u) = parsed.usage else {
-        return if status.is_success() {
-            Cost::UNKNOWN
-        } else {
-            Cost::ZERO
-        };
-    };
+    if parsed.usage.is_none() && !status.is_success() {
+        return Cost::ZERO;
+    }
     let model = parsed
         .model
         .as_deref()
         .or(facts.model.as_deref())
         .unwrap_or("");
-    g.pricing.price(
+    g.pricing.price_reported(
         up.provider,
         model,
         Some(&up.shown),
-        cairn_model::Usage {
+        parsed.usage.map(|u| cairn_model::Usage {
             input_tokens: u.input_tokens,
             output_tokens: u.output_tokens,
-        },
+        }),
     )
 }
 
@@ -418,6 +523,7 @@ async fn serve_stored(
     facts: &RequestFacts,
     stored: Stored,
     session: &Filed,
+    conn: Option<&Deliveries>,
 ) -> Option<Response> {
     let started = Instant::now();
     let g2 = g.clone();
@@ -447,8 +553,12 @@ async fn serve_stored(
         }
     };
     let parsed = if streamed {
-        let mut w = StreamWatch::new(api);
-        w.feed(&bytes);
+        // A stored stream was under the limits when it was bought; read
+        // as far as it goes.
+        let mut w = StreamWatch::new(api).max_event(g.config.max_event);
+        if let Err(err) = w.feed(&bytes) {
+            tracing::warn!("stored response {} not read whole: {err}", e.key);
+        }
         w.finish();
         w.parsed()
     } else {
@@ -462,6 +572,7 @@ async fn serve_stored(
         answered_by: parsed.model.filter(|m| Some(m) != facts.model.as_ref()),
         request: e.request.clone(),
         response: Some(e.body.clone()).filter(|b| !b.is_empty()),
+        choices: parsed.choices,
         ..base_record(api, facts, started)
     };
     let s = session.clone();
@@ -471,10 +582,8 @@ async fn serve_stored(
     let (tx, rx) = mpsc::unbounded_channel();
     let _ = tx.send(Ok(Bytes::from(bytes)));
     drop(tx);
-    let mut out = Response::new(Body::from_stream(Delivery::new(
-        rx,
-        delivered_hook(g, &e.key),
-    )));
+    let ending = Ending::of(&g.responses, conn, &e.key, streamed);
+    let mut out = Response::new(Body::from_stream(Delivery::new(rx, ending)));
     *out.status_mut() = StatusCode::from_u16(e.status).unwrap_or(StatusCode::OK);
     let h = out.headers_mut();
     if let Ok(v) = HeaderValue::from_str(&content_type) {
@@ -487,23 +596,6 @@ async fn serve_stored(
 fn append(session: &Filed, record: ModelCall) -> Result<(), GatewayError> {
     session.append_all(vec![RecordBody::ModelCall(record)])
 }
-
-/// Marks `key` delivered once the client has taken the last byte.
-fn delivered_hook(g: &Arc<Inner>, key: &str) -> EndHook {
-    let (g, key) = (g.clone(), key.to_owned());
-    Box::new(move || {
-        tokio::task::spawn_blocking(move || {
-            if let Err(e) = g.responses.mark_delivered(&key) {
-                tracing::warn!("delivery of {key} not recorded: {e}");
-            }
-        })
-    })
-}
-
-/// What runs when a body has been taken whole; the body ends only once it
-/// is done, so a client that read the end of a response finds it marked
-/// delivered.
-type EndHook = Box<dyn FnOnce() -> tokio::task::JoinHandle<()> + Send>;
 
 /// Runs blocking IO (the store, the journal) off the async threads.
 async fn blocking<T: Send + 'static>(
@@ -523,55 +615,4 @@ fn internal(e: &GatewayError) -> Response {
         "cairn_gateway",
         &e.to_string(),
     )
-}
-
-/// The body of a client response: what the purchase sends, in order; the
-/// hook runs when the last of it was taken (not when the client went away
-/// or the stream ended in an error), and the body ends when the hook is done.
-struct Delivery {
-    rx: mpsc::UnboundedReceiver<Chunk>,
-    on_end: Option<EndHook>,
-    ending: Option<tokio::task::JoinHandle<()>>,
-    failed: bool,
-}
-
-impl Delivery {
-    fn new(rx: mpsc::UnboundedReceiver<Chunk>, on_end: EndHook) -> Self {
-        Delivery {
-            rx,
-            on_end: Some(on_end),
-            ending: None,
-            failed: false,
-        }
-    }
-}
-
-impl Stream for Delivery {
-    type Item = Chunk;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Chunk>> {
-        if let Some(h) = self.ending.as_mut() {
-            return match Pin::new(h).poll(cx) {
-                Poll::Ready(_) => {
-                    self.ending = None;
-                    Poll::Ready(None)
-                }
-                Poll::Pending => Poll::Pending,
-            };
-        }
-        match self.rx.poll_recv(cx) {
-            Poll::Ready(Some(Err(e))) => {
-                self.failed = true;
-                Poll::Ready(Some(Err(e)))
-            }
-            Poll::Ready(None) => match (self.failed, self.on_end.take()) {
-                (false, Some(f)) => {
-                    self.ending = Some(f());
-                    self.poll_next(cx)
-                }
-                _ => Poll::Ready(None),
-            },
-            other => other,
-        }
-    }
 }

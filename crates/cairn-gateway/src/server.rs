@@ -2,11 +2,20 @@
 //! where each request goes.
 //!
 //! Rules, in order, for every request:
-//! 1. **Who.** With a token, a request must carry it (`x-cairn-token`, or
-//!    `Authorization: Bearer TOKEN`, which is then replaced by the
-//!    gateway's own key for the upstream); without one, the gateway listens
-//!    on loopback only and refuses a `Host` that is not a loopback name (a
-//!    web page cannot rebind a name to it).
+//! 1. **Who** ([`cairn_store::access`], the rule `cairn serve` keeps too).
+//!    With a token, a request must carry it (`x-cairn-token`, or as the
+//!    client's key: `Authorization: Bearer TOKEN` or `x-api-key: TOKEN`,
+//!    which is then replaced by the gateway's own key for the upstream; the
+//!    token itself never goes upstream); an empty token is refused at start.
+//!    Without one, the gateway listens on loopback only and refuses a `Host`
+//!    that is not exactly `localhost` or a loopback IP literal (a web page
+//!    cannot rebind a name to it); the guest's name for the host
+//!    (`10.0.2.2`) only in a gateway started for a VM session. Another
+//!    site's page is refused either way (a foreign `Origin`, or
+//!    `Sec-Fetch-Site` other than `same-origin`/`none`): SDKs send neither.
+//!    Then the path: one another server could read as a different one
+//!    (dot or empty segments, escaped separators, a recorded route in
+//!    disguise) is refused with 400 before routing (see `path`).
 //! 2. **Probes.** `HEAD /` and `GET /` answer 200; a WebSocket upgrade on
 //!    `/v1/responses` (Codex tries one first) answers 426, so the client
 //!    falls back to POST.
@@ -14,7 +23,8 @@
 //!    `/v1/messages` (any query) are journaled and kept (see `purchase`).
 //! 4. **Everything else under `/v1`** is passed through to the upstream
 //!    unrecorded: Anthropic's when the path is `/v1/messages…` or the request
-//!    carries `anthropic-version` or `x-api-key`, else OpenAI's.
+//!    carries `anthropic-version` or `x-api-key`, else OpenAI's. Under
+//!    `--offline` nothing goes upstream: these answer 503.
 //! 5. Anything else is 404.
 
 use std::net::SocketAddr;
@@ -22,9 +32,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
-use axum::Router;
 use cairn_store::Store;
 use futures_util::StreamExt;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
@@ -37,6 +46,12 @@ use crate::{GatewayError, Pricing, ResponseStore};
 
 /// The largest request body accepted by default: 32 MiB.
 pub const DEFAULT_MAX_BODY: usize = 32 << 20;
+/// How many client sessions are held open by default.
+pub const DEFAULT_MAX_OPEN_SESSIONS: usize = 64;
+/// The largest upstream response kept by default: 128 MiB.
+pub const DEFAULT_MAX_RESPONSE: usize = 128 << 20;
+/// The largest server-sent event of a streamed response by default: 32 MiB.
+pub const DEFAULT_MAX_EVENT: usize = 32 << 20;
 
 /// How a gateway runs.
 #[derive(Clone, Debug)]
@@ -45,6 +60,10 @@ pub struct GatewayConfig {
     pub listen: SocketAddr,
     /// Required of every client when set; needed for a non-loopback address.
     pub token: Option<String>,
+    /// Whether the name a qemu guest reaches the host's loopback at
+    /// ([`cairn_store::access::GUEST_HOST`]) is a loopback name here: set
+    /// only for a gateway started for a VM session. Default no.
+    pub admit_guest_host: bool,
     /// The OpenAI-compatible upstream's base URL (with or without `/v1`).
     pub openai_upstream: String,
     /// The Anthropic upstream's base URL.
@@ -58,6 +77,25 @@ pub struct GatewayConfig {
     pub replay: ReplayPolicy,
     /// Larger request bodies are refused with 413. Default [`DEFAULT_MAX_BODY`].
     pub max_body: usize,
+    /// An upstream response is held in memory until it is durable: one
+    /// larger than this is not read further, not kept, and journaled as a
+    /// failed call. Default [`DEFAULT_MAX_RESPONSE`].
+    pub max_response: usize,
+    /// A streamed response's event (its unterminated line and `data`) larger
+    /// than this stops the stream the same way. Default [`DEFAULT_MAX_EVENT`].
+    pub max_event: usize,
+    /// At most this many of the sessions the gateway makes for client
+    /// sessions are held open (two descriptors each); the least recently
+    /// used idle one is ended and closed past it, and continued when its
+    /// client calls again. Default [`DEFAULT_MAX_OPEN_SESSIONS`].
+    pub max_open_sessions: usize,
+    /// A client must send a request's head within this, counted from its
+    /// first byte or, on a kept-alive connection, from the previous response;
+    /// else the connection is closed. Default 30 s.
+    pub header_timeout: Duration,
+    /// A client must send a request's body within this of its head; else
+    /// it gets 408 and the connection is closed. Default 60 s.
+    pub body_timeout: Duration,
     /// Test builds only: stop for ever after a response is durable, before
     /// its final event is released (`CAIRN_FAULT=stall-before-final-event`).
     pub stall_before_final: bool,
@@ -68,12 +106,18 @@ impl Default for GatewayConfig {
         GatewayConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             token: None,
+            admit_guest_host: false,
             openai_upstream: "https://api.openai.com/v1".into(),
             anthropic_upstream: "https://api.anthropic.com".into(),
             openai_key: None,
             anthropic_key: None,
             replay: ReplayPolicy::default(),
             max_body: DEFAULT_MAX_BODY,
+            max_response: DEFAULT_MAX_RESPONSE,
+            max_event: DEFAULT_MAX_EVENT,
+            max_open_sessions: DEFAULT_MAX_OPEN_SESSIONS,
+            header_timeout: Duration::from_secs(30),
+            body_timeout: Duration::from_secs(60),
             stall_before_final: false,
         }
     }
@@ -92,10 +136,11 @@ pub(crate) struct Inner {
     pub(crate) local: SocketAddr,
 }
 
-/// A gateway bound to its address, not yet serving.
+/// A gateway bound to its address, not yet serving (it serves in
+/// `crate::serve`).
 pub struct Gateway {
-    inner: Arc<Inner>,
-    listener: tokio::net::TcpListener,
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) listener: tokio::net::TcpListener,
 }
 
 impl Gateway {
@@ -110,6 +155,11 @@ impl Gateway {
         filing: Filing,
         pricing: Arc<dyn Pricing>,
     ) -> Result<Gateway, GatewayError> {
+        if config.token.as_deref().is_some_and(|t| t.trim().is_empty()) {
+            return Err(GatewayError::Config {
+                reason: "--token is empty (or CAIRN_GATEWAY_TOKEN is set to nothing): it would admit anyone who sends an empty one; give a token that is hard to guess, e.g. --token \"$(openssl rand -hex 16)\"".into(),
+            });
+        }
         if !config.listen.ip().is_loopback() && config.token.is_none() {
             return Err(GatewayError::Config {
                 reason: format!(
@@ -131,8 +181,8 @@ impl Gateway {
                 source,
             })?;
         for (name, up) in [
-            ("--openai-upstream", &config.openai_upstream),
-            ("--anthropic-upstream", &config.anthropic_upstream),
+            (OPENAI_FLAG, &config.openai_upstream),
+            (ANTHROPIC_FLAG, &config.anthropic_upstream),
         ] {
             check_upstream(name, up, local)?;
         }
@@ -148,7 +198,7 @@ impl Gateway {
         Ok(Gateway {
             inner: Arc::new(Inner {
                 responses: ResponseStore::new(store),
-                sessions: Sessions::new(store, filing),
+                sessions: Sessions::new(store, filing, config.max_open_sessions),
                 config,
                 pricing,
                 client,
@@ -165,54 +215,14 @@ impl Gateway {
     pub fn local_addr(&self) -> SocketAddr {
         self.inner.local
     }
-
-    /// Serves until `shutdown` completes and every purchase still reading its
-    /// upstream is kept, then ends the sessions it made (a `terminal` each).
-    ///
-    /// # Errors
-    /// The server fails, or the sessions cannot be closed.
-    pub async fn serve(
-        self,
-        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-    ) -> Result<(), GatewayError> {
-        use axum::serve::ListenerExt;
-        let inner = self.inner.clone();
-        let app = Router::new().fallback(handle).with_state(self.inner);
-        // Events go out as they arrive: no Nagle delay on small writes.
-        let listener = self.listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!("TCP_NODELAY not set on a client connection: {e}");
-            }
-        });
-        axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown)
-            .await
-            .map_err(|source| GatewayError::Listen {
-                addr: inner.local.to_string(),
-                source,
-            })?;
-        // A purchase whose client went away is still reading its upstream:
-        // what was paid for is kept before the sessions close.
-        inner.running.idle().await;
-        let closing = inner.clone();
-        tokio::task::spawn_blocking(move || closing.sessions.close())
-            .await
-            .map_err(|e| GatewayError::Internal {
-                reason: e.to_string(),
-            })?
-    }
 }
 
-/// An upstream pointing back at the gateway would call itself for ever.
+/// An upstream must be a base URL without a secret in it (the one rule of
+/// [`cairn_model::parse_base_url`]: it would reach the journal's errors, a
+/// client's 502 and the log), and must not point back at the gateway, which
+/// would call itself for ever.
 fn check_upstream(flag: &str, url: &str, local: SocketAddr) -> Result<(), GatewayError> {
-    let parsed = reqwest::Url::parse(url).map_err(|e| GatewayError::Config {
-        reason: format!("{flag} {url:?} is not a URL ({e}); give e.g. https://api.openai.com/v1"),
-    })?;
-    if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(GatewayError::Config {
-            reason: format!("{flag} {url:?} is not http or https"),
-        });
-    }
+    let parsed = upstream_url(flag, url)?;
     let port = parsed.port_or_known_default();
     let host = parsed.host_str().unwrap_or("");
     let loopback =
@@ -227,11 +237,48 @@ fn check_upstream(flag: &str, url: &str, local: SocketAddr) -> Result<(), Gatewa
     Ok(())
 }
 
-async fn handle(State(g): State<Arc<Inner>>, req: Request) -> Response {
-    if let Some(refused) = admit(&g, req.headers()) {
+/// The upstream URL `url`, given as `flag`, parsed and checked; the error
+/// never repeats credentials written into it.
+fn upstream_url(flag: &str, url: &str) -> Result<reqwest::Url, GatewayError> {
+    cairn_model::parse_base_url(url).map_err(|e| GatewayError::Config {
+        reason: format!("{flag}: {e}"),
+    })
+}
+
+impl GatewayConfig {
+    /// Checks the upstream URLs without binding anything (what
+    /// [`Gateway::bind`] checks of them, less the loop back to itself), so
+    /// a caller can refuse a bad one before it starts work.
+    ///
+    /// # Errors
+    /// [`GatewayError::Config`] for an upstream that is not an http(s) URL
+    /// or carries credentials, a query or a fragment.
+    pub fn check_upstreams(&self) -> Result<(), GatewayError> {
+        upstream_url(OPENAI_FLAG, &self.openai_upstream)?;
+        upstream_url(ANTHROPIC_FLAG, &self.anthropic_upstream)?;
+        Ok(())
+    }
+}
+
+const OPENAI_FLAG: &str = "the OpenAI upstream (--openai-upstream, else $OPENAI_BASE_URL)";
+const ANTHROPIC_FLAG: &str =
+    "the Anthropic upstream (--anthropic-upstream, else $ANTHROPIC_BASE_URL)";
+
+/// One request, by the rules of the module doc.
+pub(crate) async fn handle(g: Arc<Inner>, req: Request) -> Response {
+    if let Some(refused) = admit(&g, req.method(), req.headers()) {
         return refused;
     }
     let path = req.uri().path().to_owned();
+    if let Some(why) = crate::path::refusal(&path) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "cairn_bad_path",
+            &format!(
+                "cairn's gateway refuses this request path: {why}; send the route's plain path (e.g. /v1/chat/completions)"
+            ),
+        );
+    }
     let method = req.method().clone();
     if path == "/" && (method == Method::GET || method == Method::HEAD) {
         return (StatusCode::OK, "cairn gateway\n").into_response();
@@ -258,12 +305,24 @@ async fn handle(State(g): State<Arc<Inner>>, req: Request) -> Response {
     )
 }
 
-/// Rule 1 of the module doc ([`crate::access::admit`]): `None` when the
-/// request may go on.
-fn admit(g: &Inner, headers: &HeaderMap) -> Option<Response> {
-    crate::access::admit(g.config.token.as_deref(), headers, "gateway")
-        .err()
-        .map(|d| error(d.status, d.code, &d.message))
+/// Rule 1 of the module doc ([`cairn_store::access::admit`]): `None` when
+/// the request may go on.
+fn admit(g: &Inner, method: &Method, headers: &HeaderMap) -> Option<Response> {
+    use cairn_store::access;
+    let policy = access::Policy {
+        api_key: true,
+        guest_host: g.config.admit_guest_host,
+        ..access::Policy::new("gateway", g.config.token.as_deref())
+    };
+    access::Request::read(method.as_str(), |name| {
+        headers.get_all(name).iter().map(|v| v.as_bytes())
+    })
+    .and_then(|req| access::admit(&policy, &req))
+    .err()
+    .map(|d| {
+        let status = StatusCode::from_u16(d.status).unwrap_or(StatusCode::FORBIDDEN);
+        error(status, d.code, &d.message)
+    })
 }
 
 fn is_upgrade(headers: &HeaderMap) -> bool {
@@ -313,12 +372,21 @@ fn base_without_v1(url: &str) -> String {
 
 /// The headers sent upstream: the client's, less hop-by-hop ones, the
 /// gateway's token and `host`; with the gateway's own key in place of a
-/// token used as the bearer.
+/// token used as the client's key (`Authorization: Bearer` or
+/// `x-api-key`): the token never goes upstream.
 pub(crate) fn upstream_headers(g: &Inner, up: &Upstream, from: &HeaderMap) -> HeaderMap {
+    use cairn_store::access::{bearer, same_secret};
     let mut out = HeaderMap::new();
-    let token_as_bearer = g.config.token.as_ref().is_some_and(|t| {
-        header(from, "authorization").as_deref() == Some(format!("Bearer {t}").as_str())
-    });
+    let is_token = |given: Option<&str>| {
+        g.config
+            .token
+            .as_deref()
+            .zip(given)
+            .is_some_and(|(t, given)| same_secret(t, given))
+    };
+    let bearer_is_token = is_token(header(from, "authorization").as_deref().and_then(bearer));
+    let api_key_is_token = is_token(header(from, "x-api-key").as_deref());
+    let token_as_key = bearer_is_token || api_key_is_token;
     for (name, value) in from {
         let n = name.as_str();
         let hop = matches!(
@@ -336,12 +404,15 @@ pub(crate) fn upstream_headers(g: &Inner, up: &Upstream, from: &HeaderMap) -> He
                 | "accept-encoding"
                 | "x-cairn-token"
         );
-        if hop || (token_as_bearer && n == "authorization") {
+        if hop
+            || (bearer_is_token && n == "authorization")
+            || (api_key_is_token && n == "x-api-key")
+        {
             continue;
         }
         out.append(name.clone(), value.clone());
     }
-    if token_as_bearer {
+    if token_as_key {
         let (name, value) = match up.provider {
             "anthropic" => ("x-api-key", g.config.anthropic_key.clone()),
             _ => (
@@ -383,6 +454,16 @@ pub(crate) fn client_headers(from: &HeaderMap) -> HeaderMap {
 
 /// Rule 4: a request forwarded as it is, its response streamed back.
 async fn pass_through(g: Arc<Inner>, req: Request) -> Response {
+    if g.config.replay.offline {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "cairn_offline",
+            &format!(
+                "the gateway is offline and {} is not a recorded route: under --offline nothing goes upstream",
+                req.uri().path()
+            ),
+        );
+    }
     let (parts, body, path_and_query) = match read_request(&g, req).await {
         Ok(r) => r,
         Err(refused) => return refused,
@@ -413,8 +494,8 @@ async fn pass_through(g: Arc<Inner>, req: Request) -> Response {
 }
 
 /// A request's head, its whole body (refused with 413 over the limit, from
-/// its declared length before reading when it has one) and its path with
-/// query.
+/// its declared length before reading when it has one; with 408 when it
+/// does not arrive within the body timeout) and its path with query.
 pub(crate) async fn read_request(
     g: &Inner,
     req: Request,
@@ -424,9 +505,25 @@ pub(crate) async fn read_request(
     if declared.is_some_and(|l| l > g.config.max_body) {
         return Err(too_large(g.config.max_body));
     }
-    let body = axum::body::to_bytes(body, g.config.max_body)
-        .await
-        .map_err(|_| too_large(g.config.max_body))?;
+    let read = axum::body::to_bytes(body, g.config.max_body);
+    let body = match tokio::time::timeout(g.config.body_timeout, read).await {
+        Ok(read) => read.map_err(|_| too_large(g.config.max_body))?,
+        Err(_) => {
+            let mut r = error(
+                StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                &format!(
+                    "the request body did not arrive within {} s; send it whole, or raise the gateway's --body-timeout",
+                    g.config.body_timeout.as_secs_f64()
+                ),
+            );
+            // The rest of the body may still come: the connection cannot
+            // carry another request.
+            r.headers_mut()
+                .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+            return Err(r);
+        }
+    };
     let path_and_query = parts
         .uri
         .path_and_query()

@@ -15,9 +15,12 @@
 //! 1. An entry is put — its bodies durable in the pool first, then the entry
 //!    — before anything relies on it: the record that journals the call, the
 //!    final event that tells a client the response is complete.
-//! 2. `delivered` is set only after the client got the last byte. A crash or
-//!    a cut connection before that leaves it unset, and the call's retry is
-//!    served from the store instead of being bought again.
+//! 2. `delivered` is set only after the client got the last byte (the
+//!    gateway's `delivery` module says when that is). A crash or a cut
+//!    connection before that leaves it unset, and the call's retry is
+//!    served from the store instead of being bought again. Putting an entry
+//!    clears the mark an earlier response under the same key left (durably,
+//!    before the entry is visible): a new sample's client has not taken it.
 //! 3. Nothing stored is a credential: request headers are not kept, and the
 //!    key holds only a hash of the credential.
 //! 4. A damaged entry is an error naming its file, never "no response": a
@@ -199,6 +202,9 @@ impl ResponseStore {
         let (b, r) = self.put_bodies(body, request)?;
         entry.body = b;
         entry.request = r;
+        // Invariant 2: a delivery mark left by an earlier response under
+        // this key must not speak for this one.
+        self.mark_undelivered(&entry.key)?;
         self.write(&entry)?;
         if let Some(idem) = &entry.idempotency_key {
             self.remember_idempotency(idem, &entry.key)?;
@@ -237,6 +243,10 @@ impl ResponseStore {
                 batch.stage_file(&path, &bytes)?;
             }
             g.hashes = Some((b, r));
+        }
+        for e in group.iter().filter_map(|g| g.entry.as_ref()) {
+            // Invariant 2, before any of the entries is visible.
+            self.mark_undelivered(&e.key)?;
         }
         batch.commit(&NoProgress)?;
         drop(lock);
@@ -503,6 +513,32 @@ mod tests {
         assert_eq!(marked.len(), 2);
         assert_eq!(rs.remove_run(&RunId::parse("R1").unwrap()).unwrap(), 1);
         assert!(rs.get(&key).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_response_stored_again_under_its_key_is_not_delivered_until_taken_again() {
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(d.path()).unwrap();
+        let rs = ResponseStore::new(&store);
+        let key = "ab".repeat(32);
+        rs.put(entry(&key, "R1"), b"first", None).unwrap();
+        rs.mark_delivered(&key).unwrap();
+        assert!(rs.get(&key).unwrap().unwrap().entry.delivered);
+        // A fresh identical request was a new sample, and bought: its
+        // client has not taken it yet, whatever the first one did.
+        rs.put(entry(&key, "R1"), b"second", None).unwrap();
+        assert!(!rs.get(&key).unwrap().unwrap().entry.delivered);
+        rs.mark_delivered(&key).unwrap();
+        let mut group = vec![GroupPut {
+            entry: Some(entry(&key, "R1")),
+            body: b"third".to_vec(),
+            request: b"{}".to_vec(),
+            hashes: None,
+        }];
+        rs.put_group(&mut group, 0).unwrap();
+        let got = rs.get(&key).unwrap().unwrap();
+        assert!(!got.entry.delivered);
+        assert_eq!(rs.body(&got).unwrap(), b"third");
     }
 
     #[test]

@@ -47,10 +47,16 @@ const CHAT_NO_DONE: &str = concat!(
     "data: {\"id\":\"d4\",\"object\":\"chat.completion.chunk\",\"created\":1760000003,\"model\":\"deepseek-reasoner\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\"},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":30,\"total_tokens\":39}}\n\n",
 );
 
-/// Cut after the finish reason, before the usage chunk.
-const CHAT_CUT: &str = concat!(
+/// Ends after the finish reason, before the usage chunk: complete (the model
+/// had finished), its usage unknown.
+const CHAT_NO_USAGE: &str = concat!(
     "data: {\"id\":\"e5\",\"object\":\"chat.completion.chunk\",\"created\":1760000004,\"model\":\"gpt-4.1\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hel\"},\"finish_reason\":null}]}\n\n",
     "data: {\"id\":\"e5\",\"object\":\"chat.completion.chunk\",\"created\":1760000004,\"model\":\"gpt-4.1\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+);
+
+/// Cut inside the answer, before any finish reason.
+const CHAT_CUT: &str = concat!(
+    "data: {\"id\":\"e5\",\"object\":\"chat.completion.chunk\",\"created\":1760000004,\"model\":\"gpt-4.1\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hel\"},\"finish_reason\":null}]}\n\n",
     "data: {\"id\":\"e5\",\"obj",
 );
 
@@ -242,6 +248,7 @@ const SAMPLES: &[Sample] = &[
     Sample { name: "chat tools", api: Api::ChatCompletions, bytes: CHAT_TOOLS, final_event: Some("data: [DONE]"), usage: Some((310, 42)), model: Some("gpt-4.1"), complete: true },
     Sample { name: "chat refusal", api: Api::ChatCompletions, bytes: CHAT_REFUSAL, final_event: Some("data: [DONE]"), usage: Some((12, 7)), model: Some("gpt-4o"), complete: true },
     Sample { name: "chat without [DONE]", api: Api::ChatCompletions, bytes: CHAT_NO_DONE, final_event: None, usage: Some((9, 30)), model: Some("deepseek-reasoner"), complete: true },
+    Sample { name: "chat without usage", api: Api::ChatCompletions, bytes: CHAT_NO_USAGE, final_event: None, usage: None, model: Some("gpt-4.1"), complete: true },
     Sample { name: "chat cut", api: Api::ChatCompletions, bytes: CHAT_CUT, final_event: None, usage: None, model: Some("gpt-4.1"), complete: false },
     Sample { name: "chat error", api: Api::ChatCompletions, bytes: CHAT_ERROR, final_event: Some("data: {\"error\""), usage: None, model: Some("gpt-4.1"), complete: false },
     Sample { name: "responses text", api: Api::Responses, bytes: RESPONSES_TEXT, final_event: Some("event: response.completed"), usage: Some((1200, 64)), model: Some("gpt-5-codex"), complete: true },
@@ -272,6 +279,7 @@ impl Sample {
             }),
             model: self.model.map(str::to_owned),
             complete: self.complete,
+            choices: Vec::new(),
         }
     }
 }
@@ -287,7 +295,7 @@ fn watch(s: &Sample, cuts: &[usize]) -> (Parsed, Option<u64>, u64) {
     ends.sort_unstable();
     ends.push(bytes.len());
     for end in ends {
-        w.feed(&bytes[at..end]);
+        w.feed(&bytes[at..end]).unwrap();
         at = end;
         let f = w.forwardable();
         assert!(
@@ -317,6 +325,11 @@ fn watch(s: &Sample, cuts: &[usize]) -> (Parsed, Option<u64>, u64) {
 fn the_watcher_reads_each_sample() {
     for s in SAMPLES {
         let (parsed, final_at, forwardable) = watch(s, &[]);
+        // How each answer ended is checked on its own (below).
+        let parsed = Parsed {
+            choices: Vec::new(),
+            ..parsed
+        };
         assert_eq!(parsed, s.want(), "{}", s.name);
         assert_eq!(final_at, s.final_at(), "{}", s.name);
         let all = s.bytes.len() as u64;
@@ -329,18 +342,18 @@ fn whole_events_before_the_final_one_are_forwarded_at_once() {
     let s = &SAMPLES[0];
     let mut w = StreamWatch::new(s.api);
     let first_end = s.bytes.find("\n\n").unwrap() + 2;
-    w.feed(&s.bytes.as_bytes()[..first_end - 1]);
+    w.feed(&s.bytes.as_bytes()[..first_end - 1]).unwrap();
     assert_eq!(
         w.forwardable(),
         0,
         "an event without its blank line is held"
     );
-    w.feed(b"\n");
+    w.feed(b"\n").unwrap();
     assert_eq!(w.forwardable(), first_end as u64);
     let done = s.final_at().unwrap() as usize;
-    w.feed(&s.bytes.as_bytes()[first_end..done + 3]);
+    w.feed(&s.bytes.as_bytes()[first_end..done + 3]).unwrap();
     assert_eq!(w.forwardable(), done as u64, "all but the start of [DONE]");
-    w.feed(&s.bytes.as_bytes()[done + 3..]);
+    w.feed(&s.bytes.as_bytes()[done + 3..]).unwrap();
     assert_eq!(w.forwardable(), done as u64, "[DONE] is held");
     assert!(w.complete());
 }
@@ -477,10 +490,10 @@ fn a_stream_that_is_not_a_whole_response_has_no_whole_form() {
     let rows: &[(Api, &str, IsWant)] = &[
         (Api::ChatCompletions, CHAT_CUT, |e| matches!(e, FormError::Incomplete { .. })),
         (Api::ChatCompletions, CHAT_ERROR, |e| matches!(e, FormError::UpstreamError { message, .. } if message.starts_with("The server had an error"))),
-        (Api::Responses, RESPONSES_FAILED, |e| matches!(e, FormError::UpstreamError { message, .. } if message == "The model failed to generate a response.")),
+        (Api::Responses, RESPONSES_FAILED, |e| matches!(e, FormError::UpstreamError { message, .. } if message == "The model failed to generate a response. (server_error)")),
         (Api::Responses, "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{}}\n\n", |e| matches!(e, FormError::Incomplete { .. })),
         (Api::Messages, MESSAGES_CUT_TEXT, |e| matches!(e, FormError::Incomplete { .. })),
-        (Api::Messages, MESSAGES_OVERLOADED, |e| matches!(e, FormError::UpstreamError { message, .. } if message == "Overloaded")),
+        (Api::Messages, MESSAGES_OVERLOADED, |e| matches!(e, FormError::UpstreamError { message, .. } if message == "Overloaded (overloaded_error)")),
         (Api::ChatCompletions, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: {oops\n\ndata: [DONE]\n\n", |e| matches!(e, FormError::BadEvent { offset: 67, .. })),
     ];
     for (api, sse, want) in rows {
@@ -535,7 +548,7 @@ fn conversions_round_trip() {
         assert_eq!(whole_to_stream(s.api, &w2).unwrap(), stream2, "{}", s.name);
 
         let mut watch2 = StreamWatch::new(s.api);
-        watch2.feed(&stream2);
+        watch2.feed(&stream2).unwrap();
         watch2.finish();
         let p = watch2.parsed();
         assert_eq!(
@@ -549,7 +562,18 @@ fn conversions_round_trip() {
             "{}: a written stream has its final event",
             s.name
         );
-        assert_eq!(parse_whole(s.api, &w1), s.want(), "{}", s.name);
+        // How each answer ended reads the same from the stream, its whole
+        // form and the stream written back.
+        let ended = watch(s, &[]).0.choices;
+        assert!(!ended.is_empty(), "{}", s.name);
+        assert_eq!(p.choices, ended, "{}", s.name);
+        let whole = parse_whole(s.api, &w1);
+        assert_eq!(whole.choices, ended, "{}", s.name);
+        let whole = Parsed {
+            choices: Vec::new(),
+            ..whole
+        };
+        assert_eq!(whole, s.want(), "{}", s.name);
     }
 }
 
@@ -620,7 +644,7 @@ fn whole_bodies_survive_a_stream() {
         let back: Value = serde_json::from_slice(&stream_to_whole(api, &stream).unwrap()).unwrap();
         assert_eq!(back, w, "{api}: {}", String::from_utf8_lossy(&stream));
         let mut watch = StreamWatch::new(api);
-        watch.feed(&stream);
+        watch.feed(&stream).unwrap();
         watch.finish();
         assert_eq!(
             watch.parsed(),
@@ -692,8 +716,13 @@ fn parse_whole_reads_usage_and_model() {
             }),
             model: model.map(str::to_owned),
             complete: *complete,
+            choices: Vec::new(),
         };
-        assert_eq!(parse_whole(*api, body.as_bytes()), want, "{api} {body}");
+        let got = Parsed {
+            choices: Vec::new(),
+            ..parse_whole(*api, body.as_bytes())
+        };
+        assert_eq!(got, want, "{api} {body}");
     }
 }
 

@@ -388,3 +388,65 @@ async fn a_gateway_refuses_to_listen_openly_without_a_token_or_to_call_itself() 
         "{err}"
     );
 }
+
+/// A gateway on `store` filing into `session`, serving until dropped.
+async fn serve_on(
+    store: &Store,
+    session: &SharedSession,
+    config: GatewayConfig,
+) -> (String, tokio::sync::oneshot::Sender<()>) {
+    let gateway = Gateway::bind(
+        config,
+        store,
+        Filing::Fixed(session.clone()),
+        Arc::new(PriceTable::default()),
+    )
+    .await
+    .unwrap();
+    let base = format!("http://{}", gateway.local_addr());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(gateway.serve(async {
+        let _ = stopped.await;
+    }));
+    (base, stop)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offline_never_buys_a_stored_response_it_cannot_convert() {
+    // A complete stream with an event that is not JSON: it is kept, but it
+    // has no whole form.
+    let stream = format!(
+        "{}data: not json\n\ndata: [DONE]\n\n",
+        chat_stream("x").trim_end_matches("data: [DONE]\n\n")
+    );
+    let rig = Rig::start(stream.clone()).await;
+    let req = json!({"model": "gpt-4o-mini", "stream": true, "messages": [{"role": "user", "content": "convert me"}]});
+    let (status, _, body) = rig.post(&req, &[]).await;
+    assert_eq!((status, body.as_str()), (200, stream.as_str()));
+    let config = GatewayConfig {
+        openai_upstream: format!("{}/v1", rig.upstream.uri()),
+        replay: cairn_gateway::ReplayPolicy {
+            offline: true,
+            ..Default::default()
+        },
+        ..GatewayConfig::default()
+    };
+    let (base, stop) = serve_on(&rig.store, &rig.session, config).await;
+    let whole =
+        json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "convert me"}]});
+    let r = reqwest::Client::new()
+        .post(format!("{base}/v1/chat/completions"))
+        .header("authorization", "Bearer sk-test-key-123")
+        .json(&whole)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 503);
+    assert_eq!(
+        rig.upstream.received_requests().await.unwrap().len(),
+        1,
+        "bought under --offline"
+    );
+    let _ = stop.send(());
+    rig.stop().await;
+}

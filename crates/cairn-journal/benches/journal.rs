@@ -44,6 +44,7 @@ fn meta() -> Meta {
 fn record() -> RecordBody {
     RecordBody::User(User {
         text: "x".repeat(160),
+        origin: None,
     })
 }
 
@@ -165,6 +166,7 @@ fn throughput(dir: &Path) {
                         id: format!("c{i}"),
                         name: "read_file".into(),
                         arguments: serde_json::json!({"path": "src/lib.rs"}),
+                        raw_arguments: None,
                     }],
                     usage: Usage {
                         input_tokens: 1200,

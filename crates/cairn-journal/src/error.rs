@@ -88,6 +88,17 @@ pub enum JournalError {
         /// The meta record's id.
         found: String,
     },
+    /// A journal being followed is shorter than the lines already read
+    /// from it.
+    #[error("journal {path} shrank to {len} bytes, below the {consumed} bytes already followed: it was replaced or cut by hand; run `cairn verify` and follow it again")]
+    Shrank {
+        /// The journal.
+        path: PathBuf,
+        /// Its length now.
+        len: u64,
+        /// Bytes already read and verified.
+        consumed: u64,
+    },
     /// The records were made durable in the local cache of a shared store
     /// and the shared store did not acknowledge them.
     #[error("record(s) {first}.. of session {run} were not stored in the shared store, so they are not written: {source}")]
@@ -167,6 +178,7 @@ impl JournalError {
             self,
             JournalError::Damaged { .. }
                 | JournalError::WrongRun { .. }
+                | JournalError::Shrank { .. }
                 | JournalError::Fold { .. }
         )
     }

@@ -47,6 +47,9 @@ pub enum Entry {
     User {
         /// Its text.
         text: String,
+        /// cairn's own note to the model, not the person's words
+        /// ([`crate::User::is_note`]).
+        note: bool,
     },
     /// A model turn.
     Assistant {
@@ -58,6 +61,8 @@ pub enum Entry {
         thinking: Vec<Thinking>,
         /// Its reasoning, to send back where the server requires it.
         reasoning: Option<Reasoning>,
+        /// Its Responses API output items, to send back as they came.
+        items: Vec<serde_json::Value>,
     },
     /// A tool call's outcome.
     ToolResult {
@@ -197,6 +202,7 @@ impl RunState {
             }
             RecordBody::User(u) => self.conversation.push(Entry::User {
                 text: u.text.clone(),
+                note: u.is_note(record.v),
             }),
             RecordBody::Assistant(a) => {
                 self.pending = a
@@ -212,6 +218,7 @@ impl RunState {
                     tool_calls: a.tool_calls.clone(),
                     thinking: a.thinking.clone(),
                     reasoning: a.reasoning.clone(),
+                    items: a.items.clone(),
                 });
                 self.last_stop_reason.clone_from(&a.stop_reason);
                 self.last_refusal.clone_from(&a.refusal);
@@ -354,13 +361,19 @@ impl TotalsCheck {
     }
 }
 
-fn counters(t: &Totals) -> [(&'static str, u64); 4] {
-    [
-        ("turns", t.turns),
-        ("input_tokens", t.input_tokens),
-        ("output_tokens", t.output_tokens),
-        ("tool_calls", t.tool_calls),
-    ]
+/// The counters of `recorded` to hold to `other`, by name: each one the
+/// record states (and `other` knows: a fork's base inherited from a
+/// terminal that left one out does not).
+fn counters(recorded: &Totals, other: &Totals) -> Vec<(&'static str, u64, u64)> {
+    let mut out = vec![
+        ("turns", recorded.turns, other.turns),
+        ("input_tokens", recorded.input_tokens, other.input_tokens),
+        ("output_tokens", recorded.output_tokens, other.output_tokens),
+    ];
+    if !recorded.tool_calls_unstated && !other.tool_calls_unstated {
+        out.push(("tool_calls", recorded.tool_calls, other.tool_calls));
+    }
+    out
 }
 
 fn compare(seq: u64, recorded: &Totals, folded: &Totals) -> Result<(), TotalsMismatch> {
@@ -370,7 +383,7 @@ fn compare(seq: u64, recorded: &Totals, folded: &Totals) -> Result<(), TotalsMis
         recorded,
         folded,
     };
-    for ((field, r), (_, f)) in counters(recorded).into_iter().zip(counters(folded)) {
+    for (field, r, f) in counters(recorded, folded) {
         if r != f {
             return Err(mismatch(field, r.to_string(), f.to_string()));
         }
@@ -399,7 +412,7 @@ fn reachable(seq: u64, recorded: &Totals, own: &Totals) -> Result<(), TotalsMism
         recorded,
         folded: format!("at least {folded} (this fork's own records, before what it inherits)"),
     };
-    for ((field, r), (_, o)) in counters(recorded).into_iter().zip(counters(own)) {
+    for (field, r, o) in counters(recorded, own) {
         if r < o {
             return Err(mismatch(field, r.to_string(), o.to_string()));
         }

@@ -39,7 +39,7 @@
 //!     fingerprint: None, fork: None, routing: None, system_file: None,
 //! };
 //! let mut w = JournalWriter::create(&store, &id, meta).unwrap();
-//! w.append(&RecordBody::User(User { text: "hello".into() })).unwrap();
+//! w.append(&RecordBody::User(User::person("hello"))).unwrap();
 //! drop(w);
 //!
 //! let scan = read_journal(&store.journal_path(&id), id.as_str()).unwrap();
@@ -52,6 +52,8 @@ mod chain;
 mod ends;
 mod error;
 mod fold;
+mod follower;
+mod incremental;
 mod lock;
 mod mirror;
 mod reader;
@@ -66,17 +68,19 @@ pub use ends::{
 };
 pub use error::{JournalError, LockHolder};
 pub use fold::{fold, Entry, FoldError, PendingCall, RunState, Status, TotalsMismatch};
-pub use lock::{RunLock, HOLDER_WAIT};
+pub use follower::JournalFollower;
+pub use incremental::IncrementalReader;
+pub use lock::{writer_alive, RunLock, HOLDER_WAIT};
 pub use mirror::{install_mirror, mirror_of, JournalMirror};
 pub use reader::{
     read_journal, scan_journal_bytes, verify_bytes, verify_journal, Scan, TornTail, VerifyReport,
 };
 pub use record::{
-    now_rfc3339, Assistant, Budgets, CheckpointRef, Cost, CostState, Delivered, Fingerprint,
-    ForcedField, ForkPin, Machine, MachineEvent, Meta, ModelCall, Outcome, Override, Reasoning,
-    Reconcile, Record, RecordBody, Rollback, Routing, Snapshot, Terminal, TerminalReason, Thinking,
-    ToolCall, ToolResult, ToolStart, Totals, Usage, User, Versioning, VersioningState,
-    SCHEMA_VERSION,
+    now_rfc3339, Assistant, Budgets, CheckpointRef, Choice, Cost, CostState, Delivered,
+    Fingerprint, ForcedField, ForkPin, Machine, MachineEvent, Meta, ModelCall, Origin, Outcome,
+    Override, Reasoning, Reconcile, Record, RecordBody, Rollback, Routing, Snapshot, Terminal,
+    TerminalReason, Thinking, ToolCall, ToolResult, ToolStart, Totals, Usage, User, Versioning,
+    VersioningState, NOTE_PREFIX, SCHEMA_VERSION,
 };
 pub use remote::{RemoteAppended, RemoteJournalError, RemoteJournals};
 pub use writer::{Appended, JournalIo, JournalWriter, PREALLOCATE_STEP};

@@ -94,6 +94,34 @@ impl Drop for RunLock {
     }
 }
 
+/// Whether a writer holds the lock at `path` now (DESIGN §16: a session
+/// whose journal ends without a terminal is `running` only while it does).
+///
+/// Asked by taking a shared lock with `try_lock_shared` and letting it go at
+/// once: it fails exactly while a writer holds the exclusive one. The probe
+/// never creates the file and never waits; a writer that tries to take the
+/// lock in the instant the probe holds it sees an unnamed holder and tries
+/// again ([`RunLock::acquire`], rule 2), so it is delayed, never refused.
+/// No file means no writer ever held it here (a session copied from another
+/// store). `None` when the file cannot be asked (permissions, an IO error):
+/// the caller cannot tell, and says so.
+pub fn writer_alive(path: &Path) -> Option<bool> {
+    let file = match OpenOptions::new().read(true).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(false),
+        Err(_) => return None,
+    };
+    match file.try_lock_shared() {
+        Ok(()) => {
+            // Dropping the file lets the shared lock go.
+            drop(file);
+            Some(false)
+        }
+        Err(TryLockError::WouldBlock) => Some(true),
+        Err(TryLockError::Error(_)) => None,
+    }
+}
+
 fn host_name() -> String {
     gethostname::gethostname().to_string_lossy().into_owned()
 }
@@ -112,4 +140,25 @@ fn read_holder(file: &File) -> Option<LockHolder> {
 fn process_exists(pid: u32) -> bool {
     let proc = Path::new("/proc");
     !proc.join("self").exists() || proc.join(pid.to_string()).exists()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writer_alive_while_the_lock_is_held_and_not_after() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.lock");
+        assert_eq!(writer_alive(&path), Some(false), "no file, no writer");
+        assert!(!path.exists(), "the probe creates nothing");
+        let lock = RunLock::acquire(&path, "r").unwrap();
+        assert_eq!(writer_alive(&path), Some(true));
+        drop(lock);
+        assert_eq!(writer_alive(&path), Some(false));
+        // A probe never stands in a writer's way.
+        let again = RunLock::acquire(&path, "r").unwrap();
+        assert_eq!(writer_alive(&path), Some(true));
+        drop(again);
+    }
 }

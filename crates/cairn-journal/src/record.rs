@@ -20,8 +20,14 @@ use crate::chain::ChainHash;
 /// `thinking` or `reasoning` (which a resume must send back); 3 — a
 /// `tool_result` whose outcome is `refused` (a person declined the call); 4 —
 /// `machine` (a VM session's guest started, restored, stopped or died) and a
-/// `reconcile` naming what a machine restore rolled back (DESIGN §13).
-pub const SCHEMA_VERSION: u32 = 4;
+/// `reconcile` naming what a machine restore rolled back (DESIGN §13); 5 —
+/// a `user` record's `origin` (see [`User`]): from version 5 on, a `user`
+/// record without one is the person's whatever its text, so the person's
+/// text that starts with `cairn: ` is written as version 5; 6 — an
+/// `assistant` carrying `items` (the Responses API's output items, which a
+/// resume must send back). A tool call's `raw_arguments` needs no version:
+/// a reader that ignores it sends the same call compactly.
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// One record as read back: header plus body.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -78,7 +84,9 @@ impl RecordBody {
     /// closed, a checkpoint saved) without being work, so one appended after
     /// a `terminal` (by `cairn snapshot`, `cairn checkpoint save`, a resume's
     /// reconciliation) leaves the session's status the terminal's reason.
-    /// Every other kind after a terminal starts a new stretch: `running`.
+    /// So do a VM session's `machine stopped` and `machine died`; a guest
+    /// `started` or `restored` is work. Every other kind after a terminal
+    /// starts a new stretch: `running`.
     pub fn is_bookkeeping(&self) -> bool {
         matches!(
             self,
@@ -86,7 +94,10 @@ impl RecordBody {
                 | RecordBody::Reconcile(_)
                 | RecordBody::Checkpoint(_)
                 | RecordBody::Versioning(_)
-                | RecordBody::Machine(_)
+                | RecordBody::Machine(Machine {
+                    event: MachineEvent::Stopped | MachineEvent::Died,
+                    ..
+                })
         )
     }
 
@@ -94,6 +105,8 @@ impl RecordBody {
     /// say what it says (see [`SCHEMA_VERSION`]).
     pub fn version(&self) -> u32 {
         match self {
+            RecordBody::User(u) => u.version(),
+            RecordBody::Assistant(a) if !a.items.is_empty() => 6,
             RecordBody::Machine(_) => 4,
             RecordBody::Reconcile(r) if r.machine.is_some() => 4,
             RecordBody::Versioning(_) | RecordBody::ModelCall(_) => 2,
@@ -210,11 +223,83 @@ pub struct Meta {
     pub system_file: Option<String>,
 }
 
-/// A user message.
+/// A user message: the person's, or cairn's own note to the model (what
+/// changed in the workspace while the session was stopped, say).
+///
+/// Who wrote it ([`User::is_note`]):
+/// 1. `origin: "cairn"` is cairn's note, in a record of any version;
+/// 2. no `origin` in a record of version 5 or later is the person's,
+///    whatever the text says;
+/// 3. no `origin` in a record of an older version: cairn's note when its
+///    text starts with `cairn: ` ([`NOTE_PREFIX`]), the rule of the cairns
+///    that wrote them, else the person's.
+///
+/// A record is written with the oldest version that says who wrote it: a
+/// note (which starts with the prefix) and the person's text that does not
+/// need no version 5, and an older cairn reads them right by the prefix;
+/// the person's text that starts with the prefix is version 5, which an
+/// older cairn refuses rather than take it for a note.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct User {
     /// The text.
     pub text: String,
+    /// Who wrote it: `cairn` for cairn's own notes; absent for the person.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Origin>,
+}
+
+/// Who wrote a `user` record other than the person.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Origin {
+    /// cairn itself: a note to the model.
+    Cairn,
+}
+
+/// How cairn's notes to the model begin; before schema version 5 this
+/// prefix was the only sign of one.
+pub const NOTE_PREFIX: &str = "cairn: ";
+
+/// The first schema version whose `user` records say who wrote them.
+const ORIGIN_VERSION: u32 = 5;
+
+impl User {
+    /// The person's message.
+    pub fn person(text: impl Into<String>) -> User {
+        User {
+            text: text.into(),
+            origin: None,
+        }
+    }
+
+    /// cairn's own note to the model.
+    pub fn note(text: impl Into<String>) -> User {
+        User {
+            text: text.into(),
+            origin: Some(Origin::Cairn),
+        }
+    }
+
+    /// Whether this record, of schema version `v`, is cairn's own note
+    /// rather than the person's (the rules in the type's doc).
+    pub fn is_note(&self, v: u32) -> bool {
+        match self.origin {
+            Some(Origin::Cairn) => true,
+            None => v < ORIGIN_VERSION && self.text.starts_with(NOTE_PREFIX),
+        }
+    }
+
+    /// The oldest schema version under which this record says who wrote it.
+    fn version(&self) -> u32 {
+        // An older cairn ignores `origin` and goes by the prefix alone.
+        let older = self.text.starts_with(NOTE_PREFIX);
+        if older == self.is_note(ORIGIN_VERSION) {
+            1
+        } else {
+            ORIGIN_VERSION
+        }
+    }
 }
 
 /// A tool call requested by the model.
@@ -227,6 +312,12 @@ pub struct ToolCall {
     /// Arguments as the model gave them.
     #[serde(default)]
     pub arguments: serde_json::Value,
+    /// The arguments' text exactly as the model produced it, when that is
+    /// not `arguments` written compactly (spacing, key order): what a
+    /// resume sends back. Optional in every version: a reader that ignores
+    /// it sends `arguments` compactly, which providers accept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_arguments: Option<String>,
 }
 
 /// Token usage of one model call.
@@ -305,6 +396,16 @@ impl Cost {
         Cost {
             state: CostState::Known,
             usd: Some(usd),
+        }
+    }
+
+    /// This cost for people: `$0.0123`, `free`, or `unknown` (an unknown
+    /// cost is never shown as a number).
+    pub fn for_people(&self) -> String {
+        match (self.state, self.usd) {
+            (CostState::Zero, _) => "free".into(),
+            (CostState::Known, Some(usd)) => format!("${usd:.4}"),
+            _ => "unknown".into(),
         }
     }
 
@@ -399,6 +500,17 @@ pub struct Assistant {
     /// (schema version 2 when it holds `details` or text to pass back).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<Reasoning>,
+    /// What the provider said about the stop beyond its reason, verbatim
+    /// (Anthropic's `stop_details`: a refusal's `type`, `category` and
+    /// `explanation`). Optional and additive: an older reader that ignores
+    /// it misreads nothing a resume needs, so it raises no schema version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_details: Option<serde_json::Value>,
+    /// The Responses API's output items, as its final event listed them
+    /// (reasoning items with their `encrypted_content`, messages, function
+    /// calls): what a resume sends back (schema version 6).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<serde_json::Value>,
 }
 
 /// One model call through the gateway: what was asked, what came back (both
@@ -447,6 +559,34 @@ pub struct ModelCall {
     /// upstream stream).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// How each answer of the response ended, in index order: every choice
+    /// of a chat completion (a request with `n: 3` has three), the one
+    /// message of the Messages and Responses APIs. The answers themselves
+    /// are in the response body (`response`). Optional and additive (empty
+    /// for a response that is not one, or was cut before any answer began):
+    /// an older reader ignores it and misreads nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub choices: Vec<Choice>,
+}
+
+/// How one answer of a gateway response ended ([`ModelCall::choices`]),
+/// in the provider's words.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Choice {
+    /// The choice's `index` (0 for the APIs that give one answer).
+    pub index: u64,
+    /// Why it stopped: a chat choice's `finish_reason`, a message's
+    /// `stop_reason`, a response's `status`; `None` while none arrived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+    /// The provider's details of the stop, verbatim: Anthropic's
+    /// `stop_details` (a refusal's `category` and `explanation`), a
+    /// response's `incomplete_details`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_details: Option<serde_json::Value>,
+    /// A chat choice's refusal text (`refusal`), verbatim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<String>,
 }
 
 /// Whether a response reached its client.
@@ -692,7 +832,14 @@ impl TerminalReason {
 }
 
 /// Cumulative figures of a run, derived only from its records.
+///
+/// DESIGN §2 requires `turns`, `input_tokens`, `output_tokens` and `cost`
+/// in a terminal's totals; `tool_calls` is cairn's addition, which another
+/// writer may leave out. Such totals read back with `tool_calls` 0 and
+/// [`Totals::tool_calls_unstated`] set, so the totals check compares only
+/// what the record states, and they are written back out without it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(from = "StatedTotals", into = "StatedTotals")]
 pub struct Totals {
     /// Model turns.
     pub turns: u64,
@@ -703,8 +850,56 @@ pub struct Totals {
     /// Cost.
     pub cost: Cost,
     /// Tool calls dispatched.
-    #[serde(default)]
     pub tool_calls: u64,
+    /// True when these totals were read from a record that does not state
+    /// `tool_calls` (then 0 above, and not checked). Default: false, as for
+    /// every total the fold computes.
+    pub tool_calls_unstated: bool,
+}
+
+/// [`Totals`] as a record holds them.
+#[derive(Clone, Copy, Serialize, Deserialize)]
+struct StatedTotals {
+    turns: u64,
+    input_tokens: u64,
+    output_tokens: u64,
+    cost: Cost,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tool_calls: Option<u64>,
+}
+
+impl From<StatedTotals> for Totals {
+    fn from(t: StatedTotals) -> Totals {
+        Totals {
+            turns: t.turns,
+            input_tokens: t.input_tokens,
+            output_tokens: t.output_tokens,
+            cost: t.cost,
+            tool_calls: t.tool_calls.unwrap_or(0),
+            tool_calls_unstated: t.tool_calls.is_none(),
+        }
+    }
+}
+
+impl From<Totals> for StatedTotals {
+    fn from(t: Totals) -> StatedTotals {
+        StatedTotals {
+            turns: t.turns,
+            input_tokens: t.input_tokens,
+            output_tokens: t.output_tokens,
+            cost: t.cost,
+            tool_calls: (!t.tool_calls_unstated).then_some(t.tool_calls),
+        }
+    }
+}
+
+impl Totals {
+    /// Input and output tokens together, saturating: each count comes from
+    /// a provider (or a journal) and can be anything up to `u64::MAX`, and a
+    /// sum that wrapped would read as a budget barely touched.
+    pub fn tokens(&self) -> u64 {
+        self.input_tokens.saturating_add(self.output_tokens)
+    }
 }
 
 /// The end of a stretch of work.

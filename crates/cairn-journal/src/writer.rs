@@ -608,7 +608,10 @@ mod tests {
     }
 
     fn user(text: &str) -> RecordBody {
-        RecordBody::User(User { text: text.into() })
+        RecordBody::User(User {
+            text: text.into(),
+            origin: None,
+        })
     }
 
     /// Lines copied from one journal make another byte for byte the same;

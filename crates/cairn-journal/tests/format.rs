@@ -349,3 +349,88 @@ fn a_long_journal_reads_the_same_whatever_the_parsing_order() {
     let report = verify_bytes(bad.as_bytes(), id.as_str());
     assert_eq!(report.first_bad_seq, Some(4323), "{:?}", report.problem);
 }
+
+/// Who wrote a `user` record: `origin: "cairn"` is cairn's note in any
+/// version; without it, a record of version 5 or later is the person's
+/// whatever its text, and an older one is cairn's note only when its text
+/// starts with `cairn: ` (the rule of the cairns that wrote it). Each is
+/// written with the oldest version that tells it right.
+#[test]
+fn who_wrote_a_user_record_is_its_origin_and_before_v5_its_prefix() {
+    let rows: [(u64, &str, bool); 9] = [
+        (1, r#""text":"cairn: 2 file(s) changed""#, true),
+        (4, r#""text":"cairn: 2 file(s) changed""#, true),
+        (4, r#""text":"fix the test""#, false),
+        (5, r#""text":"fix the test""#, false),
+        (5, r#""text":"cairn: fix the test""#, false),
+        (
+            5,
+            r#""text":"cairn: 2 file(s) changed","origin":"cairn""#,
+            true,
+        ),
+        (
+            1,
+            r#""text":"cairn: 2 file(s) changed","origin":"cairn""#,
+            true,
+        ),
+        (
+            5,
+            r#""text":"a note without the prefix","origin":"cairn""#,
+            true,
+        ),
+        (4, r#""text":"cairn:without the space""#, false),
+    ];
+    let lines: Vec<String> = std::iter::once(
+        r#"{"v":1,"seq":1,"prev":"ZERO","ts":"t","kind":"meta","run":"r","created":"t","workspace":"/w","name":null,"fingerprint":null,"fork":null}"#.replace("ZERO", &"0".repeat(64)),
+    )
+    .chain(rows.iter().enumerate().map(|(i, (v, body, _))| {
+        format!(
+            r#"{{"v":{v},"seq":{},"prev":"{}","ts":"t","kind":"user",{body}}}"#,
+            i + 2,
+            "0".repeat(64)
+        )
+    }))
+    .collect();
+    let records: Vec<Record> = lines
+        .iter()
+        .map(|l| Record::from_line(l.as_bytes()).unwrap())
+        .collect();
+    for (r, (v, body, note)) in records[1..].iter().zip(rows) {
+        let RecordBody::User(u) = &r.body else {
+            panic!("{body}")
+        };
+        assert_eq!(u.is_note(r.v), note, "v{v} {body}");
+    }
+    let state = fold(&records).unwrap();
+    let notes: Vec<bool> = state
+        .conversation
+        .iter()
+        .map(|e| match e {
+            Entry::User { note, .. } => *note,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(notes, rows.map(|r| r.2));
+
+    let written = [
+        (User::person("fix the test"), 1),
+        (User::person("cairn: fix the test"), 5),
+        (User::note("cairn: 2 file(s) changed"), 1),
+        (User::note("a note without the prefix"), 5),
+    ];
+    for (user, v) in written {
+        let body = RecordBody::User(user.clone());
+        assert_eq!(body.version(), v, "{user:?}");
+        // The person's words carry no `origin`.
+        let json = serde_json::to_value(&body).unwrap();
+        assert_eq!(json.get("origin").is_some(), user.origin.is_some());
+        assert!(!user.is_note(v) || user.origin.is_some());
+    }
+}
+
+#[test]
+fn a_cost_for_people_is_never_a_number_when_unknown() {
+    assert_eq!(cairn_journal::Cost::ZERO.for_people(), "free");
+    assert_eq!(cairn_journal::Cost::known(0.01234).for_people(), "$0.0123");
+    assert_eq!(cairn_journal::Cost::UNKNOWN.for_people(), "unknown");
+}

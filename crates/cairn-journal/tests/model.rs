@@ -86,7 +86,10 @@ fn naive_count(t: &mut Totals, r: &RecordBody) {
 
 fn body_of(b: &Body, last_calls: &mut Vec<String>, totals: &Totals) -> RecordBody {
     match b {
-        Body::User(t) => RecordBody::User(User { text: t.clone() }),
+        Body::User(t) => RecordBody::User(User {
+            text: t.clone(),
+            origin: None,
+        }),
         Body::Assistant(i, o, c, calls) => {
             *last_calls = calls
                 .iter()
@@ -101,6 +104,7 @@ fn body_of(b: &Body, last_calls: &mut Vec<String>, totals: &Totals) -> RecordBod
                         id: id.clone(),
                         name: "shell".into(),
                         arguments: serde_json::Value::Null,
+                        raw_arguments: None,
                     })
                     .collect(),
                 usage: Usage {

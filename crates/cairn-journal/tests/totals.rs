@@ -242,6 +242,7 @@ fn token_sums_saturate_instead_of_wrapping_or_panicking() {
         output_tokens: u64::MAX,
         cost: Cost::known(f64::MAX),
         tool_calls: 0,
+        tool_calls_unstated: false,
     };
     w.append(&RecordBody::Terminal(Terminal {
         reason: TerminalReason::Completed,
@@ -361,4 +362,72 @@ fn a_cost_sum_saturates_at_the_largest_amount() {
         Cost::known(f64::MAX)
     );
     assert!((Cost::known(f64::MAX) + Cost::known(1.0)).is_valid());
+}
+
+/// DESIGN §2 lists `turns`, `input_tokens`, `output_tokens` and `cost` in a
+/// terminal's totals, not `tool_calls`: a terminal that leaves it out is
+/// checked on what it states, and a later one that states it is held to
+/// the fold.
+#[test]
+fn a_total_the_terminal_does_not_state_is_not_checked() {
+    let run = "unstated-run";
+    let known = r#"{"state":"known","usd":0.25}"#;
+    let without = |turns: u64| {
+        format!(
+            r#"{{"kind":"terminal","reason":"suspended","totals":{{"turns":{turns},"input_tokens":{},"output_tokens":{},"cost":{{"state":"known","usd":{}}}}}}}"#,
+            3 * turns,
+            2 * turns,
+            0.25 * turns as f64
+        )
+    };
+    let tool_start = r#"{"kind":"tool_start","call":"c","name":"shell"}"#.to_string();
+    let bytes = chained(
+        run,
+        &[
+            meta_body(run),
+            assistant_body(known),
+            tool_start.clone(),
+            without(1),
+        ],
+    );
+    let report = verify_bytes(&bytes, run);
+    assert!(report.ok(), "{report:?}");
+    let scan = scan_journal_bytes(Path::new("j"), &bytes, run).unwrap();
+    let Some(RecordBody::Terminal(t)) = scan.records.last().map(|r| &r.body) else {
+        panic!("no terminal");
+    };
+    assert!(t.totals.tool_calls_unstated);
+    // What it states is still checked.
+    let wrong = without(1).replace(r#""turns":1"#, r#""turns":2"#);
+    let bytes = chained(
+        run,
+        &[
+            meta_body(run),
+            assistant_body(known),
+            tool_start.clone(),
+            wrong,
+        ],
+    );
+    assert_eq!(verify_bytes(&bytes, run).first_bad_seq, Some(4));
+    // A later terminal that states it is held to the fold: 2 calls, not 1.
+    let later = |calls| terminal_body(2, 6, 4, r#"{"state":"known","usd":0.5}"#, calls);
+    for (calls, ok) in [(2, true), (1, false)] {
+        let bytes = chained(
+            run,
+            &[
+                meta_body(run),
+                assistant_body(known),
+                tool_start.clone(),
+                without(1),
+                assistant_body(known),
+                tool_start.clone(),
+                later(calls),
+            ],
+        );
+        let report = verify_bytes(&bytes, run);
+        assert_eq!(report.ok(), ok, "{calls}: {report:?}");
+    }
+    // Written back out, it still does not state it.
+    let back = serde_json::to_value(t.totals).unwrap();
+    assert!(back.get("tool_calls").is_none(), "{back}");
 }

@@ -228,10 +228,17 @@ fn records_appended_as_a_group_are_what_a_reader_reads() {
     let id = RunId::new();
     let mut w = JournalWriter::create(&store, &id, common::meta("/w")).unwrap();
     let bodies = vec![
-        RecordBody::User(User { text: "one".into() }),
-        RecordBody::User(User { text: "two".into() }),
+        RecordBody::User(User {
+            text: "one".into(),
+            origin: None,
+        }),
+        RecordBody::User(User {
+            text: "two".into(),
+            origin: None,
+        }),
         RecordBody::User(User {
             text: "three".into(),
+            origin: None,
         }),
     ];
     let written = w.append_records(bodies).unwrap();

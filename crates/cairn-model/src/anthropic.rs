@@ -3,6 +3,7 @@
 //! This file maps requests; `stream.rs` decodes the response stream.
 
 mod stream;
+mod wire;
 
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::{json, Map, Value};
@@ -36,7 +37,9 @@ const MIN_THINKING_BUDGET: u32 = 1024;
 /// 2. User text becomes a `text` block, an assistant turn its thinking blocks
 ///    (`thinking` with its `signature`, `redacted_thinking` with its `data`),
 ///    exactly as received and in order, then `text` and `tool_use` blocks
-///    (non-object arguments are wrapped as `{"value": ...}`), a tool result a
+///    whose `input` is the model's own text of it, byte for byte, when the
+///    call kept one ([`ToolCall::raw_arguments`](crate::ToolCall::raw_arguments);
+///    non-object arguments are wrapped as `{"value": ...}`), a tool result a
 ///    `tool_result` block in a user message. Messages of the same role in a row
 ///    are merged into one, with `tool_result` blocks first in a user message and
 ///    thinking blocks first in an assistant message; empty text is dropped.
@@ -135,6 +138,8 @@ impl Provider for AnthropicProvider {
         sink: &mut dyn StreamSink,
     ) -> Result<ModelResponse, ModelError> {
         let body = messages_body(&self.model, request);
+        let inputs = wire::raw_inputs(&request.messages);
+        let body = wire::Wire::new(&body, &inputs);
         let mut headers = HeaderMap::new();
         headers.insert(
             "anthropic-version",

@@ -8,6 +8,7 @@ use crate::anthropic::MessagesDecoder;
 use crate::http::{Decoder, Decoding, Failure, Fed};
 use crate::message::ModelResponse;
 use crate::openai::ChatDecoder;
+use crate::responses::ResponsesDecoder;
 
 /// Which provider's stream format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,6 +17,8 @@ pub enum StreamFormat {
     OpenAiChat,
     /// Anthropic messages (`message_start` … `message_stop`).
     AnthropicMessages,
+    /// OpenAI responses (`response.created` … `response.completed`).
+    OpenAiResponses,
 }
 
 /// What one stream decodes to.
@@ -33,6 +36,7 @@ pub fn decode_stream(format: StreamFormat, bytes: &[u8], cuts: &[usize]) -> Outc
     match format {
         StreamFormat::OpenAiChat => decode(ChatDecoder::new("gpt-test"), bytes, cuts),
         StreamFormat::AnthropicMessages => decode(MessagesDecoder::new("claude-test"), bytes, cuts),
+        StreamFormat::OpenAiResponses => decode(ResponsesDecoder::new("gpt-test"), bytes, cuts),
     }
 }
 

@@ -11,9 +11,10 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ModelError {
-    /// A model spec was not `script:PATH`, `openai:MODEL` or `anthropic:MODEL`.
+    /// A model spec was not `script:PATH`, `openai:MODEL`,
+    /// `openai-responses:MODEL` or `anthropic:MODEL`.
     #[error(
-        "invalid model spec `{spec}`: {reason}; use script:PATH, openai:MODEL or anthropic:MODEL"
+        "invalid model spec `{spec}`: {reason}; use script:PATH, openai:MODEL, openai-responses:MODEL or anthropic:MODEL"
     )]
     InvalidSpec {
         /// The spec as given.
@@ -44,6 +45,15 @@ pub enum ModelError {
         url: String,
         /// What is wrong with it.
         reason: String,
+    },
+
+    /// A server-sent event grew past the parser's limit without ending (one
+    /// unterminated line, or the `data` lines of one event): the stream is
+    /// malformed or hostile, and is not read further.
+    #[error("a server-sent event in the model's response stream is over {limit} bytes without ending; the response was abandoned: the endpoint's stream is malformed (check the base URL points at a model API)")]
+    EventTooLarge {
+        /// The limit, in bytes.
+        limit: usize,
     },
 
     /// The HTTP client could not be constructed (for example, no TLS roots).
@@ -119,7 +129,7 @@ pub enum ModelError {
     /// The provider reported an error inside the response stream.
     #[error("{provider} reported an error mid-response ({kind}): {message}; try again, or choose another model")]
     Api {
-        /// `openai` or `anthropic`.
+        /// `openai`, `openai-responses` or `anthropic`.
         provider: &'static str,
         /// The provider's error type or code.
         kind: String,
@@ -134,6 +144,19 @@ pub enum ModelError {
         provider: &'static str,
         /// What was wrong.
         message: String,
+    },
+
+    /// The response carried more than one choice (`n` above 1). cairn's loop
+    /// takes one answer a turn; keeping one of several paid-for answers and
+    /// dropping the rest would record less than the provider said, so the
+    /// response is refused rather than used (and not requested again: the
+    /// same request would get several again).
+    #[error("{provider} answered with more than one choice (choice {index} arrived), but cairn's loop takes exactly one answer a turn and asks for one: a proxy or the server's defaults set `n` above 1; set it to 1 there and resume the session")]
+    SeveralChoices {
+        /// `openai`.
+        provider: &'static str,
+        /// The index of the first choice other than 0 that arrived.
+        index: u64,
     },
 
     /// Every attempt failed with a transient error.

@@ -67,10 +67,15 @@ impl fmt::Debug for ApiKey {
 
 /// Parses a base URL, requiring http or https, and returns it with no trailing `/`.
 ///
-/// A base URL is recorded in the session (its routing), so it must not carry
-/// a secret: one with credentials (`https://user:key@host/v1`), a query or a
-/// fragment is refused, and the error shows it with any credentials cut out.
-pub(crate) fn parse_base_url(url: &str) -> Result<Url, ModelError> {
+/// A base URL is recorded (a session's routing, the gateway's upstream in its
+/// errors and records), so it must not carry a secret: one with credentials
+/// (`https://user:key@host/v1`), a query or a fragment is refused, and the
+/// error shows it with any credentials cut out. The one check for `cairn run
+/// --base-url` and the gateway's upstreams alike.
+///
+/// # Errors
+/// [`ModelError::InvalidBaseUrl`], which never contains the credentials.
+pub fn parse_base_url(url: &str) -> Result<Url, ModelError> {
     let invalid = |reason: String| ModelError::InvalidBaseUrl {
         url: redact_userinfo(url),
         reason,
@@ -161,6 +166,32 @@ pub(crate) enum Failure {
     Fatal(ModelError),
 }
 
+impl Failure {
+    /// A provider's error event inside a stream: retried when `transient`
+    /// (an overload, a rate limit, a server error), else the provider's
+    /// error with its `kind` and message (cut to an excerpt).
+    pub(crate) fn in_stream(
+        provider: &'static str,
+        kind: String,
+        message: &str,
+        transient: bool,
+    ) -> Failure {
+        let message = crate::error::excerpt(message);
+        if transient {
+            Failure::Retry {
+                detail: format!("error in stream ({kind}): {message}"),
+                retry_after: None,
+            }
+        } else {
+            Failure::Fatal(ModelError::Api {
+                provider,
+                kind,
+                message,
+            })
+        }
+    }
+}
+
 impl From<ModelError> for Failure {
     fn from(error: ModelError) -> Failure {
         Failure::Fatal(error)
@@ -212,7 +243,8 @@ impl<D: Decoder> Decoding<D> {
 
     /// Feeds the next bytes of the body, dispatching every event they complete.
     pub(crate) fn feed(&mut self, bytes: &[u8], sink: &mut dyn StreamSink) -> Result<Fed, Failure> {
-        for event in self.parser.feed(bytes) {
+        let events = self.parser.feed(bytes).map_err(Failure::Fatal)?;
+        for event in events {
             if let Step::Done = self.decoder.event(event, sink)? {
                 return Ok(Fed::Done);
             }
@@ -267,11 +299,11 @@ impl Http {
     }
 
     /// A POST of `body` as JSON to `url`, with `headers`.
-    pub(crate) fn post(
+    pub(crate) fn post<B: serde::Serialize + ?Sized>(
         &self,
         url: &str,
         headers: &HeaderMap,
-        body: &serde_json::Value,
+        body: &B,
     ) -> RequestBuilder {
         self.client
             .post(url)

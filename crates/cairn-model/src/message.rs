@@ -26,6 +26,64 @@ pub struct ToolCall {
     /// exactly as received, unless they form a whole JSON object. Anything but
     /// a JSON object is not a call to run.
     pub arguments: serde_json::Value,
+    /// The arguments' text exactly as the model produced it, when it is a
+    /// spelling of the object in [`arguments`](ToolCall::arguments) other
+    /// than the compact one (spaces, key order, escapes, number forms);
+    /// `None` when the compact spelling is the text, or when `arguments` is
+    /// not an object (it then holds the text itself). Later requests send
+    /// this text back ([`ToolCall::arguments_text`]): providers' prompt
+    /// caches match on exact prefixes, and a re-serialised call would bill
+    /// the rest of the conversation again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_arguments: Option<String>,
+}
+
+impl ToolCall {
+    /// A call with these arguments and no other spelling of them.
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: serde_json::Value,
+    ) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments,
+            raw_arguments: None,
+        }
+    }
+
+    /// This call, noting that its arguments arrived as `text`: kept as
+    /// [`raw_arguments`](ToolCall::raw_arguments) when `text` is JSON that
+    /// means exactly the object in `arguments` and is not its compact
+    /// spelling; dropped otherwise.
+    pub fn with_text(mut self, text: &str) -> ToolCall {
+        self.raw_arguments = None;
+        if !self.arguments.is_object() {
+            return self;
+        }
+        // The compact spelling, as a string: `Value == &str` would compare
+        // with a JSON string value instead.
+        let compact: String = self.arguments.to_string();
+        if compact == text {
+            return self;
+        }
+        if serde_json::from_str::<serde_json::Value>(text).is_ok_and(|v| v == self.arguments) {
+            self.raw_arguments = Some(text.to_owned());
+        }
+        self
+    }
+
+    /// The arguments as text, as the model produced them: the raw text when
+    /// there is one, the text itself when `arguments` is a string, else the
+    /// compact JSON of `arguments`.
+    pub fn arguments_text(&self) -> std::borrow::Cow<'_, str> {
+        match (&self.raw_arguments, &self.arguments) {
+            (Some(raw), _) => std::borrow::Cow::Borrowed(raw),
+            (None, serde_json::Value::String(text)) => std::borrow::Cow::Borrowed(text),
+            (None, other) => std::borrow::Cow::Owned(other.to_string()),
+        }
+    }
 }
 
 /// Token usage of one model call.
@@ -92,6 +150,10 @@ pub enum Message {
         /// server requires it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reasoning: Option<Reasoning>,
+        /// The Responses API's output items of this turn, as received
+        /// ([`ModelResponse::items`]); empty for the other APIs.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        items: Vec<serde_json::Value>,
     },
     /// The result of one tool call.
     ToolResult {
@@ -120,6 +182,7 @@ impl Message {
             tool_calls: Vec::new(),
             thinking: Vec::new(),
             reasoning: None,
+            items: Vec::new(),
         }
     }
 }
@@ -173,11 +236,13 @@ impl Reasoning {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stop {
-    /// The model finished its answer (`stop`, `end_turn`, `stop_sequence`).
+    /// The model finished its answer (`stop`, `end_turn`, `stop_sequence`,
+    /// a Responses status `completed`).
     Done,
     /// The model asked for tools (`tool_calls`, `tool_use`).
     ToolUse,
-    /// The output limit cut it off (`length`, `max_tokens`): the text, or a
+    /// The output limit cut it off (`length`, `max_tokens`, a Responses
+    /// answer incomplete for `max_output_tokens`): the text, or a
     /// tool call's arguments, may be incomplete.
     Truncated,
     /// The model refused (OpenAI's `refusal` content, Anthropic's `refusal`).
@@ -193,9 +258,11 @@ impl Stop {
     /// The stop a provider's reason means.
     pub fn from_reason(reason: Option<&str>) -> Stop {
         match reason {
-            Some("stop" | "end_turn" | "stop_sequence") => Stop::Done,
+            Some("stop" | "end_turn" | "stop_sequence" | "completed") => Stop::Done,
             Some("tool_calls" | "tool_use" | "function_call") => Stop::ToolUse,
-            Some("length" | "max_tokens" | "model_context_window_exceeded") => Stop::Truncated,
+            Some(
+                "length" | "max_tokens" | "max_output_tokens" | "model_context_window_exceeded",
+            ) => Stop::Truncated,
             Some("refusal") => Stop::Refused,
             Some("content_filter") => Stop::Filtered,
             _ => Stop::Unknown,
@@ -204,17 +271,23 @@ impl Stop {
 }
 
 /// The [`ModelResponse::refusal`] recorded when the stop reason says
-/// `refusal` but the model gave neither a refusal text nor any other text.
+/// `refusal` but neither the model (a refusal text, any other text) nor the
+/// provider (an `explanation` in its stop details) said anything.
 pub const REFUSAL_WITHOUT_TEXT: &str = "the model refused (stop reason `refusal`) and gave no text";
 
-/// The refusal of a response whose stop reason says `refusal`: its text, or
-/// [`REFUSAL_WITHOUT_TEXT`] when it has none.
-pub(crate) fn refusal_from_text(text: &str) -> String {
-    if text.is_empty() {
-        REFUSAL_WITHOUT_TEXT.to_owned()
-    } else {
-        text.to_owned()
+/// The refusal of a response whose stop reason says `refusal`: its text;
+/// without text, the provider's own explanation from its stop details
+/// (verbatim); else [`REFUSAL_WITHOUT_TEXT`].
+pub(crate) fn refusal_from_text(text: &str, stop_details: Option<&serde_json::Value>) -> String {
+    if !text.is_empty() {
+        return text.to_owned();
     }
+    stop_details
+        .and_then(|d| d.get("explanation"))
+        .and_then(serde_json::Value::as_str)
+        .filter(|e| !e.is_empty())
+        .unwrap_or(REFUSAL_WITHOUT_TEXT)
+        .to_owned()
 }
 
 /// One call to a model.
@@ -245,9 +318,10 @@ pub struct ModelRequest {
 /// the provider said it.
 ///
 /// A response is returned only once it is whole: its end marker arrived, or
-/// everything that makes it whole did (a stop reason, every content block
-/// closed, the usage). A response cut off by the output limit is whole too:
-/// its [`stop`](ModelResponse::stop) says so.
+/// the stop (or finish) reason did, which the server sends once the model has
+/// stopped. A response cut off by the output limit is whole too: its
+/// [`stop`](ModelResponse::stop) says so, and a content block it left open
+/// (a tool call's input) is kept as received.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ModelResponse {
     /// The whole text, exactly the concatenation of what was streamed to the
@@ -257,8 +331,12 @@ pub struct ModelResponse {
     /// The tool calls, in order. When the stop is [`Stop::Truncated`], the last
     /// one may be cut off: see [`ToolCall::arguments`].
     pub tool_calls: Vec<ToolCall>,
-    /// Tokens used; zero when the server reported none.
-    pub usage: Usage,
+    /// Tokens used, as the server reported them (the standard field or one
+    /// of the documented extensions: see the providers' stream rules);
+    /// `None` when it reported none, so that the call is priced `unknown`
+    /// rather than looking free.
+    #[serde(default)]
+    pub usage: Option<Usage>,
     /// The model that answered, as the provider named it.
     pub model: String,
     /// Why generation stopped, in the provider's words (`stop`, `tool_calls`,
@@ -282,8 +360,22 @@ pub struct ModelResponse {
     #[serde(default)]
     pub thinking: Vec<Thinking>,
     /// Reasoning an OpenAI-compatible server streamed; `None` when none came.
+    /// For the Responses API, its reasoning summary text (for the record:
+    /// what goes back is in [`items`](ModelResponse::items)).
     #[serde(default)]
     pub reasoning: Option<Reasoning>,
+    /// What the provider said about the stop beyond its reason, verbatim:
+    /// Anthropic's `stop_details` (for a refusal: `type`, `category`,
+    /// `explanation`). `None` when it sent none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_details: Option<serde_json::Value>,
+    /// The Responses API's output items, exactly as its final event listed
+    /// them: reasoning items (with their `encrypted_content`), messages and
+    /// function calls, in order. Sent back on later requests in place of
+    /// the text and tool calls, so the model gets its reasoning back across
+    /// tool calls. Empty for the other APIs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<serde_json::Value>,
 }
 
 impl ModelResponse {
@@ -294,6 +386,7 @@ impl ModelResponse {
             tool_calls: self.tool_calls.clone(),
             thinking: self.thinking.clone(),
             reasoning: self.reasoning.clone(),
+            items: self.items.clone(),
         }
     }
 }
@@ -361,6 +454,30 @@ pub(crate) fn parse_cut_arguments(raw: &str) -> serde_json::Value {
     }
 }
 
+/// A tool call whose arguments streamed in as `text`: parsed as a finished
+/// call's ([`parse_arguments`]) or, when the output limit may have `cut` it,
+/// as a cut one's ([`parse_cut_arguments`]), with the text kept as the model
+/// wrote it. A call streamed without an id is named `call_INDEX`.
+pub(crate) fn streamed_call(
+    index: u64,
+    id: String,
+    name: String,
+    text: &str,
+    cut: bool,
+) -> ToolCall {
+    let arguments = if cut {
+        parse_cut_arguments(text)
+    } else {
+        parse_arguments(text)
+    };
+    let id = if id.is_empty() {
+        format!("call_{index}")
+    } else {
+        id
+    };
+    ToolCall::new(id, name, arguments).with_text(text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -397,6 +514,37 @@ mod tests {
         assert_eq!(parse_arguments(""), json!({}));
         assert_eq!(parse_arguments(r#"{"a":1}"#), json!({"a": 1}));
         assert_eq!(parse_arguments(r#"{"a":"#), json!(r#"{"a":"#));
+    }
+
+    #[test]
+    fn a_call_keeps_its_text_when_it_is_another_spelling_of_its_object() {
+        let rows: [(&str, Option<&str>); 8] = [
+            (r#"{"a":1}"#, None),
+            (r#"{"b":1,"a":2}"#, Some(r#"{"b":1,"a":2}"#)),
+            (r#"{"a": 1}"#, Some(r#"{"a": 1}"#)),
+            (" {\"a\":1}\n", Some(" {\"a\":1}\n")),
+            (r#"{"a":"\u00e9"}"#, Some(r#"{"a":"\u00e9"}"#)),
+            ("", None),
+            (r#"{"a":"#, None),
+            (r#"{"a": 2}"#, None),
+        ];
+        for (text, want) in rows {
+            let arguments = match text {
+                r#"{"a": 2}"# => json!({"a": 3}),
+                _ => parse_arguments(text),
+            };
+            let call = ToolCall::new("c", "t", arguments).with_text(text);
+            assert_eq!(call.raw_arguments.as_deref(), want, "{text:?}");
+            if want.is_some() {
+                assert_eq!(call.arguments_text(), text, "{text:?}");
+            }
+        }
+        let cut = ToolCall::new("c", "t", json!(r#"{"a": "#)).with_text(r#"{"a": "#);
+        assert_eq!(cut.arguments_text(), r#"{"a": "#);
+        assert_eq!(
+            ToolCall::new("c", "t", json!({"b": 1, "a": 2})).arguments_text(),
+            r#"{"a":2,"b":1}"#
+        );
     }
 
     #[test]

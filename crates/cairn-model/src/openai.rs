@@ -29,7 +29,9 @@ const OFFICIAL_HOST: &str = "api.openai.com";
 /// 1. The system prompt becomes the first `system` message.
 /// 2. User text becomes a `user` message; an assistant turn becomes an `assistant`
 ///    message whose tool calls are `{"id", "type": "function", "function": {"name",
-///    "arguments"}}` with the arguments as a JSON string; a tool result becomes a
+///    "arguments"}}` with the arguments as a JSON string, exactly as the model
+///    wrote them ([`ToolCall::arguments_text`](crate::ToolCall::arguments_text));
+///    a tool result becomes a
 ///    `tool` message with its `tool_call_id` (Chat Completions has no error flag, so
 ///    `is_error` is not sent; the output should say what failed).
 /// 3. Tools become `{"type": "function", "function": {"name", "description",
@@ -198,7 +200,9 @@ fn chat_body(model: &str, request: &ModelRequest, official: bool) -> Value {
     Value::Object(body)
 }
 
-fn reasoning_effort(thinking: Option<&str>) -> Option<String> {
+/// The `reasoning_effort` a thinking mode asks for (rule 5); shared with the
+/// Responses API's `reasoning.effort`.
+pub(crate) fn reasoning_effort(thinking: Option<&str>) -> Option<String> {
     let thinking = thinking?.trim().to_ascii_lowercase();
     match thinking.as_str() {
         "" | "off" => None,
@@ -267,14 +271,10 @@ fn chat_message(message: &Message, in_tool_round: bool, field: Option<&str>) -> 
                 let calls = tool_calls
                     .iter()
                     .map(|call| {
-                        let arguments = match &call.arguments {
-                            Value::String(raw) => raw.clone(),
-                            other => other.to_string(),
-                        };
                         json!({
                             "id": call.id,
                             "type": "function",
-                            "function": {"name": call.name, "arguments": arguments},
+                            "function": {"name": call.name, "arguments": call.arguments_text()},
                         })
                     })
                     .collect();

@@ -9,6 +9,7 @@ use crate::anthropic::AnthropicProvider;
 use crate::error::ModelError;
 use crate::message::{ModelRequest, ModelResponse, StreamSink};
 use crate::openai::OpenAiProvider;
+use crate::responses::OpenAiResponsesProvider;
 use crate::script::ScriptProvider;
 
 /// A source of model turns.
@@ -18,8 +19,14 @@ use crate::script::ScriptProvider;
 /// according to the provider's [`RetryPolicy`]; an error returned from it is final.
 #[async_trait::async_trait]
 pub trait Provider: Send + Sync {
-    /// `script`, `openai` or `anthropic`.
+    /// `script`, `openai`, `openai-responses` or `anthropic`.
     fn kind(&self) -> &'static str;
+
+    /// Whose prices apply, as a price table names them: the kind, except
+    /// `openai` for both of OpenAI's APIs.
+    fn vendor(&self) -> &'static str {
+        self.kind()
+    }
 
     /// The model name sent to the provider (for `script`, the script's path).
     fn model(&self) -> &str;
@@ -48,6 +55,8 @@ pub enum ProviderKind {
     Script,
     /// OpenAI-compatible Chat Completions.
     OpenAi,
+    /// OpenAI's Responses API.
+    OpenAiResponses,
     /// Anthropic Messages.
     Anthropic,
 }
@@ -57,7 +66,7 @@ impl ProviderKind {
     pub fn base_url_var(self) -> Option<&'static str> {
         match self {
             ProviderKind::Script => None,
-            ProviderKind::OpenAi => Some("OPENAI_BASE_URL"),
+            ProviderKind::OpenAi | ProviderKind::OpenAiResponses => Some("OPENAI_BASE_URL"),
             ProviderKind::Anthropic => Some("ANTHROPIC_BASE_URL"),
         }
     }
@@ -79,6 +88,7 @@ impl ProviderKind {
         match self {
             ProviderKind::Script => "script",
             ProviderKind::OpenAi => "openai",
+            ProviderKind::OpenAiResponses => "openai-responses",
             ProviderKind::Anthropic => "anthropic",
         }
     }
@@ -91,7 +101,8 @@ impl fmt::Display for ProviderKind {
 }
 
 /// Which provider and model to use, as written on the command line:
-/// `script:PATH`, `openai:MODEL` or `anthropic:MODEL`.
+/// `script:PATH`, `openai:MODEL` (Chat Completions), `openai-responses:MODEL`
+/// (the Responses API) or `anthropic:MODEL`.
 ///
 /// The text after the first `:` is taken whole, so model names and paths may
 /// themselves contain colons (`openai:llama3:8b`).
@@ -140,6 +151,7 @@ impl FromStr for ModelSpec {
         let kind = match kind.trim() {
             "script" => ProviderKind::Script,
             "openai" => ProviderKind::OpenAi,
+            "openai-responses" => ProviderKind::OpenAiResponses,
             "anthropic" => ProviderKind::Anthropic,
             other => return Err(invalid(format!("unknown provider `{other}`"))),
         };
@@ -225,8 +237,8 @@ impl ProviderConfig {
 
 /// Builds the provider a spec names.
 ///
-/// The base URL is `base_url` when given, else `OPENAI_BASE_URL` or
-/// `ANTHROPIC_BASE_URL`, else the official endpoint. The key is read from
+/// The base URL is `base_url` when given, else `OPENAI_BASE_URL` (for both
+/// OpenAI APIs) or `ANTHROPIC_BASE_URL`, else the official endpoint. The key is read from
 /// `OPENAI_API_KEY` or `ANTHROPIC_API_KEY` now, once. `script:` reads and checks
 /// its file now, so a malformed script fails before the run starts.
 ///
@@ -243,6 +255,11 @@ pub fn provider_from_spec(
     Ok(match spec.kind {
         ProviderKind::Script => Box::new(ScriptProvider::from_env(&spec.model, config)?),
         ProviderKind::OpenAi => Box::new(OpenAiProvider::from_env(&spec.model, base_url, config)?),
+        ProviderKind::OpenAiResponses => Box::new(OpenAiResponsesProvider::from_env(
+            &spec.model,
+            base_url,
+            config,
+        )?),
         ProviderKind::Anthropic => {
             Box::new(AnthropicProvider::from_env(&spec.model, base_url, config)?)
         }
@@ -264,6 +281,11 @@ mod tests {
             ("script:turns.json", ProviderKind::Script, "turns.json"),
             ("openai:gpt-4o", ProviderKind::OpenAi, "gpt-4o"),
             ("openai:llama3:8b", ProviderKind::OpenAi, "llama3:8b"),
+            (
+                "openai-responses:gpt-5-codex",
+                ProviderKind::OpenAiResponses,
+                "gpt-5-codex",
+            ),
             (
                 "anthropic:claude-sonnet-4-5",
                 ProviderKind::Anthropic,

@@ -179,13 +179,12 @@ impl Provider for ScriptProvider {
             .tool_calls
             .iter()
             .enumerate()
-            .map(|(n, call)| ToolCall {
-                id: call
+            .map(|(n, call)| {
+                let id = call
                     .id
                     .clone()
-                    .unwrap_or_else(|| format!("call_{}_{}", request.turn, n + 1)),
-                name: call.name.clone(),
-                arguments: call.arguments.clone(),
+                    .unwrap_or_else(|| format!("call_{}_{}", request.turn, n + 1));
+                ToolCall::new(id, call.name.clone(), call.arguments.clone())
             })
             .collect();
         let stop_reason = match (&turn.stop_reason, &turn.refusal) {
@@ -200,19 +199,21 @@ impl Provider for ScriptProvider {
         };
         let refusal = match (&turn.refusal, stop) {
             (Some(refusal), _) => Some(refusal.clone()),
-            (None, Stop::Refused) => Some(crate::message::refusal_from_text(&turn.text)),
+            (None, Stop::Refused) => Some(crate::message::refusal_from_text(&turn.text, None)),
             (None, _) => None,
         };
         Ok(ModelResponse {
             text: turn.text.clone(),
             tool_calls,
-            usage: turn.usage,
+            usage: Some(turn.usage),
             model: self.model.clone(),
             stop,
             stop_reason: Some(stop_reason),
             refusal,
             thinking: turn.thinking.clone(),
             reasoning: turn.reasoning.clone(),
+            stop_details: None,
+            items: Vec::new(),
         })
     }
 }

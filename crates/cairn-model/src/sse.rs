@@ -1,5 +1,11 @@
 //! An incremental parser for server-sent events (the `text/event-stream` format).
 
+use crate::ModelError;
+
+/// The largest event a parser holds by default: 32 MiB of one unterminated
+/// line plus the `data` of the event it belongs to.
+pub const SSE_MAX_EVENT: usize = 32 << 20;
+
 /// One dispatched server-sent event.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SseEvent {
@@ -23,6 +29,10 @@ pub struct SseEvent {
 /// 5. An empty line dispatches the event, unless no `data` line was seen.
 /// 6. An event not ended by an empty line when the stream ends is discarded.
 /// 7. A byte-order mark at the very start is skipped.
+/// 8. What it holds is bounded: an unterminated line and the `data` of the
+///    event being read together may not pass [`SseParser::max_event`]
+///    (default [`SSE_MAX_EVENT`]). Past it, [`SseParser::feed`] fails with
+///    [`ModelError::EventTooLarge`], now and on every later call.
 ///
 /// Lines are decoded as UTF-8 only once complete, so a chunk boundary inside a
 /// multi-byte character is harmless; invalid UTF-8 becomes U+FFFD.
@@ -31,13 +41,14 @@ pub struct SseEvent {
 /// use cairn_model::SseParser;
 ///
 /// let mut parser = SseParser::new();
-/// let mut events = parser.feed(b"event: ping\ndata: {\"a\"");
+/// let mut events = parser.feed(b"event: ping\ndata: {\"a\"")?;
 /// assert!(events.is_empty());
-/// events = parser.feed(b":1}\r\n\r\n");
+/// events = parser.feed(b":1}\r\n\r\n")?;
 /// assert_eq!(events[0].event, "ping");
 /// assert_eq!(events[0].data, "{\"a\":1}");
+/// # Ok::<(), cairn_model::ModelError>(())
 /// ```
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SseParser {
     line: Vec<u8>,
     data: String,
@@ -45,16 +56,75 @@ pub struct SseParser {
     event: String,
     after_cr: bool,
     started: bool,
+    max_event: usize,
+    overflowed: bool,
+}
+
+impl Default for SseParser {
+    fn default() -> Self {
+        SseParser {
+            line: Vec::new(),
+            data: String::new(),
+            has_data: false,
+            event: String::new(),
+            after_cr: false,
+            started: false,
+            max_event: SSE_MAX_EVENT,
+            overflowed: false,
+        }
+    }
 }
 
 impl SseParser {
-    /// A parser at the start of a stream.
+    /// A parser at the start of a stream, holding events of up to
+    /// [`SSE_MAX_EVENT`] bytes.
     pub fn new() -> SseParser {
         SseParser::default()
     }
 
+    /// Sets the largest event held (rule 8), in bytes.
+    pub fn max_event(mut self, bytes: usize) -> SseParser {
+        self.max_event = bytes;
+        self
+    }
+
     /// Feeds the next chunk of bytes and returns the events it completed.
-    pub fn feed(&mut self, bytes: &[u8]) -> Vec<SseEvent> {
+    ///
+    /// # Errors
+    /// [`ModelError::EventTooLarge`] once an event outgrows the limit
+    /// (rule 8); the parser then refuses every later chunk too.
+    pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<SseEvent>, ModelError> {
+        if self.overflowed {
+            return Err(self.too_large());
+        }
+        let events = self.feed_unchecked(bytes);
+        if self.overflowed {
+            self.line = Vec::new();
+            self.data = String::new();
+            return Err(self.too_large());
+        }
+        Ok(events)
+    }
+
+    /// Whether the line being read (`more` bytes of it not yet in `line`) and
+    /// the event's data are over the limit; marks the parser so.
+    fn over(&mut self, more: usize) -> bool {
+        let held = self
+            .line
+            .len()
+            .saturating_add(more)
+            .saturating_add(self.data.len());
+        self.overflowed |= held > self.max_event;
+        self.overflowed
+    }
+
+    fn too_large(&self) -> ModelError {
+        ModelError::EventTooLarge {
+            limit: self.max_event,
+        }
+    }
+
+    fn feed_unchecked(&mut self, bytes: &[u8]) -> Vec<SseEvent> {
         let mut events = Vec::new();
         let mut bytes = bytes;
         if !self.started && !bytes.is_empty() {
@@ -80,6 +150,9 @@ impl SseParser {
 
     fn scan(&mut self, mut bytes: &[u8], events: &mut Vec<SseEvent>) {
         while let Some(end) = bytes.iter().position(|&b| b == b'\n' || b == b'\r') {
+            if self.over(end) {
+                return;
+            }
             self.line.extend_from_slice(&bytes[..end]);
             let line = std::mem::take(&mut self.line);
             self.process_line(&line, events);
@@ -93,7 +166,9 @@ impl SseParser {
             }
             bytes = &bytes[next..];
         }
-        self.line.extend_from_slice(bytes);
+        if !self.over(bytes.len()) {
+            self.line.extend_from_slice(bytes);
+        }
     }
 
     fn process_line(&mut self, line: &[u8], events: &mut Vec<SseEvent>) {
@@ -139,7 +214,7 @@ mod tests {
     use super::*;
 
     fn parse_whole(bytes: &[u8]) -> Vec<SseEvent> {
-        SseParser::new().feed(bytes)
+        SseParser::new().feed(bytes).unwrap()
     }
 
     fn event(name: &str, data: &str) -> SseEvent {
@@ -189,15 +264,60 @@ mod tests {
         assert_eq!(whole.len(), 3);
         for cut in 0..=bytes.len() {
             let mut parser = SseParser::new();
-            let mut events = parser.feed(&bytes[..cut]);
-            events.extend(parser.feed(&bytes[cut..]));
+            let mut events = parser.feed(&bytes[..cut]).unwrap();
+            events.extend(parser.feed(&bytes[cut..]).unwrap());
             assert_eq!(events, whole, "cut at {cut}");
         }
         let mut parser = SseParser::new();
         let mut events = Vec::new();
         for byte in bytes {
-            events.extend(parser.feed(std::slice::from_ref(byte)));
+            events.extend(parser.feed(std::slice::from_ref(byte)).unwrap());
         }
         assert_eq!(events, whole, "byte by byte");
+    }
+
+    #[test]
+    fn an_event_over_the_limit_is_refused_however_it_is_split() {
+        let rows: Vec<(&str, Vec<&[u8]>)> = vec![
+            ("one unterminated line", vec![b"data: 0123456789abcdef"]),
+            (
+                "the line in pieces",
+                vec![b"data: 0123", b"456789", b"abcdef"],
+            ),
+            (
+                "many data lines of one event",
+                vec![b"data: 01234\ndata: 56789\n", b"data: abcdef\n"],
+            ),
+            (
+                "in one chunk with its end",
+                vec![b"data: 0123456789abcdef\n\n"],
+            ),
+            ("a comment line", vec![b": 0123456789abcdefgh"]),
+        ];
+        for (what, pieces) in rows {
+            let mut parser = SseParser::new().max_event(16);
+            let mut failed = false;
+            for piece in pieces {
+                match parser.feed(piece) {
+                    Ok(events) => assert!(events.is_empty(), "{what}: {events:?}"),
+                    Err(e) => {
+                        assert!(e.to_string().contains("over 16 bytes"), "{what}: {e}");
+                        failed = true;
+                        break;
+                    }
+                }
+            }
+            assert!(failed, "{what}: not refused");
+            assert!(
+                parser.feed(b"\n\ndata: x\n\n").is_err(),
+                "{what}: later chunks"
+            );
+        }
+        // Events under the limit, one after another, are all read.
+        let mut parser = SseParser::new().max_event(16);
+        for _ in 0..100 {
+            let events = parser.feed(b"data: 0123456789\n\n").unwrap();
+            assert_eq!(events, vec![event("message", "0123456789")]);
+        }
     }
 }

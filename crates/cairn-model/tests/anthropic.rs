@@ -124,11 +124,13 @@ async fn streams_text_and_assembles_tool_use() {
                 id: "toolu_1".into(),
                 name: "read_file".into(),
                 arguments: json!({"path": "README.md", "note": "ünïcode"}),
+                // As streamed: spaced, keys not sorted.
+                raw_arguments: Some(r#"{"path": "README.md", "note": "ünïcode"}"#.into()),
             }],
-            usage: Usage {
+            usage: Some(Usage {
                 input_tokens: 25,
                 output_tokens: 31
-            },
+            }),
             model: "claude-test-20250101".into(),
             stop_reason: Some("tool_use".into()),
             stop: cairn_model::Stop::ToolUse,
@@ -155,7 +157,9 @@ async fn sends_the_mapped_request() {
                 id: "toolu_1".into(),
                 name: "read_file".into(),
                 arguments: json!({"path": "README.md"}),
+                raw_arguments: None,
             }],
+            items: Vec::new(),
         },
         Message::ToolResult {
             call_id: "toolu_1".into(),
@@ -214,10 +218,10 @@ async fn counts_cached_input_tokens() {
         .unwrap();
     assert_eq!(
         response.usage,
-        Usage {
+        Some(Usage {
             input_tokens: 1105,
             output_tokens: 7
-        }
+        })
     );
 }
 

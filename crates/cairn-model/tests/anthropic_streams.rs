@@ -52,7 +52,15 @@ fn call(id: &str, name: &str, arguments: Value) -> ToolCall {
         id: id.into(),
         name: name.into(),
         arguments,
+        raw_arguments: None,
     }
+}
+
+/// `call` as streamed: its arguments spelled `text` (spaced, keys in the
+/// model's order), which goes back on later requests as it came.
+fn spelled(mut call: ToolCall, text: &str) -> ToolCall {
+    call.raw_arguments = Some(text.into());
+    call
 }
 
 fn response(reason: &str, stop: Stop, usage: Usage) -> ModelResponse {
@@ -60,7 +68,7 @@ fn response(reason: &str, stop: Stop, usage: Usage) -> ModelResponse {
         model: MODEL.into(),
         stop_reason: Some(reason.into()),
         stop,
-        usage,
+        usage: Some(usage),
         ..ModelResponse::default()
     }
 }
@@ -74,10 +82,13 @@ async fn complete(server: &MockServer, request: &ModelRequest) -> (ModelResponse
 fn text_and_tool_response() -> ModelResponse {
     ModelResponse {
         text: "I'll read the RÉADME first 📖.".into(),
-        tool_calls: vec![call(
-            "toolu_01T1x1fJ34qAmk2tNTrN7Up6",
-            "read_file",
-            json!({"path": "README.md", "note": "ünïcode"}),
+        tool_calls: vec![spelled(
+            call(
+                "toolu_01T1x1fJ34qAmk2tNTrN7Up6",
+                "read_file",
+                json!({"path": "README.md", "note": "ünïcode"}),
+            ),
+            r#"{"path": "README.md", "note": "ünïcode"}"#,
         )],
         ..response("tool_use", Stop::ToolUse, usage(1125, 31))
     }
@@ -167,10 +178,9 @@ async fn thinking_blocks_and_the_thinking_parameter_stay_through_the_tool_loop()
     ];
     let want = ModelResponse {
         text: "Let me read it.".into(),
-        tool_calls: vec![call(
-            "toolu_01Th9Ab4",
-            "read_file",
-            json!({"path": "Cargo.toml"}),
+        tool_calls: vec![spelled(
+            call("toolu_01Th9Ab4", "read_file", json!({"path": "Cargo.toml"})),
+            r#"{"path": "Cargo.toml"}"#,
         )],
         thinking: thinking.clone(),
         ..response("tool_use", Stop::ToolUse, usage(512, 143))
@@ -278,10 +288,7 @@ async fn a_stream_ending_after_message_delta_is_accepted_after_one_request() {
 
 #[tokio::test]
 async fn streams_missing_content_are_requested_again() {
-    for cut in [
-        "anthropic/cut_in_text.sse",
-        "anthropic/open_block_at_end.sse",
-    ] {
+    for cut in ["anthropic/cut_in_text.sse"] {
         let server = serve_fixtures(ENDPOINT, &[cut, "anthropic/text_and_tool.sse"]).await;
         let (got, sink) = complete(&server, &request(vec![Message::user("test")], None)).await;
         assert_eq!(got, text_and_tool_response(), "{cut}");
@@ -328,4 +335,66 @@ async fn a_connection_dropped_inside_a_block_is_requested_again() {
         .unwrap();
     assert_eq!(got, text_and_tool_response());
     assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 2);
+}
+
+/// The cut call of `max_tokens_in_open_tool_use*.sse`, its input as received.
+const OPEN_CUT: &str = r##"{"path": "report.md", "content": "# Q3 report\n\nRevenue gr"##;
+
+#[tokio::test]
+async fn max_tokens_inside_a_tool_block_never_closed_is_complete_and_bought_once() {
+    // Real Anthropic streams cut by `max_tokens` inside a `tool_use` block
+    // send no `content_block_stop` for it: the stop reason ends the answer,
+    // with `message_stop` after it or not.
+    for fixture in [
+        "anthropic/max_tokens_in_open_tool_use.sse",
+        "anthropic/max_tokens_in_open_tool_use_no_stop.sse",
+    ] {
+        let server = serve_fixtures(ENDPOINT, &[fixture, "anthropic/text_and_tool.sse"]).await;
+        let (got, sink) = complete(&server, &request(vec![Message::user("report")], None)).await;
+        let want = ModelResponse {
+            text: "I'll write the report to a file.".into(),
+            tool_calls: vec![call("toolu_01Rk7Tq2WmZ9", "write_file", json!(OPEN_CUT))],
+            ..response("max_tokens", Stop::Truncated, usage(412, 64))
+        };
+        assert_eq!(got, want, "{fixture}");
+        assert_eq!(sink.restarts, 0, "{fixture}");
+        assert_eq!(bodies(&server).await.len(), 1, "{fixture}: bought once");
+    }
+}
+
+#[tokio::test]
+async fn a_stop_reason_with_a_text_block_never_closed_is_accepted_after_one_request() {
+    let server = serve_fixtures(
+        ENDPOINT,
+        &[
+            "anthropic/open_block_at_end.sse",
+            "anthropic/text_and_tool.sse",
+        ],
+    )
+    .await;
+    let (got, _) = complete(&server, &request(vec![Message::user("test")], None)).await;
+    assert_eq!(
+        got,
+        ModelResponse {
+            text: "Done".into(),
+            ..response("end_turn", Stop::Done, usage(10, 9))
+        }
+    );
+    assert_eq!(bodies(&server).await.len(), 1, "the answer was bought once");
+}
+
+#[tokio::test]
+async fn a_refusal_keeps_the_providers_stop_details_verbatim() {
+    let server = serve_fixtures(ENDPOINT, &["anthropic/refusal_stop_details.sse"]).await;
+    let (got, _) = complete(&server, &request(vec![Message::user("do harm")], None)).await;
+    let explanation = "This request was declined because it asks for working malware.";
+    let want = ModelResponse {
+        model: "claude-opus-4-5-20251101".into(),
+        refusal: Some(explanation.into()),
+        stop_details: Some(
+            json!({"type": "refusal", "category": "cyber", "explanation": explanation}),
+        ),
+        ..response("refusal", Stop::Refused, usage(873, 0))
+    };
+    assert_eq!(got, want);
 }

@@ -81,10 +81,10 @@ async fn streams_text_in_order() {
         ModelResponse {
             text: "Hello, wörld! All good.".into(),
             tool_calls: vec![],
-            usage: Usage {
+            usage: Some(Usage {
                 input_tokens: 12,
                 output_tokens: 5
-            },
+            }),
             model: "gpt-test-2024".into(),
             stop_reason: Some("stop".into()),
             stop: cairn_model::Stop::Done,
@@ -128,17 +128,20 @@ async fn assembles_tool_calls_from_fragments() {
                     id: "call_a".into(),
                     name: "read_file".into(),
                     arguments: json!({"path": "src/main.rs", "limit": 20}),
+                    // As streamed, to go back as the model wrote it.
+                    raw_arguments: Some(first.into()),
                 },
                 ToolCall {
                     id: "call_b".into(),
                     name: "shell".into(),
                     arguments: json!({"command": "ls -la | head", "timeout_s": 5}),
+                    raw_arguments: Some(second.into()),
                 },
             ],
-            usage: Usage {
+            usage: Some(Usage {
                 input_tokens: 40,
                 output_tokens: 22
-            },
+            }),
             model: "gpt-test-2024".into(),
             stop_reason: Some("tool_calls".into()),
             stop: cairn_model::Stop::ToolUse,
@@ -169,9 +172,10 @@ async fn keeps_invalid_arguments_as_a_string() {
             id: "c1".into(),
             name: "shell".into(),
             arguments: json!("{\"command\": \"ls"),
+            raw_arguments: None,
         }]
     );
-    assert_eq!(response.usage, Usage::default());
+    assert_eq!(response.usage, None, "no usage was reported");
 }
 
 #[tokio::test]
@@ -191,7 +195,9 @@ async fn sends_the_mapped_request() {
                     id: "call_1".into(),
                     name: "list_dir".into(),
                     arguments: json!({"path": "."}),
+                    raw_arguments: None,
                 }],
+                items: Vec::new(),
             },
             Message::ToolResult {
                 call_id: "call_1".into(),
@@ -429,4 +435,25 @@ async fn json_instead_of_a_stream_is_a_clear_error() {
         .unwrap_err();
     assert!(error.to_string().contains("text/event-stream"), "{error}");
     assert_eq!(requests_seen(&server).await, 1);
+}
+
+#[tokio::test]
+async fn an_event_that_never_ends_is_refused_at_the_limit_not_buffered() {
+    let server = MockServer::start().await;
+    // One line, longer than the parser holds, that never ends.
+    let endless = format!(
+        "{}data: {}",
+        data_events(&[content("partial")], "\n"),
+        "x".repeat(cairn_model::SSE_MAX_EVENT + 1)
+    );
+    mount(&server, sse(endless)).await;
+    let error = provider(&server, 4)
+        .complete(&request(), &mut Recorder::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, ModelError::EventTooLarge { limit } if limit == cairn_model::SSE_MAX_EVENT),
+        "{error}"
+    );
+    assert_eq!(requests_seen(&server).await, 1, "not retried");
 }

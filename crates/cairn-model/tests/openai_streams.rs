@@ -48,7 +48,15 @@ fn call(id: &str, name: &str, arguments: Value) -> ToolCall {
         id: id.into(),
         name: name.into(),
         arguments,
+        raw_arguments: None,
     }
+}
+
+/// `call` as streamed: its arguments spelled `text` (spaced, keys in the
+/// model's order), which goes back on later requests as it came.
+fn spelled(mut call: ToolCall, text: &str) -> ToolCall {
+    call.raw_arguments = Some(text.into());
+    call
 }
 
 fn response(model: &str, reason: &str, stop: Stop, usage: Usage) -> ModelResponse {
@@ -56,7 +64,7 @@ fn response(model: &str, reason: &str, stop: Stop, usage: Usage) -> ModelRespons
         model: model.into(),
         stop_reason: Some(reason.into()),
         stop,
-        usage,
+        usage: Some(usage),
         ..ModelResponse::default()
     }
 }
@@ -95,12 +103,18 @@ async fn parallel_tool_calls_are_assembled_in_index_order() {
     let (got, _) = complete(&server, &request(vec![Message::user("look")])).await;
     let want = ModelResponse {
         tool_calls: vec![
-            call(
-                "call_Xq81ZpVtB0",
-                "read_file",
-                json!({"path": "src/lib.rs"}),
+            spelled(
+                call(
+                    "call_Xq81ZpVtB0",
+                    "read_file",
+                    json!({"path": "src/lib.rs"}),
+                ),
+                r#"{"path": "src/lib.rs"}"#,
             ),
-            call("call_Hm3c7Rk2uL", "list_dir", json!({"path": "crates/é"})),
+            spelled(
+                call("call_Hm3c7Rk2uL", "list_dir", json!({"path": "crates/é"})),
+                r#"{"path": "crates/é"}"#,
+            ),
         ],
         ..response(
             "gpt-4.1-2025-04-14",
@@ -165,7 +179,10 @@ async fn length_right_after_a_tool_name_leaves_no_runnable_call() {
     let (got, _) = complete(&server, &request(vec![Message::user("go")])).await;
     let want = ModelResponse {
         tool_calls: vec![
-            call("call_Rd0a", "read_file", json!({"path": "a.txt"})),
+            spelled(
+                call("call_Rd0a", "read_file", json!({"path": "a.txt"})),
+                r#"{"path": "a.txt"}"#,
+            ),
             call("call_Wr1b", "write_file", json!("")),
         ],
         ..response(
@@ -254,10 +271,9 @@ async fn openrouter_reasoning_details_are_merged_and_sent_back_as_received() {
     ];
     let want = ModelResponse {
         text: "Running them.".into(),
-        tool_calls: vec![call(
-            "toolu_01Hk8Zq2",
-            "shell",
-            json!({"command": "cargo test"}),
+        tool_calls: vec![spelled(
+            call("toolu_01Hk8Zq2", "shell", json!({"command": "cargo test"})),
+            r#"{"command": "cargo test"}"#,
         )],
         reasoning: Some(Reasoning {
             text: "Check the tests first — ünïcode.".into(),
@@ -279,13 +295,14 @@ async fn openrouter_reasoning_details_are_merged_and_sent_back_as_received() {
     next.messages.extend(results_for(&got, "ok"));
     complete(&server, &next).await;
     let sent = &bodies(&server).await[1]["messages"][1];
+    // The arguments go back as the model wrote them, spaces included.
     assert_eq!(
         *sent,
         json!({
             "role": "assistant",
             "content": "Running them.",
             "tool_calls": [{"id": "toolu_01Hk8Zq2", "type": "function",
-                            "function": {"name": "shell", "arguments": "{\"command\":\"cargo test\"}"}}],
+                            "function": {"name": "shell", "arguments": "{\"command\": \"cargo test\"}"}}],
             "reasoning_details": details,
         })
     );
@@ -367,14 +384,98 @@ async fn a_done_marker_without_its_blank_line_is_accepted_after_one_request() {
 }
 
 #[tokio::test]
-async fn a_stream_cut_before_its_usage_is_requested_again() {
+async fn a_stream_ending_after_its_finish_reason_is_bought_once_with_usage_unknown() {
     let server = serve_fixtures(
         ENDPOINT,
         &["openai/cut_before_usage.sse", "openai/text.sse"],
     )
     .await;
     let (got, sink) = complete(&server, &request(vec![Message::user("hi")])).await;
-    assert_eq!(got, text_response());
-    assert_eq!((sink.restarts, sink.deltas.concat()), (1, TEXT.to_owned()));
-    assert_eq!(bodies(&server).await.len(), 2);
+    assert_eq!(
+        got,
+        ModelResponse {
+            usage: None,
+            ..text_response()
+        }
+    );
+    assert_eq!((sink.restarts, sink.deltas.concat()), (0, TEXT.to_owned()));
+    assert_eq!(bodies(&server).await.len(), 1, "the answer was bought once");
+}
+
+#[tokio::test]
+async fn length_inside_tool_arguments_without_a_usage_chunk_is_complete_and_bought_once() {
+    // A server that ignores `stream_options.include_usage` (llama.cpp, older
+    // vLLM), ending with `[DONE]` or with the finish chunk itself.
+    let partial = r#"{"path": "notes.txt", "content": "alpha\nbe"#;
+    for fixture in [
+        "openai/length_in_tool_call_no_usage.sse",
+        "openai/length_in_tool_call_eof.sse",
+    ] {
+        let server = serve_fixtures(ENDPOINT, &[fixture, "openai/text.sse"]).await;
+        let (got, sink) = complete(&server, &request(vec![Message::user("notes")])).await;
+        let want = ModelResponse {
+            text: "Writing it now.".into(),
+            tool_calls: vec![call("call_M3pQ7vXa", "write_file", json!(partial))],
+            model: "gpt-oss-20b".into(),
+            stop_reason: Some("length".into()),
+            stop: Stop::Truncated,
+            usage: None,
+            ..ModelResponse::default()
+        };
+        assert_eq!(got, want, "{fixture}");
+        assert_eq!(sink.restarts, 0, "{fixture}");
+        assert_eq!(bodies(&server).await.len(), 1, "{fixture}: bought once");
+    }
+}
+
+#[tokio::test]
+async fn usage_is_read_where_groq_and_moonshot_put_it() {
+    let rows = [
+        (
+            "openai/groq_usage_in_x_groq.sse",
+            "moonshotai/kimi-k2-instruct-0905",
+            "Oi!",
+            usage(20, 3),
+        ),
+        (
+            "openai/moonshot_usage_in_choice.sse",
+            "kimi-k2-turbo-preview",
+            "你好，李雷！",
+            usage(19, 13),
+        ),
+    ];
+    for (fixture, model, text, reported) in rows {
+        let server = serve_fixtures(ENDPOINT, &[fixture]).await;
+        let (got, _) = complete(&server, &request(vec![Message::user("hi")])).await;
+        let want = ModelResponse {
+            text: text.into(),
+            ..response(model, "stop", Stop::Done, reported)
+        };
+        assert_eq!(got, want, "{fixture}");
+    }
+}
+
+#[tokio::test]
+async fn several_choices_are_refused_and_not_bought_again() {
+    let server = serve_fixtures(ENDPOINT, &["openai/n_choices.sse", "openai/text.sse"]).await;
+    let error = provider(&server)
+        .complete(
+            &request(vec![Message::user("a colour")]),
+            &mut Recorder::default(),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            cairn_model::ModelError::SeveralChoices { index: 1, .. }
+        ),
+        "{error:?}"
+    );
+    let shown = error.to_string();
+    assert!(
+        shown.contains("more than one choice") && shown.contains("`n`"),
+        "{shown}"
+    );
+    assert_eq!(bodies(&server).await.len(), 1, "not bought again");
 }

@@ -53,11 +53,12 @@ async fn replays_turns_by_index() {
                 id: "c1".into(),
                 name: "list_dir".into(),
                 arguments: json!({"path": "."}),
+                raw_arguments: None,
             }],
-            usage: Usage {
+            usage: Some(Usage {
                 input_tokens: 10,
                 output_tokens: 4
-            },
+            }),
             model: model.clone(),
             stop_reason: Some("tool_use".into()),
             stop: cairn_model::Stop::ToolUse,
@@ -74,7 +75,7 @@ async fn replays_turns_by_index() {
         ModelResponse {
             text: "Done.".into(),
             tool_calls: vec![],
-            usage: Usage::default(),
+            usage: Some(Usage::default()),
             model: model.clone(),
             stop_reason: Some("end_turn".into()),
             stop: cairn_model::Stop::Done,
@@ -93,11 +94,13 @@ async fn replays_turns_by_index() {
                 id: "call_2_1".into(),
                 name: "shell".into(),
                 arguments: json!({"command": "ls"}),
+                raw_arguments: None,
             },
             ToolCall {
                 id: "c3".into(),
                 name: "read_file".into(),
                 arguments: json!({}),
+                raw_arguments: None,
             },
         ]
     );
@@ -218,6 +221,7 @@ async fn turns_can_say_how_they_stopped_and_what_came_beside_the_text() {
         model: model.clone(),
         stop_reason: Some(reason.into()),
         stop,
+        usage: Some(Usage::default()),
         ..ModelResponse::default()
     };
     let thinking = vec![
@@ -239,6 +243,7 @@ async fn turns_can_say_how_they_stopped_and_what_came_beside_the_text() {
                 id: "w".into(),
                 name: "write_file".into(),
                 arguments: json!("{\"path\": \"a"),
+                raw_arguments: None,
             }],
             ..base("max_tokens", Stop::Truncated)
         },
@@ -270,6 +275,7 @@ async fn turns_can_say_how_they_stopped_and_what_came_beside_the_text() {
             tool_calls: vec![],
             thinking,
             reasoning: Some(reasoning),
+            items: Vec::new(),
         }
     );
 }

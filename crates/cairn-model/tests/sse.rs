@@ -62,7 +62,7 @@ fn parse_in_pieces(bytes: &[u8], cuts: &[usize]) -> Vec<SseEvent> {
     let mut events = Vec::new();
     let mut start = 0;
     for cut in cuts.into_iter().chain([bytes.len()]) {
-        events.extend(parser.feed(&bytes[start..cut]));
+        events.extend(parser.feed(&bytes[start..cut]).unwrap());
         start = cut;
     }
     events
@@ -87,7 +87,7 @@ proptest! {
         ),
         cuts in proptest::collection::vec(any::<usize>(), 0..24),
     ) {
-        let whole = SseParser::new().feed(&bytes);
+        let whole = SseParser::new().feed(&bytes).unwrap();
         prop_assert_eq!(parse_in_pieces(&bytes, &cuts), whole);
     }
 }
@@ -101,7 +101,7 @@ fn every_single_split_of_a_real_stream_agrees() {
         "data: [DONE]\r\r",
     )
     .as_bytes();
-    let whole = SseParser::new().feed(stream);
+    let whole = SseParser::new().feed(stream).unwrap();
     assert_eq!(whole.len(), 3);
     assert_eq!(whole[2].data, "[DONE]");
     for a in 0..=stream.len() {

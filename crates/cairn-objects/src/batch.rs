@@ -22,21 +22,28 @@
 //! reports the writeback errors recorded since that descriptor was opened,
 //! so one opened just before the barrier could miss an error that the
 //! batch's own writes met earlier and that something else observed first.
+//!
+//! Every directory a batch writes into is opened once, beneath the store's
+//! root without following a link (`dirs.rs`), and held: temporary files are
+//! created, renamed and removed with `*at` calls on that descriptor, and the
+//! directory is fsynced through it, so nothing is written outside the
+//! store, even through a link swapped in while the batch runs.
 
 use std::cell::RefCell;
-use std::collections::{BTreeSet, HashSet};
-use std::fs::{File, Permissions};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::{FileExt, PermissionsExt};
+use std::os::fd::AsFd;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use cairn_store::durable::{
-    create_dir_deferred, create_dir_private, fsync_dir_at, sync_filesystem_held, FILE_MODE,
-};
+use cairn_store::durable::{sync_filesystem_held, FILE_MODE};
+use cairn_store::nofollow;
+use cairn_store::safe::{temp_name, TEMP_PREFIX};
 use cairn_store::storage;
-use tempfile::TempPath;
 
+use crate::dirs::Dir;
 use crate::format::{Header, ObjectKind};
 use crate::hash::Hasher;
 use crate::{ObjectError, ObjectHash, ObjectPool, Phase, Progress, Put, StoreLock};
@@ -68,12 +75,38 @@ pub struct BatchReport {
     pub stored_bytes: u64,
 }
 
+/// A file written under a temporary name, to be renamed to its own name
+/// in the same directory at commit; removed when dropped before that.
 struct Staged {
-    temp: TempPath,
-    dest: PathBuf,
+    dir: Arc<Dir>,
+    temp: String,
+    name: String,
     stored: u64,
     /// A chunk list: published only after every blob of the batch.
     list: bool,
+    /// Renamed into place: nothing to remove.
+    placed: bool,
+}
+
+impl Staged {
+    fn new(dir: &Arc<Dir>, temp: String, name: String, list: bool) -> Staged {
+        Staged {
+            dir: Arc::clone(dir),
+            temp,
+            name,
+            stored: 0,
+            list,
+            placed: false,
+        }
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.placed {
+            let _ = nofollow::unlink_at(&self.dir.fd, &self.temp);
+        }
+    }
 }
 
 #[derive(Default)]
@@ -86,10 +119,15 @@ struct State {
     /// (`None`: [`BARRIER_MIN`]).
     barrier_min: Option<usize>,
     claimed: HashSet<ObjectHash>,
-    /// Fan-out directories to fsync at commit.
-    dirs: BTreeSet<PathBuf>,
-    /// Fan-out directories known to exist.
-    ready: HashSet<PathBuf>,
+    /// Directories to fsync at commit (fan-out directories and `objects/`),
+    /// by path.
+    dirs: BTreeMap<PathBuf, Arc<Dir>>,
+    /// Fan-out directories opened (or made) so far, by name.
+    fans: HashMap<String, Arc<Dir>>,
+    /// `objects/`, once opened (or made).
+    objects: Option<Arc<Dir>>,
+    /// Directories outside the pool that files are staged into, by path.
+    outside: HashMap<PathBuf, Arc<Dir>>,
     /// The pool directory, opened when the batch began (or, for a pool
     /// whose directory did not exist yet, when it was created, before this
     /// batch wrote anything): the file-system barrier goes through it.
@@ -109,8 +147,12 @@ pub struct ObjectBatch<'p> {
 
 impl<'p> ObjectBatch<'p> {
     pub(crate) fn new(pool: &'p ObjectPool, lock: &'p StoreLock) -> Self {
+        // A pool whose `objects/` cannot be opened yet (missing, or a link
+        // that the first put refuses) has no barrier descriptor now.
+        let objects = pool.objects_dir().ok().flatten().map(Arc::new);
         let state = State {
-            barrier: File::open(pool.dir()).ok(),
+            barrier: objects.as_ref().and_then(|d| barrier_of(d)),
+            objects,
             ..State::default()
         };
         ObjectBatch {
@@ -152,25 +194,39 @@ impl<'p> ObjectBatch<'p> {
     /// # Errors
     /// The temporary file cannot be written.
     pub fn stage_file(&self, dest: &Path, bytes: &[u8]) -> Result<(), ObjectError> {
-        let dir = dest.parent().ok_or_else(|| {
-            ObjectError::io("staging", dest, std::io::ErrorKind::InvalidInput.into())
-        })?;
-        let mut temp = tempfile::Builder::new()
-            .prefix(".cairn-staged-")
-            .permissions(Permissions::from_mode(FILE_MODE))
-            .tempfile_in(dir)
-            .map_err(|e| ObjectError::io("creating a temporary file in", dir, e))?;
-        storage::created_file(temp.path());
-        temp.write_all(bytes)
-            .map_err(|e| ObjectError::io("writing", temp.path().to_path_buf(), e))?;
-        storage::wrote(temp.path(), 0, bytes);
-        self.state().files.push(Staged {
-            temp: temp.into_temp_path(),
-            dest: dest.to_path_buf(),
-            stored: 0,
-            list: false,
-        });
+        let bad = || ObjectError::io("staging", dest, std::io::ErrorKind::InvalidInput.into());
+        let parent = dest.parent().ok_or_else(bad)?;
+        let name = dest.file_name().and_then(|n| n.to_str()).ok_or_else(bad)?;
+        let dir = self.outside_dir(parent)?;
+        let temp = format!(".cairn-staged-{}", &temp_name()[TEMP_PREFIX.len()..]);
+        let mut file = nofollow::create_new_at(&dir.fd, &temp, FILE_MODE)
+            .map_err(|e| ObjectError::io("creating a temporary file in", parent, e))?;
+        let staged = Staged::new(&dir, temp, name.to_owned(), false);
+        file.write_all(bytes)
+            .map_err(|e| ObjectError::io("writing", parent.join(&staged.temp), e))?;
+        if let Some(p) = dir.reported(&staged.temp) {
+            storage::wrote(&p, 0, bytes);
+        }
+        self.state().files.push(staged);
         Ok(())
+    }
+
+    /// The existing directory `path` outside the pool, opened by path once
+    /// per batch (it is the caller's, as `dest` of [`ObjectBatch::stage_file`]).
+    fn outside_dir(&self, path: &Path) -> Result<Arc<Dir>, ObjectError> {
+        if let Some(d) = self.state().outside.get(path) {
+            return Ok(Arc::clone(d));
+        }
+        let fd =
+            nofollow::open_root(path).map_err(|e| ObjectError::io("opening directory", path, e))?;
+        let dir = Arc::new(Dir {
+            fd,
+            path: path.to_path_buf(),
+        });
+        let mut st = self.state();
+        Ok(Arc::clone(
+            st.outside.entry(path.to_path_buf()).or_insert(dir),
+        ))
     }
 
     /// Number of objects staged so far.
@@ -244,14 +300,14 @@ impl<'p> ObjectBatch<'p> {
             return Ok(not_new(hash, size));
         };
         let res = (|| {
-            let mut tmp = self.temp_in(&fan)?;
-            let tmp_path = tmp.path().to_owned();
+            let (mut staged, mut out) = self.temp_in(&fan, hash, false)?;
+            let tmp_path = fan.path.join(&staged.temp);
             let io = |e| ObjectError::io("writing object", &tmp_path, e);
             let header = Header {
                 kind: ObjectKind::Blob,
                 plain_len: size,
             };
-            let mut w = storage::Tracked::new(tmp.as_file_mut(), &tmp_path, 0);
+            let mut w = storage::Tracked::resolved(&mut out, fan.reported(&staged.temp));
             w.write_all(&header.encode()).map_err(io)?;
             let mut enc = zstd::stream::write::Encoder::new(&mut w, ZSTD_LEVEL).map_err(io)?;
             let (again, len) = hash_stream(file, path, |chunk| enc.write_all(chunk).map_err(io))?;
@@ -261,8 +317,10 @@ impl<'p> ObjectBatch<'p> {
                     path: path.to_owned(),
                 });
             }
-            let stored = tmp.as_file().metadata().map_err(io)?.len();
-            self.push(tmp.into_temp_path(), &fan, hash, stored, false);
+            drop(w);
+            staged.stored = out.metadata().map_err(io)?.len();
+            let stored = staged.stored;
+            self.state().staged.push(staged);
             Ok(stored)
         })();
         match res {
@@ -281,38 +339,26 @@ impl<'p> ObjectBatch<'p> {
 
     /// Decides whether this put writes `hash`: `Some(fan-out dir)` when it
     /// must, `None` when the object is present or already staged here.
-    pub(crate) fn claim(&self, hash: ObjectHash) -> Result<Option<PathBuf>, ObjectError> {
+    pub(crate) fn claim(&self, hash: ObjectHash) -> Result<Option<Arc<Dir>>, ObjectError> {
         if self.state().claimed.contains(&hash) {
             return Ok(None);
         }
-        let fan = self.pool.dir().join(hash.fan_out());
         let present = self.pool.contains(&hash);
+        // Its entry in `objects/` becomes durable at commit, with the rest
+        // (below): nothing names an object of this batch before.
+        let fan = self.fan(&hash.fan_out())?;
+        let objects = self.objects()?;
         let mut st = self.state();
         // Even an object we did not write is about to be named by a manifest:
         // its directory entry, and its fan-out directory's entry in
         // `objects/` (which another writer may have created a moment ago
         // and not synced yet), must be durable before that manifest is.
-        if st.dirs.insert(fan.clone()) {
-            st.dirs.insert(self.pool.dir().to_path_buf());
+        if !st.dirs.contains_key(&fan.path) {
+            st.dirs.insert(fan.path.clone(), Arc::clone(&fan));
+            st.dirs.insert(objects.path.clone(), objects);
         }
         if present || !st.claimed.insert(hash) {
             return Ok(None);
-        }
-        if !st.ready.contains(&fan) {
-            drop(st);
-            // Its entry in `objects/` becomes durable at commit, with the
-            // rest (see above): nothing names an object of this batch before.
-            if self.pool.dir().is_dir() {
-                create_dir_deferred(&fan)?;
-            } else {
-                create_dir_private(&fan)?; // a pool opened without `open`
-            }
-            let mut st = self.state();
-            st.ready.insert(fan.clone());
-            if st.barrier.is_none() {
-                // Before this batch writes its first object.
-                st.barrier = File::open(self.pool.dir()).ok();
-            }
         }
         Ok(Some(fan))
     }
@@ -321,15 +367,46 @@ impl<'p> ObjectBatch<'p> {
         self.state().claimed.remove(hash);
     }
 
-    fn temp_in(&self, fan: &Path) -> Result<tempfile::NamedTempFile, ObjectError> {
-        let tmp = tempfile::Builder::new()
-            .prefix(".")
-            .suffix(".tmp")
-            .permissions(Permissions::from_mode(FILE_MODE))
-            .tempfile_in(fan)
-            .map_err(|e| ObjectError::io("creating temporary object in", fan, e))?;
-        storage::created_file(tmp.path());
-        Ok(tmp)
+    /// `objects/`, opened when the batch began or made now (for a pool
+    /// whose directory did not exist yet: made durable at once, and the
+    /// barrier's descriptor opened on it before this batch writes its
+    /// first object).
+    fn objects(&self) -> Result<Arc<Dir>, ObjectError> {
+        if let Some(d) = &self.state().objects {
+            return Ok(Arc::clone(d));
+        }
+        let made = Arc::new(self.pool.objects_dir_made()?);
+        let mut st = self.state();
+        if st.barrier.is_none() {
+            st.barrier = barrier_of(&made);
+        }
+        Ok(Arc::clone(st.objects.get_or_insert(made)))
+    }
+
+    /// The fan-out directory `name`, opened (made when missing) once per batch.
+    fn fan(&self, name: &str) -> Result<Arc<Dir>, ObjectError> {
+        if let Some(d) = self.state().fans.get(name) {
+            return Ok(Arc::clone(d));
+        }
+        let objects = self.objects()?;
+        let dir = Arc::new(self.pool.fan_dir_made(&objects, name)?);
+        let mut st = self.state();
+        Ok(Arc::clone(st.fans.entry(name.to_owned()).or_insert(dir)))
+    }
+
+    /// A new temporary file in `fan` for the object `hash`, named as prune
+    /// knows temporaries (`.` … `.tmp`), and its staging entry (which removes
+    /// the file if dropped before commit).
+    fn temp_in(
+        &self,
+        fan: &Arc<Dir>,
+        hash: ObjectHash,
+        list: bool,
+    ) -> Result<(Staged, File), ObjectError> {
+        let temp = format!("{}.tmp", temp_name());
+        let file = nofollow::create_new_at(&fan.fd, &temp, FILE_MODE)
+            .map_err(|e| ObjectError::io("creating temporary object in", &fan.path, e))?;
+        Ok((Staged::new(fan, temp, hash.rest(), list), file))
     }
 
     /// Compresses `body` and stages it as an object of `kind` whose plain
@@ -337,13 +414,14 @@ impl<'p> ObjectBatch<'p> {
     /// content's for a chunk list).
     pub(crate) fn stage_encoded(
         &self,
-        fan: &Path,
+        fan: &Arc<Dir>,
         hash: ObjectHash,
         kind: ObjectKind,
         plain_len: u64,
         body: &[u8],
     ) -> Result<u64, ObjectError> {
-        let encoded = compress(body).map_err(|e| ObjectError::io("compressing for", fan, e))?;
+        let encoded =
+            compress(body).map_err(|e| ObjectError::io("compressing for", &fan.path, e))?;
         let header = Header { kind, plain_len }.encode();
         self.stage_raw(fan, hash, kind, &header, &encoded)
     }
@@ -353,32 +431,23 @@ impl<'p> ObjectBatch<'p> {
     /// checked against `hash`); a chunk list is published after every blob.
     pub(crate) fn stage_raw(
         &self,
-        fan: &Path,
+        fan: &Arc<Dir>,
         hash: ObjectHash,
         kind: ObjectKind,
         header: &[u8],
         encoded: &[u8],
     ) -> Result<u64, ObjectError> {
-        let mut tmp = self.temp_in(fan)?;
-        let tmp_path = tmp.path().to_owned();
-        write_both(tmp.as_file_mut(), header, encoded)
-            .map_err(|e| ObjectError::io("writing object", &tmp_path, e))?;
-        storage::wrote(&tmp_path, 0, header);
-        storage::wrote(&tmp_path, header.len() as u64, encoded);
-        let stored = (header.len() + encoded.len()) as u64;
-        let list = kind == ObjectKind::ChunkList;
-        self.push(tmp.into_temp_path(), fan, hash, stored, list);
+        let (mut staged, mut file) = self.temp_in(fan, hash, kind == ObjectKind::ChunkList)?;
+        write_both(&mut file, header, encoded)
+            .map_err(|e| ObjectError::io("writing object", fan.path.join(&staged.temp), e))?;
+        if let Some(p) = fan.reported(&staged.temp) {
+            storage::wrote(&p, 0, header);
+            storage::wrote(&p, header.len() as u64, encoded);
+        }
+        staged.stored = (header.len() + encoded.len()) as u64;
+        let stored = staged.stored;
+        self.state().staged.push(staged);
         Ok(stored)
-    }
-
-    fn push(&self, temp: TempPath, fan: &Path, hash: ObjectHash, stored: u64, list: bool) {
-        let dest = fan.join(hash.rest());
-        self.state().staged.push(Staged {
-            temp,
-            dest,
-            stored,
-            list,
-        });
     }
 
     /// Makes every staged object durable and visible: fsync of each
@@ -402,12 +471,7 @@ impl<'p> ObjectBatch<'p> {
         progress.begin(Phase::Store, Some(total as u64));
         let (lists, blobs): (Vec<Staged>, Vec<Staged>) =
             state.staged.into_iter().partition(|s| s.list);
-        let list_dirs: Vec<PathBuf> = lists
-            .iter()
-            .filter_map(|s| s.dest.parent().map(Path::to_path_buf))
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
+        let list_dirs = dirs_of(&lists);
         // One barrier for every temporary file, when the batch is large and
         // the kernel reports errors from it; otherwise an fsync per file.
         let held = state
@@ -422,7 +486,7 @@ impl<'p> ObjectBatch<'p> {
         if let (true, Some(dir)) = (barrier, held) {
             filesystem_barrier(dir, self.pool.dir())?;
         } else {
-            sync_dirs(state.dirs.into_iter().collect())?;
+            sync_dirs(state.dirs.into_values().collect())?;
         }
         if !lists.is_empty() {
             stored_bytes += publish(lists, !barrier, progress)?;
@@ -431,12 +495,7 @@ impl<'p> ObjectBatch<'p> {
         if !files.is_empty() {
             // Their bytes were made durable by the first barrier, or are
             // fsynced now; then the names, by their directories' fsyncs.
-            let file_dirs: Vec<PathBuf> = files
-                .iter()
-                .filter_map(|s| s.dest.parent().map(Path::to_path_buf))
-                .collect::<BTreeSet<_>>()
-                .into_iter()
-                .collect();
+            let file_dirs = dirs_of(&files);
             publish(files, !barrier, &crate::NoProgress)?;
             match (barrier, held) {
                 (true, Some(dir)) => {
@@ -451,6 +510,20 @@ impl<'p> ObjectBatch<'p> {
             stored_bytes,
         })
     }
+}
+
+/// The distinct directories of `staged`.
+fn dirs_of(staged: &[Staged]) -> Vec<Arc<Dir>> {
+    let by_path: BTreeMap<&Path, &Arc<Dir>> = staged
+        .iter()
+        .map(|s| (s.dir.path.as_path(), &s.dir))
+        .collect();
+    by_path.into_values().map(Arc::clone).collect()
+}
+
+/// A descriptor of `objects/` for the file-system barrier.
+fn barrier_of(objects: &Dir) -> Option<File> {
+    objects.fd.try_clone().ok().map(File::from)
 }
 
 /// One file-system barrier through `held`, the descriptor opened when the
@@ -491,7 +564,7 @@ fn publish(staged: Vec<Staged>, fsync: bool, progress: &dyn Progress) -> Result<
 }
 
 /// Fsyncs directories on up to [`IO_THREADS`] threads.
-fn sync_dirs(dirs: Vec<PathBuf>) -> Result<(), ObjectError> {
+fn sync_dirs(dirs: Vec<Arc<Dir>>) -> Result<(), ObjectError> {
     if dirs.is_empty() {
         return Ok(());
     }
@@ -502,7 +575,7 @@ fn sync_dirs(dirs: Vec<PathBuf>) -> Result<(), ObjectError> {
             .map(|part| {
                 scope.spawn(move || -> Result<(), ObjectError> {
                     for d in part {
-                        fsync_dir_at(d, "objects.dir")?;
+                        d.sync("objects.dir")?;
                     }
                     Ok(())
                 })
@@ -533,18 +606,17 @@ fn publish_lane(
     progress: &dyn Progress,
 ) -> Result<u64, ObjectError> {
     let mut bytes = 0;
-    for s in lane {
+    for mut s in lane {
         if fsync {
-            File::open(&s.temp)
-                .and_then(|f| storage::sync_all(&f, &s.temp, "objects.file"))
-                .map_err(|e| ObjectError::io("syncing object", s.temp.to_path_buf(), e))?;
+            // Reopened without following a link, in the directory held.
+            nofollow::open_file_at(&s.dir.fd, &s.temp)
+                .and_then(|f| storage::sync_fd(f.as_fd(), false, "objects.file"))
+                .map_err(|e| ObjectError::io("syncing object", s.dir.path.join(&s.temp), e))?;
         }
-        let dest = s.dest;
-        let temp = s.temp.to_path_buf();
-        s.temp
-            .persist(&dest)
-            .map_err(|e| ObjectError::io("renaming object into place", &dest, e.error))?;
-        storage::renamed(&temp, &dest);
+        nofollow::rename_at(&s.dir.fd, &s.temp, &s.name).map_err(|e| {
+            ObjectError::io("renaming object into place", s.dir.path.join(&s.name), e)
+        })?;
+        s.placed = true;
         bytes += s.stored;
         progress.advance(Phase::Store, 1, s.stored);
     }

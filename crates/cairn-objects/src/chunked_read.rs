@@ -118,13 +118,12 @@ impl ObjectPool {
     /// Reads one chunk of the list `of`, verified against its name and size.
     pub(crate) fn read_chunk(&self, c: &ChunkRef, of: &ObjectHash) -> Result<Vec<u8>, ObjectError> {
         let path = self.path_of(&c.hash);
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(ObjectError::Missing { hash: c.hash })
-            }
-            Err(e) => return Err(ObjectError::io("reading object", path, e)),
+        let Some(mut file) = self.open_object_file(&c.hash)? else {
+            return Err(ObjectError::Missing { hash: c.hash });
         };
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .map_err(|e| ObjectError::io("reading object", &path, e))?;
         let corrupt = |reason: String| ObjectError::Corrupt {
             hash: c.hash,
             path: path.clone(),

@@ -132,6 +132,18 @@ pub enum ObjectError {
         #[source]
         source: RemoteError,
     },
+    /// A path of the pool is a symbolic link, or another kind of file than
+    /// the pool keeps there: it is not followed (nothing is read from or
+    /// written outside the store through it).
+    #[error("{} is {what}, where the store keeps a plain {expected}: cairn never follows a symbolic link inside a store. Move it out of the store (or put the real {expected} in its place) and retry", path.display())]
+    NotPlain {
+        /// The path.
+        path: PathBuf,
+        /// What it is, e.g. `a symbolic link`.
+        what: &'static str,
+        /// What the store keeps there: `file` or `directory`.
+        expected: &'static str,
+    },
     /// Another process holds the store lock and the caller chose not to wait.
     #[error("the store at {path} is busy: another cairn is capturing or pruning; wait for it to finish and retry")]
     StoreBusy {
@@ -170,7 +182,9 @@ impl ObjectError {
     pub fn is_refusal(&self) -> bool {
         matches!(
             self,
-            ObjectError::StoreBusy { .. } | ObjectError::NewerPool { .. }
+            ObjectError::StoreBusy { .. }
+                | ObjectError::NewerPool { .. }
+                | ObjectError::NotPlain { .. }
         )
     }
 }

@@ -30,6 +30,10 @@
 //!   Every write needs the lock (the put and batch methods take a
 //!   `&StoreLock`), which writers hold shared until their manifest is
 //!   durable, so prune never races a capture.
+//! - No symbolic link below the store's root is followed: `objects/`, its
+//!   fan-out directories and the object files are reached beneath the
+//!   root's descriptor, and a link there is refused
+//!   ([`ObjectError::NotPlain`], naming it) by reads, puts and prune alike.
 //! - Objects move to and from a store elsewhere ([`RemoteObjects`], e.g.
 //!   S3 in `cairn-remote`) as their stored bytes: [`upload`] sends chunks
 //!   before their list and never overwrites; [`fetch_missing`] verifies
@@ -83,6 +87,7 @@ mod batch;
 mod chunk;
 mod chunked_put;
 mod chunked_read;
+mod dirs;
 mod error;
 mod format;
 mod hash;

@@ -1,14 +1,15 @@
 //! The pool: `<store>/objects/<aa>/<rest>`, reading, verifying and single puts.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use cairn_store::durable::{create_dir_private, write_atomic};
-use cairn_store::Store;
+use cairn_store::durable::FILE_MODE;
+use cairn_store::{nofollow, Store};
 
 use crate::batch::ObjectBatch;
+use crate::dirs::Dir;
 use crate::format::{Header, HeaderError, ObjectKind, HEADER_LEN};
 use crate::hash::Hasher;
 use crate::{ChunkConfig, NoProgress, ObjectError, ObjectHash, StoreLock};
@@ -67,23 +68,19 @@ impl ObjectPool {
     /// # Errors
     /// The directory or format file cannot be created.
     pub fn open(store: &Store) -> Result<Self, ObjectError> {
-        let dir = store.objects_dir();
-        create_dir_private(&dir)?;
-        let fmt = dir.join(FORMAT_FILE);
-        let current = match fs::read_to_string(&fmt) {
-            Ok(text) => parse_format(&text),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Some(0),
-            Err(e) => return Err(ObjectError::io("reading", fmt, e)),
+        let pool = ObjectPool::at(store);
+        let objects = pool.objects_dir_made()?;
+        let current = match read_format(&objects)? {
+            Some(text) => parse_format(&text),
+            None => Some(0),
         };
         // A newer or unreadable format file is left alone: prune refuses it.
         if current.is_some_and(|v| v < POOL_FORMAT) {
-            write_atomic(&fmt, format!("cairn-objects {POOL_FORMAT}\n").as_bytes())?;
+            let text = format!("cairn-objects {POOL_FORMAT}\n");
+            nofollow::replace_at(&objects.fd, FORMAT_FILE, text.as_bytes(), Some(FILE_MODE))
+                .map_err(|e| ObjectError::io(e.action, objects.path.join(FORMAT_FILE), e.source))?;
         }
-        Ok(ObjectPool {
-            store: store.clone(),
-            dir,
-            chunking: ChunkConfig::default(),
-        })
+        Ok(pool)
     }
 
     /// The pool of `store` without creating anything, for readers.
@@ -122,9 +119,10 @@ impl ObjectPool {
         self.dir.join(hash.fan_out()).join(hash.rest())
     }
 
-    /// True when an object named `hash` is present (its bytes are not read).
+    /// True when an object named `hash` is present (its bytes are not read):
+    /// a regular file under its name, reached without following a link.
     pub fn contains(&self, hash: &ObjectHash) -> bool {
-        fs::symlink_metadata(self.path_of(hash)).is_ok_and(|m| m.is_file())
+        self.has_file(hash)
     }
 
     /// A group of puts made durable together by [`ObjectBatch::commit`].
@@ -264,12 +262,8 @@ impl ObjectPool {
         hash: &ObjectHash,
         path: &Path,
     ) -> Result<(Header, BufReader<File>), ObjectError> {
-        let file = match File::open(path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(ObjectError::Missing { hash: *hash })
-            }
-            Err(e) => return Err(ObjectError::io("opening object", path, e)),
+        let Some(file) = self.open_object_file(hash)? else {
+            return Err(ObjectError::Missing { hash: *hash });
         };
         let mut reader = BufReader::with_capacity(128 << 10, file);
         let mut raw = [0u8; HEADER_LEN];
@@ -300,10 +294,11 @@ impl ObjectPool {
     /// a newer pool may hold references this build cannot follow).
     pub(crate) fn check_format(&self) -> Result<(), ObjectError> {
         let path = self.dir.join(FORMAT_FILE);
-        let text = match fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(ObjectError::io("reading", path, e)),
+        let Some(objects) = self.objects_dir()? else {
+            return Ok(());
+        };
+        let Some(text) = read_format(&objects)? else {
+            return Ok(());
         };
         match parse_format(&text) {
             Some(v) if v <= POOL_FORMAT => Ok(()),
@@ -314,6 +309,24 @@ impl ObjectPool {
             }),
         }
     }
+}
+
+/// The pool's format file, read in the open `objects/` without following
+/// a link; `None` when there is none.
+fn read_format(objects: &Dir) -> Result<Option<String>, ObjectError> {
+    let path = objects.path.join(FORMAT_FILE);
+    let mut file = match nofollow::open_file_at(&objects.fd, FORMAT_FILE) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(ObjectError::io("reading", path, e)),
+    };
+    let mut text = String::new();
+    // A format file is one short line: read no more than a few of them.
+    (&mut file)
+        .take(4096)
+        .read_to_string(&mut text)
+        .map_err(|e| ObjectError::io("reading", path, e))?;
+    Ok(Some(text))
 }
 
 /// The version a format file declares, `None` when it is not one.

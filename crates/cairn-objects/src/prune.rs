@@ -1,13 +1,15 @@
 //! Reclaiming disk: mark every object any manifest names, sweep the rest
 //! (DESIGN §5.6).
 
-use std::collections::{BTreeSet, HashSet};
-use std::fs;
+use std::collections::{BTreeMap, HashSet};
 use std::io;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::SystemTime;
 
-use cairn_store::durable::fsync_dir_at;
+use cairn_store::nofollow::{self, FileKind};
 
+use crate::dirs::Dir;
 use crate::{
     ObjectError, ObjectHash, ObjectKind, ObjectPool, Phase, Progress, SourceError, StoreLock,
 };
@@ -142,16 +144,16 @@ pub fn prune(
     let mut doomed = Vec::new();
     for entry in list_pool(pool)? {
         match entry {
-            PoolFile::Object { hash, path, len } if !marked.contains(&hash) => {
-                doomed.push((hash, path, len));
+            PoolFile::Object { hash, at, len, .. } if !marked.contains(&hash) => {
+                doomed.push((hash, at, len));
             }
             PoolFile::Object { len, .. } => {
                 report.kept += 1;
                 report.kept_bytes += len;
             }
-            PoolFile::Temporary { path } => {
+            PoolFile::Temporary { at } => {
                 if !opts.dry_run {
-                    remove(&path)?;
+                    remove(&at)?;
                 }
                 report.temporaries += 1;
             }
@@ -162,21 +164,19 @@ pub fn prune(
         .into_iter()
         .partition(|(h, _, _)| matches!(pool.info(h), Ok(i) if i.kind == ObjectKind::ChunkList));
     for (i, group) in [lists, rest].into_iter().enumerate() {
-        let mut dirs = BTreeSet::new();
-        for (_, path, len) in group {
+        let mut dirs = BTreeMap::new();
+        for (_, at, len) in group {
             if !opts.dry_run {
-                remove(&path)?;
-                if let Some(d) = path.parent() {
-                    dirs.insert(d.to_path_buf());
-                }
+                remove(&at)?;
+                dirs.insert(at.dir.path.clone(), Arc::clone(&at.dir));
             }
             report.objects += 1;
             report.bytes += len;
             progress.advance(Phase::Sweep, 1, len);
         }
         if i == 0 {
-            for d in dirs {
-                fsync_dir_at(&d, "prune.dir")?;
+            for d in dirs.values() {
+                d.sync("prune.dir")?;
             }
         }
     }
@@ -242,70 +242,107 @@ fn mark_chunks(
     Ok(())
 }
 
-fn remove(path: &PathBuf) -> Result<(), ObjectError> {
-    match fs::remove_file(path) {
-        Ok(()) => {
-            cairn_store::storage::removed(path);
-            Ok(())
-        }
+/// Removes a file the listing found, in the directory it found it in.
+fn remove(at: &Found) -> Result<(), ObjectError> {
+    match nofollow::unlink_at(&at.dir.fd, &at.name) {
+        Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(ObjectError::io("removing", path, e)),
+        Err(e) => Err(ObjectError::io("removing", at.path(), e)),
+    }
+}
+
+/// A file found in a fan-out directory held open.
+pub(crate) struct Found {
+    pub(crate) dir: Arc<Dir>,
+    pub(crate) name: String,
+}
+
+impl Found {
+    pub(crate) fn path(&self) -> PathBuf {
+        self.dir.path.join(&self.name)
     }
 }
 
 pub(crate) enum PoolFile {
     Object {
         hash: ObjectHash,
-        path: PathBuf,
+        at: Found,
         len: u64,
+        modified: Option<SystemTime>,
     },
     Temporary {
-        path: PathBuf,
+        at: Found,
     },
 }
 
-/// Every object and temporary file in the pool.
+/// Every object and temporary file in the pool, each directory reached
+/// without following a link (a fan-out directory that is a link is
+/// refused, never listed: what it points at is not the store's).
 pub(crate) fn list_pool(pool: &ObjectPool) -> Result<Vec<PoolFile>, ObjectError> {
-    let read = |dir: &PathBuf| -> Result<Option<fs::ReadDir>, ObjectError> {
-        match fs::read_dir(dir) {
-            Ok(r) => Ok(Some(r)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(ObjectError::io("listing", dir, e)),
-        }
-    };
-    let root = pool.dir().to_path_buf();
     let mut out = Vec::new();
-    let Some(fans) = read(&root)? else {
+    let Some(objects) = pool.objects_dir()? else {
         return Ok(out);
     };
+    let fans = nofollow::read_dir_at(&objects.fd)
+        .map_err(|e| ObjectError::io("listing", &objects.path, e))?;
     for fan in fans {
-        let fan = fan.map_err(|e| ObjectError::io("listing", &root, e))?;
-        let name = fan.file_name();
-        let Some(prefix) = name.to_str().filter(|n| is_fan_out(n)).map(str::to_owned) else {
+        let Some(prefix) = fan.name.to_str().filter(|n| is_fan_out(n)) else {
             continue;
         };
-        let dir = fan.path();
-        let Some(entries) = read(&dir)? else {
+        if fan.kind != FileKind::Dir {
+            return Err(ObjectError::NotPlain {
+                path: objects.path.join(prefix),
+                what: fan.kind.describe(),
+                expected: "directory",
+            });
+        }
+        let Some(dir) = pool.fan_dir(prefix)? else {
             continue;
         };
+        let dir = Arc::new(dir);
+        let entries =
+            nofollow::read_dir_at(&dir.fd).map_err(|e| ObjectError::io("listing", &dir.path, e))?;
         for entry in entries {
-            let entry = entry.map_err(|e| ObjectError::io("listing", &dir, e))?;
-            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            let Some(name) = entry.name.to_str().map(str::to_owned) else {
                 continue;
             };
-            let path = entry.path();
-            if name.starts_with('.') && name.ends_with(".tmp") {
-                out.push(PoolFile::Temporary { path });
-            } else if let Ok(hash) = ObjectHash::parse(&format!("{prefix}{name}")) {
-                let len = entry
-                    .metadata()
-                    .map_err(|e| ObjectError::io("reading metadata of", &path, e))?
-                    .len();
-                out.push(PoolFile::Object { hash, path, len });
+            let at = Found {
+                dir: Arc::clone(&dir),
+                name,
+            };
+            if at.name.starts_with('.') && at.name.ends_with(".tmp") {
+                out.push(PoolFile::Temporary { at });
+            } else if let Ok(hash) = ObjectHash::parse(&format!("{prefix}{}", at.name)) {
+                if entry.kind != FileKind::File {
+                    // Not an object file (a link named like one): not the
+                    // pool's, and never followed.
+                    continue;
+                }
+                let st = match nofollow::lstat_if_exists(&dir.fd, &at.name) {
+                    Ok(Some(st)) => st,
+                    Ok(None) => continue,
+                    Err(e) => return Err(ObjectError::io("reading metadata of", at.path(), e)),
+                };
+                let modified = mtime(&st);
+                out.push(PoolFile::Object {
+                    hash,
+                    len: st.st_size as u64,
+                    at,
+                    modified,
+                });
             }
         }
     }
     Ok(out)
+}
+
+/// The modification time in a `stat` result.
+// The widths of the time fields differ between platforms.
+#[allow(clippy::unnecessary_cast)]
+fn mtime(st: &libc::stat) -> Option<SystemTime> {
+    let secs = u64::try_from(st.st_mtime).ok()?;
+    let nanos = u32::try_from(st.st_mtime_nsec).ok()?;
+    SystemTime::UNIX_EPOCH.checked_add(std::time::Duration::new(secs, nanos))
 }
 
 fn is_fan_out(name: &str) -> bool {

@@ -444,11 +444,17 @@ fn remote_error(
     remote: &dyn RemoteObjects,
     source: RemoteError,
 ) -> ObjectError {
-    ObjectError::Remote {
-        action,
-        hash: *hash,
-        remote: remote.name().to_owned(),
-        source,
+    // A pool on this machine behind the interface ([`PoolRemote`]) fails
+    // with the pool's own errors: passed on as they are, so that a link
+    // refused in that store is a refusal here too, naming it.
+    match source.downcast::<ObjectError>() {
+        Ok(own) => *own,
+        Err(source) => ObjectError::Remote {
+            action,
+            hash: *hash,
+            remote: remote.name().to_owned(),
+            source,
+        },
     }
 }
 

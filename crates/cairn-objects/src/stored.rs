@@ -23,7 +23,6 @@
 //! Then the bytes are written the pool's one durable way (temporary file,
 //! fsync, rename, directory fsync, by [`ObjectBatch::commit`]).
 
-use std::fs::File;
 use std::io::{self, Read};
 
 use crate::batch::ObjectBatch;
@@ -160,31 +159,21 @@ pub(crate) fn fetched_fault(hash: &ObjectHash, origin: &str, fault: Fault) -> Ob
 
 impl ObjectPool {
     /// The stored encoding of the object `hash`: its file, header and
-    /// compressed body, exactly as the pool holds it (opened without
-    /// following a symlink). Not checked: [`ObjectPool::verify`] does that.
+    /// compressed body, exactly as the pool holds it (reached without
+    /// following a symlink anywhere below the store's root). Not checked:
+    /// [`ObjectPool::verify`] does that.
     ///
     /// # Errors
-    /// [`ObjectError::Missing`]; an IO error, including for a symlink or
-    /// anything else that is not a regular file.
+    /// [`ObjectError::Missing`]; [`ObjectError::NotPlain`] for a symlink on
+    /// the way or an object file that is not a regular file; IO errors.
     pub fn stored_bytes(&self, hash: &ObjectHash) -> Result<Vec<u8>, ObjectError> {
         let path = self.path_of(hash);
-        let mut file: File = match crate::open_nofollow(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(ObjectError::Missing { hash: *hash })
-            }
-            Err(e) => return Err(ObjectError::io("opening object", path, e)),
+        let Some(mut file) = self.open_object_file(hash)? else {
+            return Err(ObjectError::Missing { hash: *hash });
         };
         let meta = file
             .metadata()
             .map_err(|e| ObjectError::io("reading metadata of", &path, e))?;
-        if !meta.is_file() {
-            return Err(ObjectError::io(
-                "reading object",
-                path,
-                io::Error::new(io::ErrorKind::InvalidData, "not a regular file"),
-            ));
-        }
         let mut out = Vec::with_capacity(meta.len() as usize);
         file.read_to_end(&mut out)
             .map_err(|e| ObjectError::io("reading object", &path, e))?;

@@ -259,3 +259,37 @@ fn concurrent_batches_of_the_same_content_agree() {
         assert_eq!(pool.get(&ObjectHash::of(b)).unwrap(), *b);
     }
 }
+
+/// Nothing is written through a link inside the store: a linked `objects/`
+/// or fan-out directory is refused, naming it, and the directory it points
+/// at stays empty.
+#[test]
+fn puts_never_write_through_a_link_in_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("store")).unwrap();
+    let outside = dir.path().join("outside");
+    fs::create_dir(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, store.objects_dir()).unwrap();
+    match ObjectPool::open(&store) {
+        Err(ObjectError::NotPlain { path, .. }) => assert_eq!(path, store.objects_dir()),
+        other => panic!("{other:?}"),
+    }
+    let pool = ObjectPool::at(&store);
+    let err = pool.put_bytes(&lock(&pool), b"x").unwrap_err();
+    assert!(matches!(err, ObjectError::NotPlain { .. }), "{err}");
+    assert!(err.to_string().contains("symbolic link"), "{err}");
+    assert_eq!(fs::read_dir(&outside).unwrap().count(), 0);
+
+    // A linked fan-out directory in a real pool.
+    fs::remove_file(store.objects_dir()).unwrap();
+    let pool = ObjectPool::open(&store).unwrap();
+    let hash = ObjectHash::of(b"y");
+    let fan = pool.dir().join(&hash.to_hex()[..2]);
+    std::os::unix::fs::symlink(&outside, &fan).unwrap();
+    match pool.put_bytes(&lock(&pool), b"y") {
+        Err(ObjectError::NotPlain { path, .. }) => assert_eq!(path, fan),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(fs::read_dir(&outside).unwrap().count(), 0);
+    assert!(!pool.contains(&hash));
+}

@@ -172,3 +172,33 @@ fn a_dry_run_shares_the_store_with_captures_and_deletes_nothing() {
         assert!(pool.contains(x), "a dry run deleted {x}");
     }
 }
+
+#[test]
+fn a_linked_fan_out_directory_is_refused_and_nothing_outside_is_deleted() {
+    let (d, _s, pool, h) = setup();
+    let fan = pool.dir().join(&h[0].to_hex()[..2]);
+    let outside = d.path().join("outside");
+    fs::rename(&fan, &outside).unwrap();
+    std::os::unix::fs::symlink(&outside, &fan).unwrap();
+    let before: Vec<_> = fs::read_dir(&outside)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(!before.is_empty());
+    // Nothing names anything: every object would go, were the link followed.
+    match prune(&pool, &[], &PruneOptions::new(), &NoProgress) {
+        Err(ObjectError::NotPlain { path, what, .. }) => {
+            assert_eq!(path, fan);
+            assert_eq!(what, "a symbolic link");
+        }
+        other => panic!("{other:?}"),
+    }
+    let after: Vec<_> = fs::read_dir(&outside)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(after, before);
+    assert!(h
+        .iter()
+        .all(|x| x.to_hex().starts_with(&h[0].to_hex()[..2]) || pool.contains(x)));
+}

@@ -45,6 +45,7 @@ fn meta() -> Meta {
 fn body(i: usize) -> RecordBody {
     RecordBody::User(User {
         text: format!("turn {i}: {}", "x".repeat(200)),
+        origin: None,
     })
 }
 

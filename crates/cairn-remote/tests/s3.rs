@@ -1,10 +1,11 @@
 //! The S3 backend against a real S3 API: moto in server mode on a loopback
 //! port, one server per test, killed when the test ends.
 //!
-//! Needs `CAIRN_TEST_S3=1` and `CAIRN_MOTO_SERVER` (the `moto_server` of a
-//! venv with `crates/cairn-remote/python/requirements.txt`; `.ci/run` makes
-//! one); without them each test says it skipped and passes. The
-//! unreachable-endpoint test needs no server and always runs.
+//! The tests that need moto are `#[ignore]`d: `--ignored` runs them with
+//! `CAIRN_MOTO_SERVER` naming the `moto_server` of a venv with
+//! `crates/cairn-remote/python/requirements.txt` (`.ci/run` makes one);
+//! they fail when it is missing. The unreachable-endpoint test needs no
+//! server and always runs.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -20,10 +21,6 @@ use cairn_store::Store;
 
 use cairn_testkit::nats::free_port;
 use cairn_testkit::s3::{Moto, KEY_ID, SECRET};
-
-fn enabled(test: &str) -> bool {
-    cairn_testkit::s3::enabled(test)
-}
 
 /// A client of `moto` with the test credentials.
 fn config(moto: &Moto) -> S3Config {
@@ -103,10 +100,9 @@ fn s3_error(e: &ObjectError) -> &S3Error {
 }
 
 #[test]
+#[ignore = "needs moto: .ci/run installs it"]
 fn a_pool_round_trips_through_s3_and_repeating_moves_nothing() {
-    if !enabled("a_pool_round_trips_through_s3_and_repeating_moves_nothing") {
-        return;
-    }
+    cairn_testkit::s3::require();
     let moto = Moto::start();
     moto.create_bucket("pool");
     let s3 = open(&moto, "s3://pool/team/cairn");
@@ -168,10 +164,9 @@ fn a_pool_round_trips_through_s3_and_repeating_moves_nothing() {
 }
 
 #[test]
+#[ignore = "needs moto: .ci/run installs it"]
 fn puts_are_create_only_and_moto_answers_412() {
-    if !enabled("puts_are_create_only_and_moto_answers_412") {
-        return;
-    }
+    cairn_testkit::s3::require();
     let moto = Moto::start();
     moto.create_bucket("once");
     let s3 = open(&moto, "s3://once");
@@ -220,10 +215,9 @@ fn puts_are_create_only_and_moto_answers_412() {
 }
 
 #[test]
+#[ignore = "needs moto: .ci/run installs it"]
 fn a_damaged_object_in_the_bucket_is_refused_and_nothing_is_imported() {
-    if !enabled("a_damaged_object_in_the_bucket_is_refused_and_nothing_is_imported") {
-        return;
-    }
+    cairn_testkit::s3::require();
     let moto = Moto::start();
     moto.create_bucket("damaged");
     let s3 = open(&moto, "s3://damaged/p");
@@ -310,10 +304,9 @@ fn an_unreachable_endpoint_is_named_within_seconds() {
 }
 
 #[test]
+#[ignore = "needs moto: .ci/run installs it"]
 fn a_missing_bucket_is_named() {
-    if !enabled("a_missing_bucket_is_named") {
-        return;
-    }
+    cairn_testkit::s3::require();
     let moto = Moto::start();
     let s3 = open(&moto, "s3://no-such-bucket/p");
     let e = s3.check().unwrap_err();
@@ -340,10 +333,9 @@ fn a_missing_bucket_is_named() {
 }
 
 #[test]
+#[ignore = "needs moto: .ci/run installs it"]
 fn refused_credentials_are_named_and_never_shown() {
-    if !enabled("refused_credentials_are_named_and_never_shown") {
-        return;
-    }
+    cairn_testkit::s3::require();
     // Moto checks signatures against its IAM users from the first request.
     let moto = Moto::start_with(&[("INITIAL_NO_AUTH_ACTION_COUNT", "0")]);
     let s3 = open(&moto, "s3://guarded/p");
@@ -380,17 +372,21 @@ fn from_env_child() {
 }
 
 #[test]
+#[ignore = "needs moto: .ci/run installs it"]
 fn opens_from_the_aws_environment() {
     if std::env::var_os("CAIRN_S3_CHILD_URL").is_some() {
         return from_env_child();
     }
-    if !enabled("opens_from_the_aws_environment") {
-        return;
-    }
+    cairn_testkit::s3::require();
     let moto = Moto::start();
     moto.create_bucket("env");
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "opens_from_the_aws_environment", "--nocapture"])
+        .args([
+            "--exact",
+            "opens_from_the_aws_environment",
+            "--include-ignored",
+            "--nocapture",
+        ])
         .env("CAIRN_S3_CHILD_URL", "s3://env/from/env")
         .env("AWS_ENDPOINT_URL", moto.endpoint())
         .env("AWS_REGION", "us-east-1")
@@ -408,7 +404,12 @@ fn opens_from_the_aws_environment() {
     assert!(shown.contains("1 passed"), "{shown}");
     // Without AWS_ALLOW_HTTP the plain-http endpoint is refused, saying so.
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "opens_from_the_aws_environment", "--nocapture"])
+        .args([
+            "--exact",
+            "opens_from_the_aws_environment",
+            "--include-ignored",
+            "--nocapture",
+        ])
         .env("CAIRN_S3_CHILD_URL", "s3://env/from/env")
         .env("AWS_ENDPOINT_URL", moto.endpoint())
         .env("AWS_ACCESS_KEY_ID", KEY_ID)

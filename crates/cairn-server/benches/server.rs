@@ -119,6 +119,7 @@ fn meta(name: String) -> Meta {
 fn finished_session(m: &Meta, turns: usize, salt: usize) -> Vec<RecordBody> {
     let mut out = vec![RecordBody::User(User {
         text: format!("make the build pass on branch feature-{salt}"),
+        origin: None,
     })];
     for t in 0..turns {
         let call = format!("call_{salt}_{t}");
@@ -129,6 +130,7 @@ fn finished_session(m: &Meta, turns: usize, salt: usize) -> Vec<RecordBody> {
                 id: call.clone(),
                 name: "read_file".into(),
                 arguments: serde_json::json!({ "path": path }),
+                raw_arguments: None,
             }],
             usage: Usage {
                 input_tokens: 1200 + 90 * t as u64,
@@ -208,6 +210,7 @@ fn populate(store: &Store, n: usize) {
 fn live_user(i: u64) -> RecordBody {
     RecordBody::User(User {
         text: format!("live record {i:>8}: the agent is still working on it"),
+        origin: None,
     })
 }
 
@@ -648,6 +651,7 @@ async fn run() {
     let direct_state = Arc::new(AppState {
         store: store.clone(),
         token: None,
+        login: None,
         streams: Mutex::new(HashMap::new()),
         runner: None,
         runs: Default::default(),

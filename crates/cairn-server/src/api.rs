@@ -23,6 +23,36 @@ pub(crate) async fn blocking<T: Send + 'static>(
         .map_err(|e| ApiError::failed(format!("the request's work stopped: {e}")))?
 }
 
+/// A JSON body that may be empty: `None` for no bytes (a client with
+/// nothing to say still sends `Content-Type: application/json`, which the
+/// admission rule asks of every state-changing request), else the body
+/// parsed (400 when it is not the JSON the route takes).
+pub struct MaybeJson<T>(pub Option<T>);
+
+impl<T, S> axum::extract::FromRequest<S> for MaybeJson<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = axum::body::Bytes::from_request(req, state)
+            .await
+            .map_err(|e| ApiError::bad_request(format!("the request body: {e}")))?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(MaybeJson(None));
+        }
+        serde_json::from_slice(&bytes)
+            .map(|v| MaybeJson(Some(v)))
+            .map_err(|e| {
+                ApiError::bad_request(format!(
+                    "the request body is not the JSON this route takes: {e}"
+                ))
+            })
+    }
+}
+
 /// A session id from the URL, and that the session exists.
 pub(crate) fn session_id(state: &Shared, id: &str) -> Result<RunId, ApiError> {
     let id = RunId::parse(id)
@@ -41,7 +71,7 @@ pub struct ListQuery {
     /// Only the sessions of this repository (a directory; its git top-level
     /// when inside a work tree, as `cairn sessions` scopes).
     pub repo: Option<String>,
-    /// Only sessions with this status (`running`, `completed`, …).
+    /// Only sessions with this status (`running`, `interrupted`, `completed`, …, or `invalid` for one that does not verify).
     pub status: Option<String>,
 }
 
@@ -55,19 +85,16 @@ pub async fn list(
     let list =
         blocking(move || cairn_sessions::list(&store).map_err(|e| ApiError::failed(e.to_string())))
             .await?;
-    let repo = q
-        .repo
-        .as_deref()
-        .map(|r| cairn_sessions::repository_root(Path::new(r)));
-    let out = list
-        .into_iter()
-        .filter(|s| {
-            repo.as_ref()
-                .is_none_or(|r| cairn_sessions::in_repository(&s.workspace, r))
-        })
-        .filter(|s| q.status.as_ref().is_none_or(|st| &s.status == st))
-        .collect();
-    Ok(Json(out))
+    // The filter `cairn sessions --repo --status` applies, so both agree.
+    let filter = cairn_sessions::ListFilter {
+        repository: q
+            .repo
+            .as_deref()
+            .map(|r| cairn_sessions::repository_root(Path::new(r))),
+        statuses: q.status.iter().cloned().collect(),
+        limit: None,
+    };
+    Ok(Json(filter.apply(list)))
 }
 
 /// `GET /v1/sessions/{id}`: the summary `cairn session show --json` prints.
@@ -171,10 +198,10 @@ pub struct Forked {
 pub async fn fork(
     State(state): State<Shared>,
     UrlPath(id): UrlPath<String>,
-    body: Option<Json<ForkBody>>,
+    MaybeJson(body): MaybeJson<ForkBody>,
 ) -> Result<Response, ApiError> {
     let parent = session_id(&state, &id)?;
-    let at = body.and_then(|b| b.0.at);
+    let at = body.and_then(|b| b.at);
     let store = state.store.clone();
     let forked = blocking(move || {
         let (child, writer, _) =
@@ -318,6 +345,10 @@ pub struct Rewound {
     pub report: cairn_workspace::RestoreReport,
     /// The fork made with `fork: true`.
     pub fork: Option<String>,
+    /// Why the fork asked for could not be made after the files were
+    /// restored (the report's `bank` undoes the restore).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fork_error: Option<String>,
 }
 
 /// `POST /v1/sessions/{id}/rewind`: the restore of `cairn rewind`, with
@@ -352,40 +383,50 @@ pub async fn rewind(
             .map(cairn_workspace::SnapshotId::parse)
             .transpose()
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
-        let target = match (&node, &snap) {
-            (Some(n), None) => cairn_sessions::RewindTarget::Node(n, scope),
-            (None, Some(s)) => cairn_sessions::RewindTarget::Snapshot(s),
+        let mut session =
+            cairn_sessions::Session::open(&store, &id).map_err(|e| ApiError::session(&e))?;
+        let ws = tracker(&store, &id)?;
+        let progress = &cairn_workspace::NoProgress;
+        // With `fork`, every check comes before the first change, and a
+        // fork that fails after the restore is reported beside its bank
+        // (the library call `cairn rewind --fork` makes).
+        let (report, fork, fork_error) = match (&node, &snap, body.fork) {
+            (Some(n), None, true) => {
+                let done = cairn_sessions::rewind_and_fork(&mut session, &ws, n, scope, progress)
+                    .map_err(|e| ApiError::session(&e))?;
+                match done.fork {
+                    Ok(child) => (done.report, Some(child.to_string()), None),
+                    Err(e) => (done.report, None, Some(e.to_string())),
+                }
+            }
+            (Some(n), None, false) => {
+                let target = cairn_sessions::RewindTarget::Node(n, scope);
+                let report = cairn_sessions::rewind(&mut session, &ws, target, progress)
+                    .map_err(|e| ApiError::session(&e))?;
+                (report, None, None)
+            }
+            (None, Some(_), true) => {
+                return Err(ApiError::bad_request(
+                    "`fork` needs `to` (a node): a snapshot is not a point of the conversation",
+                ))
+            }
+            (None, Some(s), false) => {
+                let target = cairn_sessions::RewindTarget::Snapshot(s);
+                let report = cairn_sessions::rewind(&mut session, &ws, target, progress)
+                    .map_err(|e| ApiError::session(&e))?;
+                (report, None, None)
+            }
             _ => {
                 return Err(ApiError::bad_request(
                     "give exactly one of `to` (a node, e.g. turn:3) or `snapshot`",
                 ))
             }
         };
-        let mut session =
-            cairn_sessions::Session::open(&store, &id).map_err(|e| ApiError::session(&e))?;
-        let ws = tracker(&store, &id)?;
-        let report =
-            cairn_sessions::rewind(&mut session, &ws, target, &cairn_workspace::NoProgress)
-                .map_err(|e| ApiError::session(&e))?;
-        drop(session);
-        let fork = match (&report.target_label, body.fork) {
-            (Some(label), true) => {
-                let seq = cairn_sessions::boundary_seq(&store, &id, &label.to_string())
-                    .map_err(|e| ApiError::session(&e))?
-                    .ok_or_else(|| {
-                        ApiError::bad_request(format!(
-                            "the session has no journaled `{label}` boundary to fork at"
-                        ))
-                    })?;
-                let (child, writer, _) = cairn_sessions::fork(&store, &id, Some(seq), None)
-                    .map_err(|e| ApiError::session(&e))?;
-                drop(writer);
-                Some(child.to_string())
-            }
-            (None, true) => return Err(ApiError::bad_request("`fork` needs `to`")),
-            _ => None,
-        };
-        Ok(Rewound { report, fork })
+        Ok(Rewound {
+            report,
+            fork,
+            fork_error,
+        })
     })
     .await?;
     Ok(Json(out))

@@ -3,9 +3,12 @@
 //!
 //! Invariants:
 //! - every route, the viewer's and the API's alike, passes the one
-//!   admission rule ([`cairn_gateway::access::admit`]): the token when one
-//!   is set, else a loopback `Host`;
-//! - a non-loopback address is refused at start unless a token is given;
+//!   admission rule ([`cairn_store::access`], through [`crate::access`]):
+//!   the token (or the browser's session cookie) when one is set, else a
+//!   loopback `Host`; never another origin's request; JSON only for what
+//!   changes something;
+//! - a non-loopback address is refused at start unless a token is given,
+//!   and an empty token is refused;
 //! - the handlers read the store through the same library calls as the CLI
 //!   (`cairn_sessions`, `cairn_workspace`, `cairn_checkpoint`), and the
 //!   blocking ones run off the async workers.
@@ -14,7 +17,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -45,6 +48,9 @@ pub enum ServeError {
     /// A non-loopback address without a token.
     #[error("--listen {0} is not a loopback address: anyone who can reach it could read and drive your sessions; give --token TOKEN (clients send it as `Authorization: Bearer TOKEN`), or listen on 127.0.0.1")]
     NeedsToken(SocketAddr),
+    /// An empty token (it would admit anyone who sends an empty one).
+    #[error("--token is empty (or CAIRN_SERVE_TOKEN is set to nothing): it would admit anyone who sends an empty one; give a token that is hard to guess, e.g. --token \"$(openssl rand -hex 16)\"")]
+    EmptyToken,
     /// The address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -64,6 +70,8 @@ pub struct AppState {
     pub store: Store,
     /// The token, if any.
     pub token: Option<String>,
+    /// A browser's login, with a token.
+    pub login: Option<crate::access::Login>,
     /// The live streams of the sessions being watched, by id.
     pub streams: Mutex<HashMap<String, Arc<Followed>>>,
     /// Starts and resumes runs.
@@ -80,6 +88,7 @@ pub fn router(state: Shared) -> Router {
     Router::new()
         .route("/", get(crate::viewer::index))
         .route("/openapi.json", get(crate::openapi::document))
+        .route("/v1/login", post(crate::access::login))
         .route(
             "/v1/sessions",
             get(crate::api::list).post(crate::runs::start),
@@ -103,7 +112,11 @@ pub fn router(state: Shared) -> Router {
         )
         .fallback(|| async { ApiError::not_found("no such route; see /openapi.json") })
         .layer(axum::middleware::from_fn(json_errors))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), admit))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::access::admit,
+        ))
+        .layer(axum::middleware::from_fn(crate::access::guard_headers))
         .with_state(state)
 }
 
@@ -150,24 +163,13 @@ async fn json_errors(req: Request, next: Next) -> Response {
     .into_response()
 }
 
-async fn admit(State(state): State<Shared>, req: Request, next: Next) -> Response {
-    match cairn_gateway::access::admit(state.token.as_deref(), req.headers(), "server") {
-        Ok(()) => next.run(req).await,
-        Err(d) => ApiError {
-            status: d.status,
-            code: d.code,
-            class: crate::error::Class::Refused,
-            message: d.message,
-        }
-        .into_response(),
-    }
-}
-
-/// Binds `config.listen` (refusing a non-loopback address without a
-/// token) and returns the bound address with the server's future.
+/// Binds `config.listen` (refusing an empty token, and a non-loopback
+/// address without a token) and returns the bound address with the
+/// server's future.
 ///
 /// # Errors
-/// [`ServeError::NeedsToken`], [`ServeError::Bind`].
+/// [`ServeError::EmptyToken`], [`ServeError::NeedsToken`],
+/// [`ServeError::Bind`].
 pub async fn bind(
     config: ServeConfig,
 ) -> Result<
@@ -177,6 +179,9 @@ pub async fn bind(
     ),
     ServeError,
 > {
+    if config.token.as_deref().is_some_and(|t| t.trim().is_empty()) {
+        return Err(ServeError::EmptyToken);
+    }
     if !config.listen.ip().is_loopback() && config.token.is_none() {
         return Err(ServeError::NeedsToken(config.listen));
     }
@@ -187,9 +192,14 @@ pub async fn bind(
             source,
         })?;
     let addr = listener.local_addr()?;
+    let login = match config.token {
+        Some(_) => Some(crate::access::Login::new(addr.port())?),
+        None => None,
+    };
     let state = Arc::new(AppState {
         store: config.store,
         token: config.token,
+        login,
         streams: Mutex::new(HashMap::new()),
         runner: config.runner,
         runs: crate::runs::Runs::default(),

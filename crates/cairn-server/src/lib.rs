@@ -5,9 +5,12 @@
 //! - [`stream`]: one session's live stream, the cursor table (dense live
 //!   seqs, the bounded ring, reconnect, slow clients, the watermark);
 //! - [`follow`]: reading a journal as another process writes it;
-//! - [`http`]: the router, who may call it, starting the server;
+//! - [`http`]: the router, starting the server;
+//! - [`access`]: who may call it (the one rule of `cairn_store::access`),
+//!   a browser's login;
 //! - [`api`], [`live`], [`openapi`], [`viewer`]: the routes.
 
+pub mod access;
 pub mod api;
 pub mod error;
 pub mod follow;

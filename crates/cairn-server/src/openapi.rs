@@ -16,6 +16,19 @@ fn ok_json(description: &str, schema: Value) -> Value {
     json!({"description": description, "content": {"application/json": {"schema": schema}}})
 }
 
+/// Why a request is refused with 403.
+const FORBIDDEN: &str = "a Host that is not a loopback name (`cairn_host`), or another origin's request (`cairn_cross_site`)";
+
+/// Why a request is refused with 415.
+const UNSUPPORTED: &str =
+    "not `Content-Type: application/json`, which every route that changes something takes (`cairn_content_type`)";
+
+/// A JSON request body: `schema`; `{}` (or no bytes, with the JSON
+/// content type) when the route needs nothing.
+fn json_body(schema: Value) -> Value {
+    json!({"required": true, "content": {"application/json": {"schema": schema}}})
+}
+
 /// The responses of a route that changes something: `ok` under `status`.
 fn mutation(status: &str, ok: Value) -> Value {
     let mut m = serde_json::Map::new();
@@ -23,12 +36,13 @@ fn mutation(status: &str, ok: Value) -> Value {
     for (code, what) in [
         ("400", "bad input"),
         ("401", "the token is missing or wrong"),
-        ("403", "a Host that is not a loopback name"),
+        ("403", FORBIDDEN),
         ("404", "no such session or checkpoint"),
         (
             "409",
             "refused: the session is running, or the resume guard",
         ),
+        ("415", UNSUPPORTED),
         (
             "500",
             "a record does not verify (`integrity`), or a failure",
@@ -46,7 +60,7 @@ pub fn spec() -> Value {
             "200": ok,
             "400": error_response("bad input"),
             "401": error_response("the token is missing or wrong"),
-            "403": error_response("a Host that is not a loopback name"),
+            "403": error_response(FORBIDDEN),
             "404": error_response("no such session"),
             "409": error_response("refused (a writer holds the session)"),
             "500": error_response("a record does not verify (`integrity`), or a failure")
@@ -55,8 +69,19 @@ pub fn spec() -> Value {
     json!({
         "openapi": "3.0.3",
         "info": {"title": "cairn", "version": env!("CARGO_PKG_VERSION"),
-                 "description": "Durable agent sessions over HTTP (DESIGN §8). Errors are `{\"error\": {code, class, message}}`; class is the exit-code class of the CLI."},
+                 "description": "Durable agent sessions over HTTP (DESIGN §8). Errors are `{\"error\": {code, class, message}}`; class is the exit-code class of the CLI. Every request that changes something is `Content-Type: application/json` (send `{}` when there is nothing to say) and is refused when it comes from another origin's page. With a token, send it as `Authorization: Bearer TOKEN` or `x-cairn-token`; a browser logs in once (`GET /?token=TOKEN`, or the form at `/`) and holds a session cookie."},
         "paths": {
+            "/v1/login": {"post": {
+                "summary": "A browser's login: the server's token, once, for an HttpOnly; SameSite=Strict session cookie that every route takes (a server without a token answers 204 and sets none)",
+                "requestBody": json_body(json!({"type": "object", "required": ["token"], "properties": {"token": {"type": "string"}}})),
+                "responses": {
+                    "204": {"description": "logged in: `Set-Cookie: cairn_session_PORT=…`"},
+                    "400": error_response("bad input"),
+                    "401": error_response("not this server's token"),
+                    "403": error_response(FORBIDDEN),
+                    "415": error_response(UNSUPPORTED)
+                }
+            }},
             "/v1/sessions": {"get": {
                 "summary": "List sessions, newest first",
                 "parameters": [
@@ -66,32 +91,34 @@ pub fn spec() -> Value {
                 "responses": common(ok_json("sessions", json!({"type": "array", "items": {"$ref": "#/components/schemas/Summary"}})))
             }, "post": {
                 "summary": "Start a session working on a task (as `cairn run`), in the background",
-                "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["task", "workspace"], "properties": {
+                "requestBody": json_body(json!({"type": "object", "required": ["task", "workspace"], "properties": {
                     "task": {"type": "string"}, "workspace": {"type": "string"}, "model": {"type": "string"}, "name": {"type": "string"},
-                    "max_turns": {"type": "integer", "minimum": 0}, "max_tokens": {"type": "integer", "minimum": 0}}}}}},
+                    "max_turns": {"type": "integer", "minimum": 0}, "max_tokens": {"type": "integer", "minimum": 0}}})),
                 "responses": mutation("201", ok_json("started", json!({"$ref": "#/components/schemas/Accepted"})))
             }},
             "/v1/sessions/{id}/resume": {"post": {
                 "summary": "Resume a session, optionally with a follow-up (as `cairn resume ID [TEXT]`)",
                 "parameters": [id_param()],
-                "requestBody": {"required": false, "content": {"application/json": {"schema": {"type": "object", "properties": {"text": {"type": "string"}}}}}},
+                "requestBody": json_body(json!({"type": "object", "properties": {"text": {"type": "string"}}})),
                 "responses": mutation("202", ok_json("resuming", json!({"$ref": "#/components/schemas/Accepted"})))
             }},
             "/v1/sessions/{id}/suspend": {"post": {
                 "summary": "Suspend a run this server drives, after the step in flight",
                 "parameters": [id_param()],
+                "requestBody": json_body(json!({"type": "object"})),
                 "responses": mutation("202", ok_json("suspending", json!({"type": "object", "properties": {"id": {"type": "string"}, "status": {"type": "string"}}})))
             }},
             "/v1/sessions/{id}/rewind": {"post": {
                 "summary": "Put the workspace back to before a node (or a whole snapshot), banking first (as `cairn rewind`)",
                 "parameters": [id_param()],
-                "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "properties": {
-                    "to": {"type": "string"}, "snapshot": {"type": "string"}, "scope": {"type": "string", "enum": ["run", "full"]}, "fork": {"type": "boolean"}}}}}},
-                "responses": mutation("200", ok_json("the restore report", json!({"type": "object", "required": ["target", "bank", "written", "deleted"]})))
+                "requestBody": json_body(json!({"type": "object", "properties": {
+                    "to": {"type": "string"}, "snapshot": {"type": "string"}, "scope": {"type": "string", "enum": ["run", "full"]}, "fork": {"type": "boolean"}}})),
+                "responses": mutation("200", ok_json("the restore report, with `fork` (the new session's id) when one was asked for, or `fork_error` when the fork failed after the files were restored (`bank` undoes them)", json!({"type": "object", "required": ["target", "bank", "written", "deleted"]})))
             }},
             "/v1/checkpoints/{cp}/restore": {"post": {
                 "summary": "Restore a checkpoint (as `cairn checkpoint restore CP`)",
                 "parameters": [{"name": "cp", "in": "path", "required": true, "schema": {"type": "string"}}],
+                "requestBody": json_body(json!({"type": "object"})),
                 "responses": mutation("200", ok_json("the restore report", json!({"type": "object"})))
             }},
             "/v1/sessions/{id}": {"get": {
@@ -115,12 +142,8 @@ pub fn spec() -> Value {
             "/v1/sessions/{id}/fork": {"post": {
                 "summary": "Fork the session at a record (default: its last)",
                 "parameters": [id_param()],
-                "requestBody": {"required": false, "content": {"application/json": {"schema": {"type": "object", "properties": {"at": {"type": "integer", "minimum": 1}}}}}},
-                "responses": {
-                    "201": ok_json("the fork", json!({"type": "object", "required": ["id", "parent", "seq"], "properties": {"id": {"type": "string"}, "parent": {"type": "string"}, "seq": {"type": "integer"}}})),
-                    "400": error_response("bad input"), "401": error_response("no token"), "403": error_response("foreign Host"),
-                    "404": error_response("no such session"), "409": error_response("refused"), "500": error_response("integrity or failure")
-                }
+                "requestBody": json_body(json!({"type": "object", "properties": {"at": {"type": "integer", "minimum": 1}}})),
+                "responses": mutation("201", ok_json("the fork", json!({"type": "object", "required": ["id", "parent", "seq"], "properties": {"id": {"type": "string"}, "parent": {"type": "string"}, "seq": {"type": "integer"}}})))
             }},
             "/v1/sessions/{id}/snapshots": {"get": {
                 "summary": "Workspace snapshots, newest first, with their labels",
@@ -141,6 +164,7 @@ pub fn spec() -> Value {
             }, "post": {
                 "summary": "Save the session as a checkpoint (as `cairn checkpoint save ID`)",
                 "parameters": [id_param()],
+                "requestBody": json_body(json!({"type": "object"})),
                 "responses": mutation("201", ok_json("the checkpoint", json!({"type": "object", "required": ["id", "seq"]})))
             }}
         },
@@ -150,7 +174,7 @@ pub fn spec() -> Value {
             "Summary": {"type": "object", "required": ["id", "status", "created", "updated", "workspace", "turns", "records", "tail", "cost", "valid"], "properties": {
                 "id": {"type": "string"}, "name": {"type": "string", "nullable": true}, "status": {"type": "string"},
                 "created": {"type": "string"}, "updated": {"type": "string"}, "workspace": {"type": "string"},
-                "turns": {"type": "integer"}, "records": {"type": "integer"}, "tail": {"type": "string"},
+                "turns": {"type": "integer"}, "records": {"type": "integer"}, "bytes": {"type": "integer"}, "tail": {"type": "string"},
                 "cost": {"type": "object", "properties": {"state": {"type": "string"}, "usd": {"type": "number", "nullable": true}}},
                 "parent": {"type": "object", "nullable": true, "properties": {"id": {"type": "string"}, "seq": {"type": "integer"}}},
                 "valid": {"type": "boolean"}, "problem": {"type": "string"}}},

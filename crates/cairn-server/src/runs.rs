@@ -59,7 +59,8 @@ pub struct StartRequest {
     pub task: String,
     /// The workspace: an existing directory (absolute).
     pub workspace: String,
-    /// `script:PATH`, `openai:MODEL`, `anthropic:MODEL` (default: the
+    /// `script:PATH`, `openai:MODEL`, `openai-responses:MODEL`,
+    /// `anthropic:MODEL` (default: the
     /// server's `CAIRN_MODEL`).
     pub model: Option<String>,
     /// A name.
@@ -212,7 +213,7 @@ pub struct ResumeBody {
 pub async fn resume(
     State(state): State<Shared>,
     UrlPath(id): UrlPath<String>,
-    body: Option<Json<ResumeBody>>,
+    crate::api::MaybeJson(body): crate::api::MaybeJson<ResumeBody>,
 ) -> Result<Response, ApiError> {
     let id = session_id(&state, &id)?;
     let runner = runner(&state)?;
@@ -224,7 +225,7 @@ pub async fn resume(
             message: format!("session {id} is running here; suspend it first"),
         });
     }
-    let text = body.and_then(|b| b.0.text).filter(|t| !t.trim().is_empty());
+    let text = body.and_then(|b| b.text).filter(|t| !t.trim().is_empty());
     let st = state.clone();
     let id2 = id.clone();
     crate::api::blocking(move || {

@@ -39,6 +39,7 @@ fn body(i: usize) -> RecordBody {
             } else {
                 format!("user {i}: \"quoted\", ünïcode 😀")
             },
+            origin: None,
         }),
         1 => RecordBody::Assistant(Assistant {
             text: format!("turn {i}"),
@@ -212,6 +213,7 @@ fn a_modified_earlier_byte_is_an_error_naming_its_seq() {
         .map(|i| {
             RecordBody::User(User {
                 text: format!("message number {i}"),
+                origin: None,
             })
         })
         .collect();

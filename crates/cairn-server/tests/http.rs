@@ -32,7 +32,10 @@ async fn get_json(c: &reqwest::Client, url: impl reqwest::IntoUrl) -> serde_json
 }
 
 fn user(t: &str) -> RecordBody {
-    RecordBody::User(User { text: t.into() })
+    RecordBody::User(User {
+        text: t.into(),
+        origin: None,
+    })
 }
 
 async fn start(token: Option<&str>) -> Server {

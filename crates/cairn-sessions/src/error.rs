@@ -27,6 +27,52 @@ pub enum SessionError {
         /// Its record count.
         records: u64,
     },
+    /// A fork at a node was asked for, but the session's journal holds no
+    /// `snapshot` record of that node's boundary to fork at.
+    #[error("session {run} has no journaled `{label}` boundary to fork at: forking at a node works with the agent's turn:N nodes, whose boundaries are journaled; nothing was changed")]
+    NoForkBoundary {
+        /// The session.
+        run: String,
+        /// The boundary, e.g. `pre:turn:2`.
+        label: String,
+    },
+    /// The files were restored, but the record of the restore (its bank)
+    /// could not be journaled.
+    #[error("the files were restored, but journaling the restore failed ({source}); the state before it is banked as snapshot {bank}: `cairn rewind {run} --restore-snapshot {bank}` puts it back")]
+    RestoreNotJournaled {
+        /// The session.
+        run: String,
+        /// The bank snapshot that undoes the restore.
+        bank: String,
+        /// What failed.
+        #[source]
+        source: Box<SessionError>,
+    },
+    /// Nothing is named by what was typed for an id (DESIGN §16).
+    #[error("no {kind} matches `{given}`: {hint}")]
+    NoMatch {
+        /// `session`, `snapshot` or `checkpoint`.
+        kind: &'static str,
+        /// What was typed.
+        given: String,
+        /// Why, and what to list to find the id.
+        hint: String,
+    },
+    /// What was typed for an id names more than one thing.
+    #[error("`{given}` matches {count} {kind}s; give more characters of the id:\n  {}{}", candidates.join("\n  "), if *count > candidates.len() { format!("\n  … and {} more", count - candidates.len()) } else { String::new() })]
+    Ambiguous {
+        /// `session`, `snapshot` or `checkpoint`.
+        kind: &'static str,
+        /// What was typed.
+        given: String,
+        /// How many matched.
+        count: usize,
+        /// The first of them, each on a line.
+        candidates: Vec<String>,
+    },
+    /// An id is not well formed.
+    #[error(transparent)]
+    RunId(#[from] cairn_store::RunIdError),
     /// The store could not be written.
     #[error(transparent)]
     Store(#[from] cairn_store::StoreError),
@@ -54,6 +100,19 @@ pub enum SessionError {
         run: String,
         /// Why.
         reason: String,
+    },
+    /// What a session owns outside its directory (its stored model
+    /// responses) could not be removed; its records were not (a removal
+    /// removes them last).
+    #[error("removing the {what} of session {run} failed ({source}); its records were not removed: fix the cause and run `cairn session rm {run}` again")]
+    RunData {
+        /// The session.
+        run: String,
+        /// What could not be removed, e.g. `stored model responses`.
+        what: String,
+        /// Why.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// Checkpoints could not be read.
     #[error(transparent)]

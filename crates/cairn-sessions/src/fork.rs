@@ -16,6 +16,7 @@ use cairn_journal::{scan_journal_bytes, ChainHash, ForkPin, JournalError, Record
 use cairn_store::{RunId, Store};
 use serde::{Deserialize, Serialize};
 
+use crate::lineage_lock::LineageLock;
 use crate::SessionError;
 
 /// The deepest fork chain followed (a guard against crafted cycles).
@@ -247,33 +248,90 @@ pub fn pin_at(
     parent: &RunId,
     seq: Option<u64>,
 ) -> Result<(ForkPin, Pin), SessionError> {
-    let path = store.journal_path(parent);
-    let scan = cairn_journal::read_journal(&path, parent.as_str())?;
-    let records = scan.records.len() as u64;
-    let seq = seq.unwrap_or(records);
-    if seq == 0 || seq > records {
-        return Err(SessionError::BadForkPoint {
-            run: parent.to_string(),
-            records,
-        });
-    }
-    let (_, pin) = prefix(store, parent.as_str(), seq).map_err(|reason| {
-        SessionError::Journal(JournalError::Damaged {
-            path: path.clone(),
-            seq,
-            offset: 0,
-            reason,
+    let read = ParentRead::of(store, parent)?;
+    let (fork_pin, pin, _) = read.fork_point(seq)?;
+    Ok((fork_pin, pin))
+}
+
+/// A parent's journal, read once and verified: every answer about the
+/// fork point comes from these bytes, so no second read can disagree with
+/// the first (a journal cut or rewritten in between).
+pub(crate) struct ParentRead {
+    parent: RunId,
+    bytes: Vec<u8>,
+    scan: cairn_journal::Scan,
+}
+
+impl ParentRead {
+    /// Reads and verifies `parent`'s journal.
+    pub(crate) fn of(store: &Store, parent: &RunId) -> Result<ParentRead, SessionError> {
+        let path = store.journal_path(parent);
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(JournalError::NotFound {
+                    run: parent.to_string(),
+                }
+                .into())
+            }
+            Err(source) => {
+                return Err(JournalError::Io {
+                    action: "reading",
+                    path,
+                    source,
+                }
+                .into())
+            }
+        };
+        let scan = scan_journal_bytes(&path, &bytes, parent.as_str())?;
+        Ok(ParentRead {
+            parent: parent.clone(),
+            bytes,
+            scan,
         })
-    })?;
-    let hash = ChainHash::from_hex(&pin.hash).unwrap_or(ChainHash([0; 32]));
-    Ok((
-        ForkPin {
-            parent: parent.to_string(),
+    }
+
+    /// The pin of the fork point `seq` (default: the last record), the
+    /// receipt entry of that prefix, and the records it shares.
+    ///
+    /// # Errors
+    /// [`SessionError::BadForkPoint`] when `seq` is 0 or past the records
+    /// read (never a panic, whatever the bytes).
+    pub(crate) fn fork_point(
+        &self,
+        seq: Option<u64>,
+    ) -> Result<(ForkPin, Pin, &[Record]), SessionError> {
+        let records = self.scan.records.len() as u64;
+        let seq = seq.unwrap_or(records);
+        let bad = || SessionError::BadForkPoint {
+            run: self.parent.to_string(),
+            records,
+        };
+        let n = usize::try_from(seq).map_err(|_| bad())?;
+        if n == 0 {
+            return Err(bad());
+        }
+        let upto = self.scan.records.get(..n).ok_or_else(bad)?;
+        // h(seq): the `prev` of the record after it, or the tail for the last.
+        let hash = match self.scan.records.get(n) {
+            Some(next) => next.prev,
+            None => self.scan.tail,
+        };
+        let (start, end) = line_bounds(&self.bytes, seq).ok_or_else(bad)?;
+        let pin = Pin {
+            run: self.parent.to_string(),
+            seq,
+            hash: hash.to_hex(),
+            offset: start as u64,
+            len: (end - start) as u64,
+        };
+        let fork_pin = ForkPin {
+            parent: self.parent.to_string(),
             seq,
             hash,
-        },
-        pin,
-    ))
+        };
+        Ok((fork_pin, pin, upto))
+    }
 }
 
 /// Creates a fork of `parent` at `seq` (default: its last record): a new run
@@ -290,11 +348,25 @@ pub fn fork(
     seq: Option<u64>,
     workspace: Option<String>,
 ) -> Result<(RunId, cairn_journal::JournalWriter, cairn_journal::RunState), SessionError> {
+    // Held until the fork's journal and projection exist: a removal of the
+    // parent waits, or is waited for (then the parent is not found).
+    let lineage = LineageLock::shared(store)?;
+    fork_held(store, parent, seq, workspace, &lineage)
+}
+
+/// [`fork`], with the lineage lock held by the caller.
+pub(crate) fn fork_held(
+    store: &Store,
+    parent: &RunId,
+    seq: Option<u64>,
+    workspace: Option<String>,
+    _lineage: &LineageLock,
+) -> Result<(RunId, cairn_journal::JournalWriter, cairn_journal::RunState), SessionError> {
     use cairn_journal::{JournalWriter, Meta, Terminal, TerminalReason};
-    let (fork_pin, own_pin) = pin_at(store, parent, seq)?;
-    // The parent's configuration as of the fork point, over its own ancestry.
-    let parent_scan = cairn_journal::read_journal(&store.journal_path(parent), parent.as_str())?;
-    let upto = &parent_scan.records[..fork_pin.seq as usize];
+    // The parent is read once; its configuration as of the fork point is
+    // folded over its own ancestry.
+    let read = ParentRead::of(store, parent)?;
+    let (fork_pin, own_pin, upto) = read.fork_point(seq)?;
     let (records, parent_receipt) = lineage(store, parent.as_str(), upto)?;
     // The totals the fork inherits are the fold's, checked: a parent whose
     // terminals disagree with it is refused rather than copied forward.
@@ -339,4 +411,61 @@ pub fn fork(
     writer.trim()?;
     crate::summary::refresh(store, &id, &child, &writer.tail().to_hex(), &receipt)?;
     Ok((id, writer, child))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fork point is taken from the one read of the parent: a seq past
+    /// its records — as a second read of a journal cut in between used to
+    /// give — is refused, never sliced into.
+    #[test]
+    fn a_fork_point_past_the_records_read_is_refused_not_a_panic() {
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(d.path()).unwrap();
+        let id = RunId::new();
+        let meta = cairn_journal::Meta {
+            run: id.to_string(),
+            created: cairn_journal::now_rfc3339(),
+            workspace: "/ws".into(),
+            name: None,
+            fingerprint: None,
+            fork: None,
+            routing: None,
+            system_file: None,
+        };
+        let mut w = cairn_journal::JournalWriter::create(&store, &id, meta).unwrap();
+        for t in ["one", "two"] {
+            w.append(&RecordBody::User(cairn_journal::User {
+                text: t.into(),
+                origin: None,
+            }))
+            .unwrap();
+        }
+        drop(w);
+        let read = ParentRead::of(&store, &id).unwrap();
+        for seq in [Some(0), Some(4), Some(5), Some(u64::MAX)] {
+            match read.fork_point(seq) {
+                Err(SessionError::BadForkPoint { records: 3, .. }) => {}
+                other => panic!("{seq:?}: {:?}", other.map(|o| o.1)),
+            }
+        }
+        for seq in 1..=3 {
+            let (fork_pin, pin, upto) = read.fork_point(Some(seq)).unwrap();
+            assert_eq!(upto.len() as u64, seq);
+            assert_eq!(fork_pin.hash.to_hex(), pin.hash);
+            // The pin is the one a lister checks line by line.
+            check_receipt(&store, &[pin]).unwrap();
+        }
+        // The journal cut after the read changes nothing of what it answers.
+        let bytes = std::fs::read(store.journal_path(&id)).unwrap();
+        let (_, two) = line_bounds(&bytes, 2).unwrap();
+        std::fs::write(store.journal_path(&id), &bytes[..=two]).unwrap();
+        assert_eq!(read.fork_point(None).unwrap().2.len(), 3);
+        assert!(matches!(
+            ParentRead::of(&store, &id).unwrap().fork_point(Some(3)),
+            Err(SessionError::BadForkPoint { records: 2, .. })
+        ));
+    }
 }

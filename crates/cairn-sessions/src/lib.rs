@@ -16,6 +16,10 @@
 //!   resume) once that prefix changes or is truncated.
 //! - A session that does not verify is listed with `valid: false` and the
 //!   problem, never dropped.
+//! - A removal ([`remove`]) and a fork exclude each other, so no fork ever
+//!   pins a removed parent; a removal deletes what the session owns outside
+//!   its directory (stored model responses, [`RunData`]) first and its
+//!   records last, and one that stopped part-way is finished by the next.
 //! - A session copied to another store ([`transfer`]: `cairn push`, `cairn
 //!   pull`) arrives with its ancestors, every object and manifest it names
 //!   before its journal, and its journal byte for byte; copies that
@@ -29,26 +33,35 @@
 #![deny(missing_docs)]
 
 mod error;
+mod filter;
 mod fork;
+mod lineage_lock;
 mod load;
 mod node;
 mod projection;
 mod remove;
 mod repo;
+mod resolve;
 pub mod restore;
 mod session;
 mod summary;
 mod transfer;
 
 pub use error::SessionError;
+pub use filter::{ListFilter, STATUSES};
 pub use fork::{check_receipt, fork, lineage, pin_at, Pin, MAX_DEPTH};
 pub use load::{load, state_for_resume, verify, Loaded};
 pub use node::{Node, NodeExit, NodeOutcome, NodeReport};
 pub use projection::{read_index, read_meta, Binding, Projection, MAX_INDEX_BYTES, MAX_META_BYTES};
-pub use remove::{remove, RemoveOptions, Removed};
+pub use remove::{remove, RemoveOptions, Removed, RunData};
 pub use repo::{in_repository, repository_root};
+pub use resolve::{
+    pick, resolve_checkpoint, resolve_session, resolve_snapshot, Candidate, Picked, LAST,
+    MIN_PREFIX,
+};
 pub use restore::{
-    boundary_seq, last_bank, preview, restore_checkpoint, rewind, save_checkpoint, RewindTarget,
+    boundary_seq, last_bank, preview, restore_checkpoint, rewind, rewind_and_fork, save_checkpoint,
+    RewindTarget, RewoundFork,
 };
 pub use session::Session;
 pub use summary::{

@@ -407,6 +407,7 @@ mod tests {
                 workspace: "/w".into(),
                 turns: 1,
                 records: 3,
+                bytes: 10,
                 tail: "ab".repeat(32),
                 cost: Cost::known(0.5),
                 parent: None,

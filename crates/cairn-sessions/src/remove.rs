@@ -2,28 +2,65 @@
 //!
 //! The policy, in the order it is checked — nothing is deleted until every
 //! check has passed for every session to be removed:
-//! 1. Each session is locked (a session being written is refused, the
+//! 1. The lineage lock is taken exclusively (`lineage_lock.rs`): no fork
+//!    starts or is under way until the removal is done, so the forks found
+//!    in step 3 are all there are.
+//! 2. Each session is locked (a session being written is refused, the
 //!    holder named) and stays locked until it is gone.
-//! 2. A session that a fork pins is refused, naming the forks — a fork
+//! 3. A session that a fork pins is refused, naming the forks — a fork
 //!    folds its parent's records on every resume and would be unresumable
 //!    for ever — unless the forks are removed with it
 //!    ([`RemoveOptions::with_forks`]), forks of forks included.
-//! 3. A session that a checkpoint names is refused, naming the checkpoints:
+//! 4. A session that a checkpoint names is refused, naming the checkpoints:
 //!    they need its records and snapshots to be restored or forked.
-//! 4. A question that cannot be answered is an error, never "none": a
+//! 5. A question that cannot be answered is an error, never "none": a
 //!    journal whose first record cannot be read might be a fork, and an
 //!    unreadable checkpoint manifest might name the session.
 //!
-//! Removal deletes the session's directory (records, projections,
-//! workspace manifests) and makes the deletion durable; stored objects are
-//! shared and stay until `cairn prune`.
+//! # The order of deletion, and what a failure or crash leaves
+//! Sessions go deepest fork first, so no failure leaves a fork without its
+//! parent. For each:
+//! 1. what it owns outside its directory is removed ([`RunData`]: the
+//!    gateway's stored responses, which hold its prompts), durably;
+//! 2. its directory `runs/<id>` is renamed to `runs/.removing-<id>`
+//!    ([`Store::removing_dir`]) and `runs/` fsynced: from here on no reader
+//!    sees a session (the name is not a run id), and nothing can fork it;
+//! 3. that directory is deleted (records, projections, workspace
+//!    manifests) and `runs/` fsynced.
+//!
+//! A failure or crash in step 1 leaves the session whole, listed and
+//! resumable (some of its stored responses may be gone: a resume buys those
+//! calls again); `rm` again removes the rest. Step 2 happens or not. A
+//! failure or crash in step 3 leaves `runs/.removing-<id>`: the next `rm`
+//! of that id finishes it, and every removal first finishes every such
+//! leftover, so no prompt stays in the store for ever. Stored objects are
+//! shared and stay until `cairn prune` (which no longer counts a removed
+//! session's manifests or responses).
 
 use std::collections::BTreeSet;
 
-use cairn_journal::{read_head_record, RecordBody, RunLock};
-use cairn_store::{RunId, Store};
+use cairn_journal::{read_head_record, JournalError, RecordBody, RunLock};
+use cairn_store::{RunId, Store, StoreError, REMOVING_PREFIX};
 
+use crate::lineage_lock::LineageLock;
 use crate::SessionError;
+
+/// What a session owns outside its directory and [`remove`] removes with
+/// it: the gateway's stored responses (their store lives above this crate,
+/// so the caller passes it in).
+pub trait RunData {
+    /// What it is, for messages: `stored model responses`.
+    fn name(&self) -> String;
+
+    /// Removes, durably, everything of this kind that session `run` owns,
+    /// and says how many items went. Run again when nothing is left, it
+    /// removes nothing and returns 0.
+    ///
+    /// # Errors
+    /// Anything that stopped the removal; what was removed before stays
+    /// removed.
+    fn remove_run(&self, run: &RunId) -> Result<usize, Box<dyn std::error::Error + Send + Sync>>;
+}
 
 /// Options of [`remove`].
 #[derive(Clone, Copy, Debug, Default)]
@@ -46,20 +83,51 @@ impl RemoveOptions {
     }
 }
 
-/// What [`remove`] deleted: the sessions, forks first.
+/// What [`remove`] deleted.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Removed {
     /// Every session removed, deepest fork first, the one asked for last.
     pub runs: Vec<RunId>,
+    /// For each [`RunData`] given, in order: its name and how many items of
+    /// the removed sessions went.
+    pub data: Vec<(String, usize)>,
+    /// Sessions whose earlier removal had stopped part-way (a
+    /// `runs/.removing-<id>` directory) and is now finished.
+    pub finished: Vec<RunId>,
 }
 
-/// Removes session `id` by the policy of the module doc.
+/// Removes session `id` and what it owns in `data`, by the policy and in
+/// the order of the module doc. A session whose earlier removal stopped
+/// part-way is finished.
 ///
 /// # Errors
-/// [`SessionError::PinnedByForks`], [`SessionError::NamedByCheckpoints`],
-/// [`SessionError::Unreadable`]; a lock held elsewhere
-/// ([`cairn_journal::JournalError::Locked`]); IO errors.
-pub fn remove(store: &Store, id: &RunId, options: RemoveOptions) -> Result<Removed, SessionError> {
+/// [`JournalError::NotFound`] when there is no such session (nor a
+/// removal of it to finish); [`SessionError::PinnedByForks`],
+/// [`SessionError::NamedByCheckpoints`], [`SessionError::Unreadable`]; a
+/// lock held elsewhere ([`JournalError::Locked`]);
+/// [`SessionError::RunData`] when a `data` removal fails (the session is
+/// then whole); IO errors.
+pub fn remove(
+    store: &Store,
+    id: &RunId,
+    options: RemoveOptions,
+    data: &[&dyn RunData],
+) -> Result<Removed, SessionError> {
+    let _lineage = LineageLock::exclusive(store)?;
+    let finished = finish_leftovers(store, data)?;
+    if !store.run_dir(id).is_dir() {
+        if finished.contains(id) {
+            return Ok(Removed {
+                runs: vec![id.clone()],
+                data: data.iter().map(|d| (d.name(), 0)).collect(),
+                finished,
+            });
+        }
+        return Err(JournalError::NotFound {
+            run: id.to_string(),
+        }
+        .into());
+    }
     let mut doomed = vec![id.clone()];
     let mut locks = vec![RunLock::acquire(&store.lock_path(id), id.as_str())?];
     let forks = forks_by_parent(store)?;
@@ -98,17 +166,94 @@ pub fn remove(store: &Store, id: &RunId, options: RemoveOptions) -> Result<Remov
     }
     // Deepest first: a failure part-way leaves no fork without its parent.
     doomed.reverse();
+    let mut counts: Vec<(String, usize)> = data.iter().map(|d| (d.name(), 0)).collect();
     for run in &doomed {
-        let dir = store.run_dir(run);
-        std::fs::remove_dir_all(&dir).map_err(|source| cairn_store::StoreError::Io {
-            action: "removing",
-            path: dir.clone(),
+        for (d, count) in data.iter().zip(counts.iter_mut()) {
+            count.1 += remove_data(*d, run)?;
+        }
+        let (from, to) = (store.run_dir(run), store.removing_dir(run));
+        std::fs::rename(&from, &to).map_err(|source| StoreError::Io {
+            action: "moving aside for removal",
+            path: from.clone(),
             source,
         })?;
         cairn_store::durable::fsync_dir(&store.runs_dir())?;
+        delete(store, &to)?;
     }
     drop(locks);
-    Ok(Removed { runs: doomed })
+    Ok(Removed {
+        runs: doomed,
+        data: counts,
+        finished,
+    })
+}
+
+/// Step 1 of the removal of `run` for one kind of data.
+fn remove_data(d: &dyn RunData, run: &RunId) -> Result<usize, SessionError> {
+    d.remove_run(run).map_err(|source| SessionError::RunData {
+        run: run.to_string(),
+        what: d.name(),
+        source,
+    })
+}
+
+/// Deletes a directory moved aside by step 2, then makes that durable.
+fn delete(store: &Store, dir: &std::path::Path) -> Result<(), SessionError> {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(source) => {
+            return Err(StoreError::Io {
+                action: "removing",
+                path: dir.to_path_buf(),
+                source,
+            }
+            .into())
+        }
+    }
+    cairn_store::durable::fsync_dir(&store.runs_dir())?;
+    Ok(())
+}
+
+/// Finishes every removal that stopped after step 2: the `data` of each
+/// (again: a crash may have come before step 1 was durable), then its
+/// directory. Returns their sessions.
+fn finish_leftovers(store: &Store, data: &[&dyn RunData]) -> Result<Vec<RunId>, SessionError> {
+    let runs = store.runs_dir();
+    let entries = match std::fs::read_dir(&runs) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(StoreError::Io {
+                action: "reading",
+                path: runs,
+                source,
+            }
+            .into())
+        }
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| StoreError::Io {
+            action: "reading",
+            path: runs.clone(),
+            source,
+        })?;
+        let name = entry.file_name();
+        let Some(run) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(REMOVING_PREFIX))
+            .and_then(|n| RunId::parse(n).ok())
+        else {
+            continue;
+        };
+        for d in data {
+            remove_data(*d, &run)?;
+        }
+        delete(store, &store.removing_dir(&run))?;
+        out.push(run);
+    }
+    Ok(out)
 }
 
 /// Every fork in the store with its parent, from the `meta` record each

@@ -20,6 +20,8 @@ use cairn_workspace::{
     NodeRef, Progress, RestoreReport, RestoreScope, RewindPreview, SnapshotId, Workspace,
 };
 
+use crate::fork::fork_held;
+use crate::lineage_lock::LineageLock;
 use crate::{Session, SessionError};
 
 /// What to put back.
@@ -51,10 +53,93 @@ pub fn rewind(
         RewindTarget::Snapshot(id) => ws.restore_snapshot(id, progress)?,
     };
     for c in report.closed.iter().chain(std::iter::once(&report.bank)) {
-        session.record_capture(c)?;
+        // Files changed: an error from here on names the bank that undoes it.
+        session
+            .record_capture(c)
+            .map_err(|e| SessionError::RestoreNotJournaled {
+                run: session.id().to_string(),
+                bank: report.bank.snapshot.to_string(),
+                source: Box::new(e),
+            })?;
     }
     session.refresh_projections();
     Ok(report)
+}
+
+/// What [`rewind_and_fork`] did: the restore, and the fork made at the
+/// boundary it restored — or why none could be made after the restore
+/// (whose bank, in the report, undoes it).
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct RewoundFork {
+    /// The restore, its bank among it.
+    pub report: RestoreReport,
+    /// The fork, or why it failed after the files were restored.
+    pub fork: Result<RunId, SessionError>,
+}
+
+/// `rewind --to NODE --fork`: restores the `pre:` state of `node` within
+/// `scope`, as [`rewind`] does, and forks the conversation at that
+/// boundary, so the fork goes on from the files as they were then.
+///
+/// Every precondition is checked before the first change: `node` resolves
+/// to a boundary, the session's journal holds it (a `snapshot` record, so
+/// there is a seq to fork at), and the lineage lock is taken (held until
+/// the fork exists, so no removal comes between). The caller holds the
+/// session, so no run of it moves meanwhile. After the restore, a failure
+/// to fork is in [`RewoundFork::fork`], beside the report and its bank —
+/// never an error that loses the bank.
+///
+/// # Errors
+/// Before any change: [`SessionError::NoForkBoundary`], the workspace's
+/// [`cairn_workspace::WorkspaceError::NoSuchBoundary`], lock and read
+/// errors. Then as [`rewind`] (each naming the bank once files changed).
+pub fn rewind_and_fork(
+    session: &mut Session,
+    ws: &Workspace,
+    node: &NodeRef,
+    scope: RestoreScope,
+    progress: &dyn Progress,
+) -> Result<RewoundFork, SessionError> {
+    let store = session.store().clone();
+    let id = session.id().clone();
+    let (label, _) = ws.boundary_of(node)?;
+    let seq_of = |label: &str| -> Result<u64, SessionError> {
+        boundary_seq(&store, &id, label)?.ok_or_else(|| SessionError::NoForkBoundary {
+            run: id.to_string(),
+            label: label.to_owned(),
+        })
+    };
+    let mut seq = seq_of(&label.to_string())?;
+    let lineage = LineageLock::shared(&store)?;
+    let report = rewind(session, ws, RewindTarget::Node(node, scope), progress)?;
+    let fork = (|| {
+        // The same boundary, as nothing moved in between; were it another,
+        // the fork goes where the files went.
+        if let Some(restored) = report.target_label.as_ref().filter(|l| **l != label) {
+            seq = seq_of(&restored.to_string())?;
+        }
+        injected_fork_failure()?;
+        let (child, _, _) = fork_held(&store, &id, Some(seq), None, &lineage)?;
+        Ok(child)
+    })();
+    Ok(RewoundFork { report, fork })
+}
+
+/// `CAIRN_FAULT=fail-fork-after-rewind` (builds with the `fault-injection`
+/// feature only): the fork of [`rewind_and_fork`] fails after the restore.
+fn injected_fork_failure() -> Result<(), SessionError> {
+    #[cfg(feature = "fault-injection")]
+    if std::env::var("CAIRN_FAULT")
+        .is_ok_and(|v| v.split(',').any(|f| f.trim() == "fail-fork-after-rewind"))
+    {
+        return Err(SessionError::Store(cairn_store::StoreError::Io {
+            action: "forking (injected failure)",
+            path: std::path::PathBuf::new(),
+            source: std::io::Error::other("CAIRN_FAULT=fail-fork-after-rewind"),
+        }));
+    }
+    Ok(())
 }
 
 /// What [`rewind`] to `node` within `scope` would change now, without

@@ -30,7 +30,9 @@ pub struct Summary {
     pub id: String,
     /// Its name.
     pub name: Option<String>,
-    /// `running` or the last terminal's reason.
+    /// The last terminal's reason; `running` when the journal ends without
+    /// one and a writer holds it; `interrupted` when it ends without one and
+    /// no writer holds it (the writer crashed or was killed: resume it).
     pub status: String,
     /// Creation time.
     pub created: String,
@@ -42,6 +44,9 @@ pub struct Summary {
     pub turns: u64,
     /// Records in the session's own journal.
     pub records: u64,
+    /// The size of its journal in bytes (a fork's own records only).
+    #[serde(default)]
+    pub bytes: u64,
     /// Chain hash of the last record, hex.
     pub tail: String,
     /// Cumulative cost.
@@ -70,6 +75,7 @@ impl Summary {
             workspace: state.workspace.clone(),
             turns: state.totals.turns,
             records,
+            bytes: 0,
             tail: tail.to_owned(),
             cost: state.totals.cost,
             parent: state.fork.as_ref().map(|f| ParentRef {
@@ -104,6 +110,7 @@ impl Summary {
                 .unwrap_or_default(),
             turns: 0,
             records: 0,
+            bytes: 0,
             tail: String::new(),
             cost: Cost::UNKNOWN,
             parent: meta.as_ref().and_then(|m| {
@@ -168,6 +175,7 @@ fn trust(store: &Store, id: &RunId, p: Projection) -> Option<Listed> {
         workspace: meta.workspace.clone(),
         turns: p.summary.turns,
         records: b.records,
+        bytes: ends.len,
         tail: b.tail.clone(),
         cost: p.summary.cost,
         parent: meta.fork.as_ref().map(|f| ParentRef {
@@ -230,7 +238,8 @@ fn rebuild(store: &Store, id: &RunId) -> Listed {
                 .get(1)
                 .map_or(l.scan.tail, |r| r.prev)
                 .to_hex();
-            let summary = Summary::from_state(id, &l.state, records, &tail);
+            let mut summary = Summary::from_state(id, &l.state, records, &tail);
+            summary.bytes = before.map_or(0, |b| b.0);
             // Bind to what was read; if the file moved meanwhile, the next
             // reader sees a mismatch and rebuilds again. A running writer's
             // preallocated zeros are no torn record: bound with them.
@@ -310,6 +319,29 @@ fn propagate(all: &mut HashMap<String, Listed>) {
     }
 }
 
+/// A journal that ends without a terminal is `running` only while a writer
+/// holds its lock; when none does, its writer is gone (a crash, a kill -9)
+/// and the session is listed `interrupted`, so a crash shows at a glance
+/// (DESIGN §16). The projections keep what the record says (`running`):
+/// liveness is asked at each listing, never stored. When the lock cannot be
+/// asked, the record's word stands. A VM session (one with a machine
+/// directory) holds no writer lock while its guest runs: its liveness is the
+/// machine's, and `cairn vm` ends it with a terminal when the guest is
+/// stopped or found gone (DESIGN §13).
+fn probe_writer(store: &Store, s: &mut Summary) {
+    if s.status != "running" {
+        return;
+    }
+    if let Ok(id) = RunId::parse(&s.id) {
+        if store.machine_dir(&id).is_dir() {
+            return;
+        }
+        if cairn_journal::writer_alive(&store.lock_path(&id)) == Some(false) {
+            s.status = "interrupted".into();
+        }
+    }
+}
+
 fn persist(store: &Store, all: &HashMap<String, Listed>) {
     let mut fresh = Vec::new();
     for (id, l) in all {
@@ -347,17 +379,19 @@ pub fn summarize(store: &Store, id: &RunId) -> Summary {
     all.insert(id.to_string(), me);
     propagate(&mut all);
     persist(store, &all);
-    all.remove(id.as_str())
-        .map(|l| l.summary)
-        .unwrap_or_else(|| {
-            Summary::invalid(
-                store,
-                id,
-                &SessionError::Journal(cairn_journal::JournalError::NotFound {
-                    run: id.to_string(),
-                }),
-            )
-        })
+    let mut summary = all.remove(id.as_str()).map(|l| l.summary);
+    if let Some(s) = &mut summary {
+        probe_writer(store, s);
+    }
+    summary.unwrap_or_else(|| {
+        Summary::invalid(
+            store,
+            id,
+            &SessionError::Journal(cairn_journal::JournalError::NotFound {
+                run: id.to_string(),
+            }),
+        )
+    })
 }
 
 /// Every session in the store, newest first (by last update, then id).
@@ -405,6 +439,9 @@ pub fn list(store: &Store) -> Result<Vec<Summary>, cairn_store::StoreError> {
     propagate(&mut all);
     persist(store, &all);
     let mut out: Vec<Summary> = all.into_values().map(|l| l.summary).collect();
+    for s in &mut out {
+        probe_writer(store, s);
+    }
     out.sort_by(|a, b| b.updated.cmp(&a.updated).then_with(|| b.id.cmp(&a.id)));
     Ok(out)
 }
@@ -429,7 +466,8 @@ pub fn refresh(
         })?;
     // The writer's own first line; a reader checks it against this hash.
     let head = read_head(&store.journal_path(id))?.hash.to_hex();
-    let summary = Summary::from_state(id, state, state.records, tail);
+    let mut summary = Summary::from_state(id, state, state.records, tail);
+    summary.bytes = len;
     let p = Projection {
         binding: Binding {
             len,

@@ -1,11 +1,19 @@
 //! Copying sessions from one store to another (DESIGN §12): what `cairn
-//! push` and `cairn pull` do, one code path for both directions.
+//! push` and `cairn pull` do, one algorithm for every direction.
 //!
 //! [`transfer`] copies sessions from a *source* store to a *destination*
-//! store. This build knows one kind of store, a store directory (a
-//! [`Store`] and its [`ObjectPool`]); each step below reads one end and
-//! writes the other, so journals on JetStream and objects on S3 can take
-//! their places behind storage interfaces.
+//! store. Each step below is written once, in [`copy_session`], over two
+//! interfaces: a [`Source`] is what a copy reads (a store directory, or a
+//! remote store: journals on JetStream, objects and manifests on S3), and a
+//! [`Destination`] is what differs where it writes: a store directory
+//! (`transfer_store.rs`: its locks, its pool, files written beneath its
+//! root) or a remote store (`transfer_remote.rs`: uploads create-only,
+//! records appended fenced under the session's writer lease). A shared
+//! store's cache is a store directory filled from the remote as a source,
+//! and publishing each append to the shared store takes the remote
+//! destination's steps (`transfer_shared.rs`). The steps as written here
+//! are those of a store directory as the destination; `transfer_remote.rs`
+//! says how a remote one keeps their order.
 //!
 //! # The steps
 //! A session is copied with its ancestors (a fork's parent chain, root
@@ -33,10 +41,11 @@
 //!    copied into the destination in its stored encoding (compression and
 //!    chunk lists unchanged, chunks before their list), each checked against
 //!    its name before it becomes visible there: the path of a fetch from any
-//!    remote ([`cairn_objects::fetch_missing`] from a [`PoolRemote`]).
-//!    The destination's store lock is held shared from before the first object is looked up until the journal is
-//!    written, as captures hold it, so a prune there never deletes what is
-//!    about to be named. An object the destination has is skipped without
+//!    remote ([`cairn_objects::fetch_missing`] from a
+//!    [`cairn_objects::PoolRemote`]). The destination's store lock is held
+//!    shared from before the first object is looked up until the journal
+//!    is written, as captures hold it, so a prune there never deletes what
+//!    is about to be named. An object the destination has is skipped without
 //!    reading its body. An object missing from the source, or that does not
 //!    verify, stops the session before any manifest or journal byte is
 //!    written. The new objects are made durable together.
@@ -69,9 +78,19 @@
 //! - Repeating a transfer copies and writes nothing: present objects are not
 //!   read, equal manifests are not rewritten, and a destination journal
 //!   that holds every record is not opened for writing, nor locked.
-//! - No symbolic link below either store's root is followed: files are read
-//!   through [`cairn_store::nofollow`], and every directory written into is
-//!   checked, component by component, to be a plain directory.
+//! - No symbolic link below either store's root is followed (the root
+//!   itself may be one: the operator chose it). A link where a store keeps
+//!   a directory or file — `objects/`, a fan-out directory `objects/<aa>/`
+//!   of an object the session names, `runs/`, the session's directory, a
+//!   manifest's directory or file — is refused with
+//!   [`SessionError::NotPlain`] or [`ObjectError::NotPlain`] (exit 4,
+//!   naming it), found in step 1 before anything is written: it is never
+//!   skipped, because a copy that leaves out what the user asked for
+//!   without stopping is worse than one that stops and says why. Journals,
+//!   manifests and objects are read, and manifests, new journals and
+//!   objects written, beneath the store root's descriptor
+//!   ([`cairn_store::nofollow`], the object pool's one resolver), so a link
+//!   swapped in later is refused too.
 //!
 //! # Not guaranteed
 //! - Sessions are copied one after another: a failure stops the transfer,
@@ -84,20 +103,19 @@
 //!   what it stored itself.
 //! - The comparison that finds a destination journal up to date, or ahead,
 //!   takes no lock: it is the journal as it was when it was read.
+//! - An append to a destination journal, its writer lock, its projections
+//!   and its workspace index are written by path, after the session's
+//!   directory was found to be a plain directory: a link that another
+//!   process swaps in at that moment is not caught there.
+//!
+//! [`ObjectError::NotPlain`]: cairn_objects::ObjectError::NotPlain
 
 use std::collections::{BTreeSet, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use cairn_journal::{
-    scan_journal_bytes, ChainHash, ForkPin, JournalError, JournalWriter, Record, RecordBody,
-    RunLock, Scan,
-};
-use cairn_objects::{
-    fetch_missing, ObjectError, ObjectHash, ObjectPool, PoolRemote, Progress, StoreLock,
-};
-use cairn_store::nofollow;
-use cairn_store::{durable, RunId, Store};
-use cairn_workspace::{Label, SnapshotId, Workspace};
+use cairn_journal::{scan_journal_bytes, ChainHash, ForkPin, JournalError, Record, Scan};
+use cairn_objects::{ObjectHash, ObjectPool, Progress, RemoteObjects};
+use cairn_store::{RunId, Store};
 use serde::{Deserialize, Serialize};
 
 use crate::fork::MAX_DEPTH;
@@ -107,14 +125,22 @@ use crate::SessionError;
 mod files;
 #[path = "transfer_remote.rs"]
 mod remote;
-pub(crate) use files::ManifestFile;
-use files::{
-    all_checkpoint_manifests, ensure_dir, fork_pin, read_beneath, rel, snapshot_manifests,
-};
-pub use remote::{pull_remote, push_remote, RemoteStore};
 #[path = "transfer_shared.rs"]
 mod shared;
+#[path = "transfer_store.rs"]
+mod store;
+
+use files::ManifestFile;
+pub use remote::{pull_remote, push_remote, RemoteStore};
 pub use shared::{RecordObjectsFn, Shared, Synced};
+use store::{StoreDest, StoreSource};
+// Names the tests of this module use that the copy itself does not.
+#[cfg(test)]
+use {
+    cairn_journal::{JournalWriter, RecordBody},
+    cairn_objects::StoreLock,
+    std::path::Path,
+};
 
 /// Names the objects a record needs besides those of manifests (for
 /// `model_call` records, their bodies: `cairn_gateway::model_call_objects`),
@@ -184,10 +210,15 @@ pub struct TransferReport {
 /// [`SessionError::Diverged`] and [`SessionError::ManifestConflict`]
 /// (nothing of the session written), [`JournalError::Locked`],
 /// [`SessionError::SourceObjectMissing`] and [`SessionError::Objects`]
-/// (before any manifest or journal byte), [`SessionError::NotPlain`] (a
-/// symbolic link where a store holds a file or directory),
+/// (before any manifest or journal byte), [`SessionError::NotPlain`] or
+/// [`ObjectError::NotPlain`] (a symbolic link where a store holds a file
+/// or directory),
 /// [`SessionError::ManifestUnreadable`], [`SessionError::BadObjectName`],
 /// and IO errors.
+///
+/// [`ObjectError::NotPlain`]: cairn_objects::ObjectError::NotPlain
+/// [`Phase::Verify`]: cairn_objects::Phase::Verify
+/// [`Phase::Store`]: cairn_objects::Phase::Store
 pub fn transfer(
     from: &Store,
     to: &Store,
@@ -196,42 +227,23 @@ pub fn transfer(
     progress: &dyn Progress,
 ) -> Result<TransferReport, SessionError> {
     let source = StoreSource::new(from);
-    transfer_from(&source, to, runs, record_objects, progress)
-}
-
-/// [`transfer`] from any [`Source`] into the store `to`.
-pub(crate) fn transfer_from(
-    source: &dyn Source,
-    to: &Store,
-    runs: &[RunId],
-    record_objects: RecordObjects<'_>,
-    progress: &dyn Progress,
-) -> Result<TransferReport, SessionError> {
-    let order = lineage_order(source, runs)?;
-    let mut copier = Copier {
-        source,
-        to,
-        to_pool: ObjectPool::at(to),
-        opened: None,
+    copy_sessions(
+        &source,
+        &mut StoreDest::new(to),
+        runs,
         record_objects,
         progress,
-    };
-    let mut report = TransferReport::default();
-    for id in &order {
-        let s = copier.session(id)?;
-        report.objects_copied += s.objects_copied;
-        report.bytes_copied += s.bytes_copied;
-        report.sessions.push(s);
-    }
-    Ok(report)
+    )
 }
 
 /// Where a transfer reads sessions from: a store directory
 /// ([`StoreSource`]) or a remote store (journals on JetStream, objects and
 /// manifests on S3).
-pub(crate) trait Source {
+trait Source {
     /// Where `rel` (a path below a store's root) is, for messages.
     fn show(&self, rel: &str) -> PathBuf;
+    /// Where the session's journal is, for messages.
+    fn show_journal(&self, id: &RunId) -> PathBuf;
     /// The session's journal as stored, or `None`.
     fn journal(&self, id: &RunId) -> Result<Option<Vec<u8>>, SessionError>;
     /// The fork pin of the session's first record (`None` inside for a
@@ -246,126 +258,286 @@ pub(crate) trait Source {
         id: &RunId,
         scan: &Scan,
     ) -> Result<Vec<ManifestFile>, SessionError>;
-    /// Fetches `missing` into `pool`, each verified before it is visible.
-    fn fetch(
+    /// Its objects, and where they are for messages.
+    fn objects(&self) -> (SourceObjects<'_>, PathBuf);
+    /// The store a fork's ancestors are checked in: the source's own, or
+    /// `None` for the destination's (where they were copied first).
+    fn ancestry(&self) -> Option<&Store>;
+    /// Checks, before anything is written, that the objects `named` can be
+    /// read without following a link (a store directory's pool; nothing to
+    /// check elsewhere).
+    fn check_objects(&self, named: &BTreeSet<ObjectHash>) -> Result<(), SessionError> {
+        match self.objects().0 {
+            SourceObjects::Pool(pool) => Ok(pool.check_dirs(named)?),
+            SourceObjects::Remote(_) => Ok(()),
+        }
+    }
+}
+
+/// The objects of a [`Source`].
+enum SourceObjects<'a> {
+    /// A store directory's pool.
+    Pool(&'a ObjectPool),
+    /// A remote object store.
+    Remote(&'a dyn RemoteObjects),
+}
+
+/// Where a transfer writes sessions: what differs between a store directory
+/// ([`StoreDest`]) and a remote store (`RemoteDest`: journals on JetStream,
+/// objects and manifests on S3). [`copy_session`] calls these in the order
+/// of the module documentation, every check of step 1 before the first
+/// write.
+trait Destination {
+    /// Keeps a prune of the destination's objects waiting, from before the
+    /// first object is looked up until it is dropped after the journal is
+    /// written: the store lock held shared, or the shared pool's lease.
+    type Hold;
+    /// The session's journal claimed in step 1 for writing in step 4.
+    type Claim;
+
+    /// Where `rel` (a path below a store's root) is there, for messages.
+    fn show(&self, rel: &str) -> PathBuf;
+    /// Where the session's journal is there, for messages.
+    fn show_journal(&self, id: &RunId) -> PathBuf;
+    /// A store directory holding the session's ancestors, where a fork's
+    /// pinned ancestry is checked when the source is not a store directory:
+    /// for a store directory itself (the ancestors are copied there first).
+    /// A remote destination is pushed to from a store directory, which is
+    /// checked as the source.
+    fn ancestry(&self) -> &Store;
+    /// The session's journal as stored there (read without its lock), or
+    /// `None`.
+    fn journal(&self, id: &RunId) -> Result<Option<Vec<u8>>, SessionError>;
+    /// The manifest at `rel` below the root as stored there, or `None`.
+    fn manifest(&self, rel: &str) -> Result<Option<Vec<u8>>, SessionError>;
+    /// Checks, before anything is written, that the objects `named` can be
+    /// stored without following a link (a store directory's pool).
+    fn check_objects(&self, named: &BTreeSet<ObjectHash>) -> Result<(), SessionError>;
+    /// Whether every object the session names that it lacks is copied even
+    /// when no record or manifest is to be written: a store directory looks
+    /// each up with a stat and fills in what it lacks; a remote store is
+    /// asked nothing by a transfer that writes nothing there.
+    fn fills_in(&self) -> bool;
+    /// Claims the journal for `planned` (a create or an append of the
+    /// source's `h(0..=n)` `src`); `found` is the journal as step 1 read
+    /// it. A store directory takes the writer lock (refused while another
+    /// process writes the session) and compares again under it.
+    fn claim(
         &self,
         id: &RunId,
-        pool: &ObjectPool,
-        lock: &StoreLock,
-        missing: &[ObjectHash],
+        planned: Plan,
+        src: &[ChainHash],
+        found: Option<&Found>,
+    ) -> Result<Claimed<Self::Claim>, SessionError>;
+    /// Step 2 begins: takes the [`Destination::Hold`].
+    fn hold(&self) -> Result<Self::Hold, SessionError>;
+    /// Step 2: copies each of `send` it lacks from `source` in its stored
+    /// encoding, each checked against its name before it is visible there;
+    /// one it has is skipped without reading its body. With `naming` (a
+    /// record or manifest is about to name them), the `named` objects it
+    /// already had are made durable there first. Returns (objects, bytes as
+    /// stored).
+    #[allow(clippy::too_many_arguments)]
+    fn put_objects(
+        &mut self,
+        source: &dyn Source,
+        id: &RunId,
+        hold: &Self::Hold,
+        send: &[ObjectHash],
+        named: &BTreeSet<ObjectHash>,
+        naming: bool,
         progress: &dyn Progress,
     ) -> Result<(u64, u64), SessionError>;
-    /// The store a fork's ancestors are checked in: the source's own, or
-    /// `None` for the destination (where they were copied first).
-    fn ancestry(&self) -> Option<&Store>;
+    /// Step 3: stores a manifest step 1 found missing, byte for byte,
+    /// durably, never over other bytes.
+    fn put_manifest(&self, m: &ManifestFile) -> Result<(), SessionError>;
+    /// Step 4: creates or extends the claimed journal with the source's
+    /// `records` (whole lines, `h(0..=n)` `src`) it lacks.
+    fn write_journal(
+        &mut self,
+        id: &RunId,
+        claim: Self::Claim,
+        src: &[ChainHash],
+        records: &[u8],
+    ) -> Result<Stands, SessionError>;
+    /// Step 5: what the destination derives from its journal, refreshed.
+    fn settle(&self, id: &RunId, stands: &Stands) -> Result<(), SessionError>;
 }
 
-/// Fetches `missing` from `source` into `pool` for session `id`: an object
-/// the source lacks is [`SessionError::SourceObjectMissing`] naming `shown`.
-/// Returns (objects, stored bytes).
-fn fetch_for(
-    id: &RunId,
-    pool: &ObjectPool,
-    lock: &StoreLock,
-    source: &dyn cairn_objects::RemoteObjects,
-    missing: &[ObjectHash],
+/// The destination's journal as step 1 read it: its length and `h(0..=n)`.
+struct Found {
+    len: usize,
+    links: Vec<ChainHash>,
+}
+
+/// A destination journal after [`Destination::claim`].
+enum Claimed<C> {
+    /// To be written in step 4.
+    Write(C),
+    /// Nothing is to be written to it; it stands so.
+    Stays(Stands),
+}
+
+/// Where a session's journal stands in the destination after step 4.
+struct Stands {
+    copied: u64,
+    bytes: u64,
+    records: u64,
+    tail: ChainHash,
+    ahead: bool,
+}
+
+/// A journal of `h(0..=n)` `links` that nothing is copied into.
+fn stands(links: &[ChainHash], ahead: bool) -> Stands {
+    Stands {
+        copied: 0,
+        bytes: 0,
+        records: links.len() as u64 - 1,
+        tail: links[links.len() - 1],
+        ahead,
+    }
+}
+
+/// Copies `runs`, each with its ancestors, from `from` to `to`: the one
+/// algorithm of every transfer.
+fn copy_sessions<D: Destination>(
+    from: &dyn Source,
+    to: &mut D,
+    runs: &[RunId],
+    record_objects: RecordObjects<'_>,
     progress: &dyn Progress,
-    shown: &Path,
-) -> Result<(u64, u64), SessionError> {
-    match fetch_missing(pool, lock, source, missing, progress) {
-        Ok(report) => Ok((report.objects, report.bytes)),
-        Err(ObjectError::RemoteMissing { hash, .. }) => Err(SessionError::SourceObjectMissing {
-            run: id.to_string(),
-            hash,
-            store: shown.to_path_buf(),
+) -> Result<TransferReport, SessionError> {
+    let order = lineage_order(from, runs)?;
+    let mut report = TransferReport::default();
+    for id in &order {
+        let s = copy_session(from, to, id, record_objects, progress)?;
+        report.objects_copied += s.objects_copied;
+        report.bytes_copied += s.bytes_copied;
+        report.sessions.push(s);
+    }
+    Ok(report)
+}
+
+/// Copies one session, in the steps of the module documentation.
+fn copy_session<D: Destination>(
+    from: &dyn Source,
+    to: &mut D,
+    id: &RunId,
+    record_objects: RecordObjects<'_>,
+    progress: &dyn Progress,
+) -> Result<SessionTransfer, SessionError> {
+    // 1. Check the source, then compare the destination's journal and
+    // manifests with it; nothing is written before both pass.
+    let bytes = from.journal(id)?.ok_or_else(|| JournalError::NotFound {
+        run: id.to_string(),
+    })?;
+    let src = scan_journal_bytes(&from.show_journal(id), &bytes, id.as_str())?;
+    // A fork: its pinned ancestry and its terminals over the lineage (in
+    // the destination when the source cannot say: its ancestors were
+    // copied there first).
+    crate::load::state_for_resume(from.ancestry().unwrap_or(to.ancestry()), id, &src)?;
+    let records = &bytes[..usize::try_from(src.valid_len).unwrap_or(bytes.len())];
+    let src_links = links(&src);
+    let found = match to.journal(id)? {
+        Some(b) => Some(Found {
+            len: b.len(),
+            links: links(&scan_journal_bytes(&to.show_journal(id), &b, id.as_str())?),
         }),
-        Err(e) => Err(e.into()),
+        None => None,
+    };
+    let planned = plan(&src_links, found.as_ref().map(|f| f.links.as_slice()));
+    if let Plan::Diverged(seq) = planned {
+        return Err(diverged(id, seq));
     }
-}
-
-/// A store directory as a [`Source`].
-pub(crate) struct StoreSource<'a> {
-    store: &'a Store,
-    pool: ObjectPool,
-    /// Every checkpoint manifest of the store, by session, read once.
-    checkpoints: std::sync::Mutex<Option<std::collections::HashMap<String, Vec<ManifestFile>>>>,
-}
-
-impl<'a> StoreSource<'a> {
-    pub(crate) fn new(store: &'a Store) -> Self {
-        StoreSource {
-            store,
-            pool: ObjectPool::at(store),
-            checkpoints: std::sync::Mutex::new(None),
+    let (manifests, named) = named_by(from, id, &src, record_objects)?;
+    // A link where either end keeps objects is refused now, with nothing
+    // written.
+    from.check_objects(&named)?;
+    to.check_objects(&named)?;
+    let mut missing_manifests = Vec::new();
+    for m in manifests {
+        match to.manifest(&m.rel)? {
+            None => missing_manifests.push(m),
+            Some(have) if have == m.bytes => {}
+            Some(_) => return Err(conflict(from.show(&m.rel), to.show(&m.rel))),
         }
     }
-}
-
-impl Source for StoreSource<'_> {
-    fn show(&self, rel: &str) -> PathBuf {
-        self.store.root().join(rel)
-    }
-
-    fn journal(&self, id: &RunId) -> Result<Option<Vec<u8>>, SessionError> {
-        read_beneath(
-            self.store.root(),
-            &rel(self.store, &self.store.journal_path(id)),
-        )
-    }
-
-    fn fork_pin(&self, id: &RunId) -> Result<Option<Option<ForkPin>>, SessionError> {
-        fork_pin(self.store, id)
-    }
-
-    fn snapshot_manifests(&self, id: &RunId) -> Result<Vec<ManifestFile>, SessionError> {
-        snapshot_manifests(self.store, id)
-    }
-
-    fn checkpoint_manifests(
-        &self,
-        id: &RunId,
-        _scan: &Scan,
-    ) -> Result<Vec<ManifestFile>, SessionError> {
-        let mut held = self
-            .checkpoints
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if held.is_none() {
-            *held = Some(all_checkpoint_manifests(self.store)?);
+    // The journal claimed, when records are to be written, before anything
+    // else is: a session another process writes is refused with nothing
+    // copied, and one changed since it was compared is compared again.
+    let claimed = match planned {
+        Plan::Create | Plan::Append => to.claim(id, planned, &src_links, found.as_ref())?,
+        _ => {
+            let have = found.as_ref().map_or(&src_links, |f| &f.links);
+            Claimed::Stays(stands(have, planned == Plan::Ahead))
         }
-        Ok(held
-            .as_mut()
-            .and_then(|m| m.remove(id.as_str()))
-            .unwrap_or_default())
+    };
+    let appends = matches!(claimed, Claimed::Write(_));
+    let naming = appends || !missing_manifests.is_empty();
+    let mut out = SessionTransfer {
+        id: id.to_string(),
+        records_copied: 0,
+        records: 0,
+        tail: String::new(),
+        objects_copied: 0,
+        bytes_copied: 0,
+        manifests_copied: 0,
+        status: TransferStatus::UpToDate,
+    };
+    let hold = match naming || to.fills_in() {
+        true => Some(to.hold()?),
+        false => None,
+    };
+    if let Some(hold) = &hold {
+        // 2. Objects, the hold kept until the journal is written: every one
+        // the session names, or, when only manifests are to be written,
+        // every one they name.
+        let send: Vec<ObjectHash> = if appends || to.fills_in() {
+            named.iter().copied().collect()
+        } else {
+            let of_manifests: BTreeSet<ObjectHash> = missing_manifests
+                .iter()
+                .flat_map(|m| m.objects.iter().copied())
+                .collect();
+            of_manifests.into_iter().collect()
+        };
+        let (n, stored) = to.put_objects(from, id, hold, &send, &named, naming, progress)?;
+        out.objects_copied = n;
+        out.bytes_copied += stored;
+
+        // 3. Manifests.
+        for m in &missing_manifests {
+            to.put_manifest(m)?;
+            out.manifests_copied += 1;
+            out.bytes_copied += m.bytes.len() as u64;
+        }
     }
 
-    fn fetch(
-        &self,
-        id: &RunId,
-        pool: &ObjectPool,
-        lock: &StoreLock,
-        missing: &[ObjectHash],
-        progress: &dyn Progress,
-    ) -> Result<(u64, u64), SessionError> {
-        let source = PoolRemote::new(&self.pool);
-        fetch_for(
-            id,
-            pool,
-            lock,
-            &source,
-            missing,
-            progress,
-            self.store.root(),
-        )
-    }
+    // 4. Journal.
+    let stands = match claimed {
+        Claimed::Write(claim) => to.write_journal(id, claim, &src_links, records)?,
+        Claimed::Stays(stands) => stands,
+    };
+    drop(hold);
+    out.records_copied = stands.copied;
+    out.bytes_copied += stands.bytes;
+    out.records = stands.records;
+    out.tail = stands.tail.to_hex();
+    out.status = if stands.copied > 0 {
+        TransferStatus::Copied
+    } else if stands.ahead {
+        TransferStatus::RemoteAhead
+    } else {
+        TransferStatus::UpToDate
+    };
 
-    fn ancestry(&self) -> Option<&Store> {
-        Some(self.store)
-    }
+    // 5. What the destination derives from its journal.
+    to.settle(id, &stands)?;
+    Ok(out)
 }
 
 /// `runs` with their ancestors, each ancestor before its forks, each once.
-pub(crate) fn lineage_order(from: &dyn Source, runs: &[RunId]) -> Result<Vec<RunId>, SessionError> {
+fn lineage_order(from: &dyn Source, runs: &[RunId]) -> Result<Vec<RunId>, SessionError> {
     let mut order = Vec::new();
     let mut placed: HashSet<RunId> = HashSet::new();
     for id in runs {
@@ -466,319 +638,6 @@ fn plan(src: &[ChainHash], dst: Option<&[ChainHash]>) -> Plan {
     Plan::Diverged(k.max(1) as u64)
 }
 
-struct Copier<'a> {
-    source: &'a dyn Source,
-    to: &'a Store,
-    /// The destination's pool for lookups: opening it creates nothing.
-    to_pool: ObjectPool,
-    /// The destination's pool opened for writing, once something is put.
-    opened: Option<ObjectPool>,
-    record_objects: RecordObjects<'a>,
-    progress: &'a dyn Progress,
-}
-
-impl Copier<'_> {
-    fn session(&mut self, id: &RunId) -> Result<SessionTransfer, SessionError> {
-        // 1. Check the source, then compare the destination's journal and
-        // manifests with it; nothing is written before both pass.
-        let (from, to) = (self.source, self.to);
-        let bytes = from.journal(id)?.ok_or_else(|| JournalError::NotFound {
-            run: id.to_string(),
-        })?;
-        let src_path = from.show(&rel(to, &to.journal_path(id)));
-        let src = scan_journal_bytes(&src_path, &bytes, id.as_str())?;
-        // A fork: its pinned ancestry and its terminals over the lineage
-        // (in the destination when the source cannot say: its ancestors
-        // were copied there first).
-        crate::load::state_for_resume(from.ancestry().unwrap_or(to), id, &src)?;
-        let records = &bytes[..usize::try_from(src.valid_len).unwrap_or(bytes.len())];
-        let src_links = links(&src);
-        let dst = match read_beneath(to.root(), &rel(to, &to.journal_path(id)))? {
-            Some(b) => Some(scan_journal_bytes(&to.journal_path(id), &b, id.as_str())?),
-            None => None,
-        };
-        let dst_links = dst.as_ref().map(links);
-        let planned = plan(&src_links, dst_links.as_deref());
-        if let Plan::Diverged(seq) = planned {
-            return Err(diverged(id, seq));
-        }
-        let mut manifests = from.snapshot_manifests(id)?;
-        manifests.extend(from.checkpoint_manifests(id, &src)?);
-        let mut named: BTreeSet<ObjectHash> = BTreeSet::new();
-        for m in &manifests {
-            named.extend(m.objects.iter().copied());
-        }
-        named.extend(objects_of_records(id, &src.records, self.record_objects)?);
-        let mut missing_manifests = Vec::new();
-        for m in manifests {
-            match read_beneath(to.root(), &m.rel)? {
-                None => missing_manifests.push(m),
-                Some(have) if have == m.bytes => {}
-                Some(_) => {
-                    return Err(SessionError::ManifestConflict {
-                        source_path: from.show(&m.rel),
-                        destination_path: to.root().join(&m.rel),
-                    })
-                }
-            }
-        }
-        let mut out = SessionTransfer {
-            id: id.to_string(),
-            records_copied: 0,
-            records: 0,
-            tail: String::new(),
-            objects_copied: 0,
-            bytes_copied: 0,
-            manifests_copied: 0,
-            status: TransferStatus::UpToDate,
-        };
-
-        // The journal's writer lock, when records are to be written, before
-        // anything else is: a session another process writes is refused
-        // with nothing copied, and one changed since it was compared is
-        // compared again.
-        let claim = match planned {
-            Plan::Create | Plan::Append => self.claim_journal(id, planned, &src_links)?,
-            _ => {
-                let d = dst_links.as_deref().unwrap_or(&src_links);
-                Claim::Stays(stands(d, planned == Plan::Ahead))
-            }
-        };
-
-        // 2. Objects, under the destination's store lock (shared) until the
-        // journal is written.
-        let lock = StoreLock::shared(to)?;
-        let missing: Vec<ObjectHash> = named
-            .iter()
-            .copied()
-            .filter(|h| !self.to_pool.contains(h))
-            .collect();
-        if !missing.is_empty() {
-            let (n, stored) = self.copy_objects(id, &missing, &lock)?;
-            out.objects_copied = n;
-            out.bytes_copied += stored;
-        }
-        if !matches!(claim, Claim::Stays(_)) || !missing_manifests.is_empty() {
-            // Objects that were there already are about to be named: their
-            // directory entries must be durable first (those an interrupted
-            // copy left may not be yet), as a capture makes them.
-            self.sync_present(&named, &missing)?;
-        }
-
-        // 3. Manifests.
-        for m in &missing_manifests {
-            ensure_dir(to.root(), nofollow::split(&m.rel).0)?;
-            durable::write_atomic(&to.root().join(&m.rel), &m.bytes)?;
-            out.manifests_copied += 1;
-            out.bytes_copied += m.bytes.len() as u64;
-        }
-
-        // 4. Journal.
-        let stands = self.write_journal(id, claim, &src_links, records)?;
-        drop(lock);
-        out.records_copied = stands.copied;
-        out.bytes_copied += stands.bytes;
-        out.records = stands.records;
-        out.tail = stands.tail.to_hex();
-        out.status = if stands.copied > 0 {
-            TransferStatus::Copied
-        } else if stands.ahead {
-            TransferStatus::RemoteAhead
-        } else {
-            TransferStatus::UpToDate
-        };
-
-        // 5. Projections, and the workspace index (also when a copy that
-        // stopped before it left none).
-        if stands.copied > 0 {
-            self.refresh_projections(id)?;
-        }
-        let index_missing = to.snapshots_dir(id).is_dir() && !to.workspace_index_path(id).exists();
-        if stands.copied > 0 || index_missing {
-            rebuild_workspace_index(to, id)?;
-        }
-        Ok(out)
-    }
-
-    /// Copies each of `missing` from the source's pool into the
-    /// destination's, in its stored encoding, each checked against its name
-    /// before it becomes visible there: the path of a fetch from any remote
-    /// ([`cairn_objects::fetch_missing`], the source seen as one by
-    /// [`PoolRemote`]). Returns (objects, stored bytes).
-    fn copy_objects(
-        &mut self,
-        id: &RunId,
-        missing: &[ObjectHash],
-        lock: &StoreLock,
-    ) -> Result<(u64, u64), SessionError> {
-        if self.opened.is_none() {
-            // Its format file and `objects/`, when this is its first object.
-            self.opened = Some(ObjectPool::open(self.to)?);
-        }
-        let pool = self.opened.as_ref().unwrap_or(&self.to_pool);
-        self.source.fetch(id, pool, lock, missing, self.progress)
-    }
-
-    /// Fsyncs the fan-out directories of the `named` objects that were
-    /// already in the destination, and the pool's directory.
-    fn sync_present(
-        &self,
-        named: &BTreeSet<ObjectHash>,
-        missing: &[ObjectHash],
-    ) -> Result<(), SessionError> {
-        let copied: HashSet<&ObjectHash> = missing.iter().collect();
-        let dirs: BTreeSet<PathBuf> = named
-            .iter()
-            .filter(|h| !copied.contains(h))
-            .filter_map(|h| self.to_pool.path_of(h).parent().map(Path::to_path_buf))
-            .collect();
-        if dirs.is_empty() {
-            return Ok(());
-        }
-        for d in &dirs {
-            durable::fsync_dir_at(d, "transfer.objects")?;
-        }
-        durable::fsync_dir_at(self.to_pool.dir(), "transfer.objects")?;
-        Ok(())
-    }
-
-    /// Takes the destination journal's writer lock for `planned` (a create
-    /// or an append) and compares the journal again under it.
-    fn claim_journal(
-        &self,
-        id: &RunId,
-        planned: Plan,
-        src: &[ChainHash],
-    ) -> Result<Claim, SessionError> {
-        let to = self.to;
-        if planned == Plan::Create {
-            ensure_dir(to.root(), &rel(to, &to.run_dir(id)))?;
-            let lock = RunLock::acquire(&to.lock_path(id), id.as_str())?;
-            if std::fs::symlink_metadata(to.journal_path(id)).is_err() {
-                return Ok(Claim::Create(lock));
-            }
-            // Created since it was compared: extend it instead.
-        }
-        let (writer, scan) = JournalWriter::open(to, id)?;
-        let have = links(&scan);
-        match plan(src, Some(&have)) {
-            Plan::Append => Ok(Claim::Append(writer, have.len() as u64 - 1)),
-            Plan::Diverged(seq) => Err(diverged(id, seq)),
-            p => Ok(Claim::Stays(stands(&have, p == Plan::Ahead))),
-        }
-    }
-
-    /// Step 4: creates or extends the destination's journal as claimed.
-    fn write_journal(
-        &self,
-        id: &RunId,
-        claim: Claim,
-        src: &[ChainHash],
-        records: &[u8],
-    ) -> Result<Stands, SessionError> {
-        let all = stands(src, false);
-        match claim {
-            Claim::Stays(stands) => Ok(stands),
-            Claim::Create(_lock) => {
-                durable::write_atomic(&self.to.journal_path(id), records)?;
-                Ok(Stands {
-                    copied: all.records,
-                    bytes: records.len() as u64,
-                    ..all
-                })
-            }
-            Claim::Append(mut writer, had) => {
-                let at = usize::try_from(writer.len()).unwrap_or(usize::MAX);
-                // Equal `h(n)`: the destination's records are the first `at`
-                // bytes of the source's.
-                if at > records.len() || (at > 0 && records[at - 1] != b'\n') {
-                    return Err(diverged(id, writer.seq() + 1));
-                }
-                writer.append_lines(&records[at..])?;
-                // The space the append preallocated goes now, so the journal
-                // ends where the source's records do.
-                writer.trim()?;
-                Ok(Stands {
-                    copied: all.records - had,
-                    bytes: (records.len() - at) as u64,
-                    ..all
-                })
-            }
-        }
-    }
-
-    /// Step 5: the destination's projections, from its verified journal.
-    fn refresh_projections(&self, id: &RunId) -> Result<(), SessionError> {
-        let to = self.to;
-        let loaded = crate::load::load(to, id)?;
-        if let Err(e) = crate::summary::refresh(
-            to,
-            id,
-            &loaded.state,
-            &loaded.scan.tail.to_hex(),
-            &loaded.receipt,
-        ) {
-            // A projection is a cache: a listing rebuilds it from the record.
-            tracing::warn!("session {id}: projections not refreshed: {e}");
-        }
-        Ok(())
-    }
-}
-
-/// The destination's journal, held for step 4.
-enum Claim {
-    /// It is to be created: its writer lock.
-    Create(RunLock),
-    /// It is to be extended: its writer, and the records it holds.
-    Append(JournalWriter, u64),
-    /// Nothing is to be written to it; it stands so.
-    Stays(Stands),
-}
-
-/// Where a session's journal stands in the destination after step 4.
-struct Stands {
-    copied: u64,
-    bytes: u64,
-    records: u64,
-    tail: ChainHash,
-    ahead: bool,
-}
-
-/// A journal of `h(0..=n)` `links` that nothing is copied into.
-fn stands(links: &[ChainHash], ahead: bool) -> Stands {
-    Stands {
-        copied: 0,
-        bytes: 0,
-        records: links.len() as u64 - 1,
-        tail: links[links.len() - 1],
-        ahead,
-    }
-}
-
-/// Rebuilds the destination's workspace index of `id` (labels, head; no
-/// stat cache) from its journal's `snapshot` records and its manifests,
-/// as `cairn reindex` does. Nothing is done for a session that never
-/// captured.
-fn rebuild_workspace_index(to: &Store, id: &RunId) -> Result<(), SessionError> {
-    if !to.snapshots_dir(id).is_dir() {
-        return Ok(());
-    }
-    let scan = cairn_journal::read_journal(&to.journal_path(id), id.as_str())?;
-    let boundaries: Vec<(SnapshotId, Label)> = scan
-        .records
-        .iter()
-        .filter_map(|r| match &r.body {
-            RecordBody::Snapshot(s) => Some((
-                SnapshotId::parse(&s.snapshot).ok()?,
-                Label::parse(&s.label).ok()?,
-            )),
-            _ => None,
-        })
-        .collect();
-    Workspace::rebuild_index_of(to, id, &boundaries)?;
-    Ok(())
-}
-
 /// Every object `records` of session `id` name besides manifests, by
 /// `record_objects`; a name that is not one is refused with its seq.
 fn objects_of_records(
@@ -796,6 +655,34 @@ fn objects_of_records(
         out.extend(found);
     }
     Ok(out)
+}
+
+/// The manifests of session `id` in `from` (snapshots, then checkpoints)
+/// and every object the session names: in them, and in its records `scan`
+/// by `record_objects`.
+fn named_by(
+    from: &dyn Source,
+    id: &RunId,
+    scan: &Scan,
+    record_objects: RecordObjects<'_>,
+) -> Result<(Vec<ManifestFile>, BTreeSet<ObjectHash>), SessionError> {
+    let mut manifests = from.snapshot_manifests(id)?;
+    manifests.extend(from.checkpoint_manifests(id, scan)?);
+    let mut named: BTreeSet<ObjectHash> = BTreeSet::new();
+    for m in &manifests {
+        named.extend(m.objects.iter().copied());
+    }
+    named.extend(objects_of_records(id, &scan.records, record_objects)?);
+    Ok((manifests, named))
+}
+
+/// A manifest held at `destination_path` with other bytes than at
+/// `source_path`.
+fn conflict(source_path: PathBuf, destination_path: PathBuf) -> SessionError {
+    SessionError::ManifestConflict {
+        source_path,
+        destination_path,
+    }
 }
 
 fn diverged(id: &RunId, seq: u64) -> SessionError {

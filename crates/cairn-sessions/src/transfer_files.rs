@@ -5,12 +5,13 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Read};
+use std::os::fd::OwnedFd;
 use std::path::Path;
 
 use cairn_checkpoint::{Checkpoint, CheckpointError, CheckpointId};
 use cairn_journal::ForkPin;
 use cairn_objects::ObjectHash;
-use cairn_store::nofollow::{self, FileKind, Reach};
+use cairn_store::nofollow::{self, FileKind, Reach, Unreachable};
 use cairn_store::{durable, RunId, Store, StoreError};
 use cairn_workspace::{Manifest, SnapshotId, WorkspaceError};
 use serde::Deserialize;
@@ -298,28 +299,48 @@ fn list_beneath(root: &Path, rel: &str) -> Result<Vec<nofollow::Entry>, SessionE
 }
 
 /// Makes `rel` below `root` a directory, creating what is missing (`0700`,
-/// each new entry's parent fsynced), and refuses any component that is a
-/// symlink or not a directory.
-pub(super) fn ensure_dir(root: &Path, rel: &str) -> Result<(), SessionError> {
-    let mut at = root.to_path_buf();
+/// each new entry's parent fsynced), one component at a time beneath the
+/// one before, and refuses any component that is a symlink or not a
+/// directory; returns it opened.
+pub(super) fn ensure_dir(root: &Path, rel: &str) -> Result<OwnedFd, SessionError> {
+    let mut at = nofollow::open_root(root).map_err(|e| io_error("opening", root, e))?;
+    let mut shown = root.to_path_buf();
     for part in rel.split('/').filter(|p| !p.is_empty()) {
-        at.push(part);
-        match std::fs::symlink_metadata(&at) {
-            Ok(m) if m.is_dir() => {}
-            Ok(m) => {
-                return Err(SessionError::NotPlain {
-                    path: at,
-                    what: if m.file_type().is_symlink() {
-                        FileKind::Symlink.describe()
-                    } else {
-                        "not a directory"
-                    },
-                    expected: "directory",
-                })
+        let parent = shown.clone();
+        shown.push(part);
+        let (fd, made) = nofollow::make_dir_at(&at, part, durable::DIR_MODE).map_err(|u| {
+            let what = match u {
+                Unreachable::Symlink(_) => FileKind::Symlink.describe(),
+                Unreachable::NotDir(_) => "not a directory",
+                Unreachable::Io(_, e) => return io_error("creating directory", &shown, e),
+                other => {
+                    return io_error(
+                        "creating directory",
+                        &shown,
+                        io::Error::other(other.to_string()),
+                    )
+                }
+            };
+            SessionError::NotPlain {
+                path: shown.clone(),
+                what,
+                expected: "directory",
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => durable::create_dir_private(&at)?,
-            Err(e) => return Err(io_error("reading metadata of", &at, e)),
+        })?;
+        if made {
+            nofollow::sync_dir(&at).map_err(|e| io_error("syncing directory", &parent, e))?;
         }
+        at = fd;
     }
-    Ok(())
+    Ok(at)
+}
+
+/// Writes `bytes` as the file `rel` below `root` (its directories made by
+/// [`ensure_dir`]) by temporary file, fsync, rename and directory fsync, all
+/// in the directory reached without following a link.
+pub(super) fn write_beneath(root: &Path, rel: &str, bytes: &[u8]) -> Result<(), SessionError> {
+    let (dir, name) = nofollow::split(rel);
+    let fd = ensure_dir(root, dir)?;
+    nofollow::replace_at(&fd, name, bytes, Some(durable::FILE_MODE))
+        .map_err(|e| io_error(e.action, &root.join(rel), e.source))
 }

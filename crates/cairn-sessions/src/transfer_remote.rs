@@ -4,14 +4,17 @@
 //!
 //! A pull is the transfer of the module above with the remote as its
 //! [`Source`]: the same checks and the same order (objects, each verified,
-//! then manifests, then the journal, then projections). A push keeps the
-//! same order into the remote:
+//! then manifests, then the journal, then projections). A push is the same
+//! algorithm with the remote as its [`Destination`] ([`RemoteDest`]), which
+//! keeps the same order into the remote:
 //!
 //! 1. **Check, before writing anything.** The local journal is read and
 //!    verified, the remote's read and verified, and the two compared by
 //!    chain hash: different records at some seq refuse the session
 //!    ([`SessionError::Diverged`]); a remote manifest with other bytes
-//!    refuses it ([`SessionError::ManifestConflict`]).
+//!    refuses it ([`SessionError::ManifestConflict`]); a link where the
+//!    local store keeps the objects the session names refuses it
+//!    ([`cairn_objects::ObjectError::NotPlain`]).
 //! 2. **Objects** (steps 2 to 4 hold the shared pool's shared lease, so a
 //!    prune there waits for the records that name them) the session names
 //!    are uploaded
@@ -38,20 +41,16 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use cairn_journal::{
-    scan_journal_bytes, ChainHash, ForkPin, JournalError, RecordBody, RemoteJournals, Scan,
-};
-use cairn_objects::{
-    upload, ObjectHash, ObjectPool, Progress, PutOutcome, RemoteFiles, RemoteObjects, StoreLock,
-};
+use cairn_journal::{ChainHash, ForkPin, RecordBody, RemoteJournals, Scan};
+use cairn_objects::{upload, ObjectHash, ObjectPool, Progress, PutOutcome};
+use cairn_objects::{RemoteError, RemoteFiles, RemoteObjects};
 use cairn_store::{RunId, Store};
 use serde::Deserialize;
 
 use super::files::{checkpoint_manifest, rel, snapshot_manifest};
 use super::{
-    diverged, fetch_for, lineage_order, links, objects_of_records, plan, transfer_from,
-    ManifestFile, Plan, RecordObjects, SessionTransfer, Source, StoreSource, TransferReport,
-    TransferStatus,
+    conflict, copy_sessions, diverged, Claimed, Destination, Found, ManifestFile, Plan,
+    RecordObjects, Source, SourceObjects, Stands, StoreDest, StoreSource, TransferReport,
 };
 use crate::SessionError;
 
@@ -81,12 +80,14 @@ pub fn pull_remote(
     record_objects: RecordObjects<'_>,
     progress: &dyn Progress,
 ) -> Result<TransferReport, SessionError> {
-    let source = RemoteSource {
-        remote: *from,
-        layout: to,
-        journals: Mutex::new(HashMap::new()),
-    };
-    transfer_from(&source, to, runs, record_objects, progress)
+    let source = RemoteSource::new(*from, to, HashMap::new());
+    copy_sessions(
+        &source,
+        &mut StoreDest::new(to),
+        runs,
+        record_objects,
+        progress,
+    )
 }
 
 /// Copies `runs`, each with its ancestors, from the store `from` to the
@@ -107,152 +108,15 @@ pub fn push_remote(
     progress: &dyn Progress,
 ) -> Result<TransferReport, SessionError> {
     let source = StoreSource::new(from);
-    let order = lineage_order(&source, runs)?;
-    let pool = ObjectPool::at(from);
-    let mut report = TransferReport::default();
-    for id in &order {
-        let s = push_session(&source, from, &pool, to, id, record_objects, progress)?;
-        report.objects_copied += s.objects_copied;
-        report.bytes_copied += s.bytes_copied;
-        report.sessions.push(s);
-    }
-    Ok(report)
-}
-
-fn push_session(
-    source: &StoreSource<'_>,
-    from: &Store,
-    pool: &ObjectPool,
-    to: &RemoteStore<'_>,
-    id: &RunId,
-    record_objects: RecordObjects<'_>,
-    progress: &dyn Progress,
-) -> Result<SessionTransfer, SessionError> {
-    // 1. Check both ends.
-    let bytes = source.journal(id)?.ok_or_else(|| JournalError::NotFound {
-        run: id.to_string(),
-    })?;
-    let src = scan_journal_bytes(&from.journal_path(id), &bytes, id.as_str())?;
-    crate::load::state_for_resume(from, id, &src)?;
-    let records = &bytes[..usize::try_from(src.valid_len).unwrap_or(bytes.len())];
-    let src_links = links(&src);
-    let remote_name = to.journals.name();
-    let shown = PathBuf::from(format!("{remote_name}/{id}"));
-    let remote_bytes = to.journals.read(id.as_str())?;
-    let dst = match &remote_bytes {
-        Some(b) => Some(scan_journal_bytes(&shown, b, id.as_str())?),
-        None => None,
-    };
-    let dst_links = dst.as_ref().map(links);
-    let planned = plan(&src_links, dst_links.as_deref());
-    if let Plan::Diverged(seq) = planned {
-        return Err(diverged(id, seq));
-    }
-    let mut manifests = source.snapshot_manifests(id)?;
-    manifests.extend(source.checkpoint_manifests(id, &src)?);
-    // What every manifest names, read once: all of it goes up before records.
-    let manifest_objects: BTreeSet<ObjectHash> = manifests
-        .iter()
-        .flat_map(|m| m.objects.iter().copied())
-        .collect();
-    let mut missing_manifests = Vec::new();
-    for m in manifests {
-        match get_file(to, &m.rel)? {
-            None => missing_manifests.push(m),
-            Some(have) if have == m.bytes => {}
-            Some(_) => return Err(conflict(from, to, &m.rel)),
-        }
-    }
-    let publish = matches!(planned, Plan::Create | Plan::Append);
-    let mut out = SessionTransfer {
-        id: id.to_string(),
-        records_copied: 0,
-        records: dst_links.as_ref().map_or(0, |l| l.len() as u64 - 1),
-        tail: dst_links
-            .as_ref()
-            .and_then(|l| l.last())
-            .map_or_else(String::new, ChainHash::to_hex),
-        objects_copied: 0,
-        bytes_copied: 0,
-        manifests_copied: 0,
-        status: match planned {
-            Plan::Ahead => TransferStatus::RemoteAhead,
-            _ => TransferStatus::UpToDate,
-        },
-    };
-    if !publish && missing_manifests.is_empty() {
-        return Ok(out);
-    }
-
-    // Steps 2 to 4 hold the pool's shared lease, as a capture holds the
-    // store lock: a prune of the shared pool waits until the records that
-    // name what was uploaded are published.
-    let lease = share_pool(to.journals)?;
-    let done = (|| -> Result<(), SessionError> {
-        // 2. Objects: every one the session names, before anything names them
-        // there.
-        let mut named: BTreeSet<ObjectHash> = BTreeSet::new();
-        if publish {
-            named.extend(manifest_objects.iter().copied());
-            named.extend(objects_of_records(id, &src.records, record_objects)?);
-        } else {
-            for m in missing_manifests.iter() {
-                named.extend(m.objects.iter().copied());
-            }
-        }
-        let named: Vec<ObjectHash> = named.into_iter().collect();
-        if !named.is_empty() {
-            let sent = upload(pool, to.objects, &named, progress)?;
-            out.objects_copied = sent.objects;
-            out.bytes_copied += sent.bytes;
-        }
-
-        // 3. Manifests.
-        for m in &missing_manifests {
-            let put = to
-                .files
-                .put_file(&m.rel, &m.bytes)
-                .map_err(|e| remote_file("storing", to, &m.rel, e))?;
-            if put == PutOutcome::AlreadyThere && get_file(to, &m.rel)?.as_deref() != Some(&m.bytes)
-            {
-                return Err(conflict(from, to, &m.rel));
-            }
-            out.manifests_copied += 1;
-            out.bytes_copied += m.bytes.len() as u64;
-        }
-
-        // 4. Records, under the session's writer lease, fenced on the end read
-        // in step 1.
-        if publish {
-            let have = dst_links.as_ref().map_or(0, |l| l.len() as u64 - 1);
-            let at = remote_bytes.as_ref().map_or(0, Vec::len);
-            if at > records.len() {
-                return Err(diverged(id, have + 1));
-            }
-            to.journals.hold(id.as_str())?;
-            let appended = to.journals.append(id.as_str(), have, &records[at..]);
-            to.journals.let_go(id.as_str());
-            let appended = appended?;
-            out.records_copied = appended.stored + appended.adopted;
-            out.bytes_copied += (records.len() - at) as u64;
-            out.records = src_links.len() as u64 - 1;
-            out.tail = src.tail.to_hex();
-            out.status = TransferStatus::Copied;
-        }
-        Ok(())
-    })();
-    if let Some(token) = lease {
-        to.journals.pool_release(&token);
-    }
-    done?;
-    Ok(out)
+    let mut dest = RemoteDest::new(*to, from);
+    copy_sessions(&source, &mut dest, runs, record_objects, progress)
 }
 
 /// Takes the shared pool's shared lease, waiting up to a minute for a
 /// prune that holds the exclusive one. Each `pool_share` waits with its
 /// share held for as long as the share is sure to stay live (half a lease
 /// on JetStream); a longer prune is waited out here, with a new share.
-pub(super) fn share_pool(journals: &dyn RemoteJournals) -> Result<Option<String>, SessionError> {
+fn share_pool(journals: &dyn RemoteJournals) -> Result<Option<String>, SessionError> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         match journals.pool_share() {
@@ -266,46 +130,237 @@ pub(super) fn share_pool(journals: &dyn RemoteJournals) -> Result<Option<String>
     }
 }
 
-fn get_file(to: &RemoteStore<'_>, rel_path: &str) -> Result<Option<Vec<u8>>, SessionError> {
-    to.files
-        .get_file(rel_path)
-        .map_err(|e| remote_file("reading", to, rel_path, e))
+/// A shared lease on a remote store's pool, given up when dropped.
+pub(super) struct Lease<'a> {
+    journals: &'a dyn RemoteJournals,
+    token: Option<String>,
 }
 
-fn remote_file(
-    action: &'static str,
-    to: &RemoteStore<'_>,
-    rel_path: &str,
-    source: cairn_objects::RemoteError,
-) -> SessionError {
-    SessionError::RemoteFile {
-        action,
-        path: rel_path.to_owned(),
-        remote: to.objects.name().to_owned(),
-        source,
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        if let Some(token) = self.token.take() {
+            self.journals.pool_release(&token);
+        }
     }
 }
 
-fn conflict(from: &Store, to: &RemoteStore<'_>, rel_path: &str) -> SessionError {
-    SessionError::ManifestConflict {
-        source_path: from.root().join(rel_path),
-        destination_path: PathBuf::from(format!("{}/files/{rel_path}", to.objects.name())),
+impl RemoteStore<'_> {
+    /// The manifest at `rel_path` in the remote's files, or `None`.
+    fn get_file(&self, rel_path: &str) -> Result<Option<Vec<u8>>, SessionError> {
+        self.files
+            .get_file(rel_path)
+            .map_err(|e| self.file_error("reading", rel_path, e))
+    }
+
+    /// The remote's files failing at `action` on `rel_path`.
+    fn file_error(
+        &self,
+        action: &'static str,
+        rel_path: &str,
+        source: RemoteError,
+    ) -> SessionError {
+        SessionError::RemoteFile {
+            action,
+            path: rel_path.to_owned(),
+            remote: self.objects.name().to_owned(),
+            source,
+        }
+    }
+}
+
+/// A remote store as a [`Destination`], written from a store directory:
+/// objects uploaded from its pool, manifests stored create-only, records
+/// appended under the session's writer lease, fenced on the remote's end as
+/// step 1 read it.
+pub(super) struct RemoteDest<'a> {
+    remote: RemoteStore<'a>,
+    /// The store written from: the objects uploaded are its pool's, its
+    /// paths name the manifests in messages.
+    from: &'a Store,
+    pool: ObjectPool,
+}
+
+impl<'a> RemoteDest<'a> {
+    pub(super) fn new(remote: RemoteStore<'a>, from: &'a Store) -> Self {
+        RemoteDest {
+            remote,
+            from,
+            pool: ObjectPool::at(from),
+        }
+    }
+
+    /// Uploads `named` from the pool of the store written from
+    /// ([`cairn_objects::upload`]: chunks before their list, create-only):
+    /// (objects, bytes as stored) the remote lacked.
+    pub(super) fn upload(
+        &self,
+        named: &[ObjectHash],
+        progress: &dyn Progress,
+    ) -> Result<(u64, u64), SessionError> {
+        if named.is_empty() {
+            return Ok((0, 0));
+        }
+        let sent = upload(&self.pool, self.remote.objects, named, progress)?;
+        Ok((sent.objects, sent.bytes))
+    }
+}
+
+/// A remote journal claimed for step 4: the records and bytes step 1 read.
+pub(super) struct RemoteClaim {
+    have: u64,
+    at: usize,
+}
+
+impl<'a> Destination for RemoteDest<'a> {
+    type Hold = Lease<'a>;
+    type Claim = RemoteClaim;
+
+    fn show(&self, rel_path: &str) -> PathBuf {
+        PathBuf::from(format!("{}/files/{rel_path}", self.remote.objects.name()))
+    }
+
+    fn show_journal(&self, id: &RunId) -> PathBuf {
+        PathBuf::from(format!("{}/{id}", self.remote.journals.name()))
+    }
+
+    fn ancestry(&self) -> &Store {
+        self.from
+    }
+
+    fn journal(&self, id: &RunId) -> Result<Option<Vec<u8>>, SessionError> {
+        Ok(self.remote.journals.read(id.as_str())?)
+    }
+
+    fn manifest(&self, rel_path: &str) -> Result<Option<Vec<u8>>, SessionError> {
+        self.remote.get_file(rel_path)
+    }
+
+    fn check_objects(&self, _named: &BTreeSet<ObjectHash>) -> Result<(), SessionError> {
+        Ok(())
+    }
+
+    fn fills_in(&self) -> bool {
+        false
+    }
+
+    /// Nothing is taken yet: the writer lease is held around the append,
+    /// whose fence refuses a journal changed since step 1 read it.
+    fn claim(
+        &self,
+        _id: &RunId,
+        _planned: Plan,
+        _src: &[ChainHash],
+        found: Option<&Found>,
+    ) -> Result<Claimed<RemoteClaim>, SessionError> {
+        Ok(Claimed::Write(RemoteClaim {
+            have: found.map_or(0, |f| f.links.len() as u64 - 1),
+            at: found.map_or(0, |f| f.len),
+        }))
+    }
+
+    /// The pool's shared lease, as a capture holds the store lock: a prune
+    /// of the shared pool waits until the records that name what was
+    /// uploaded are published.
+    fn hold(&self) -> Result<Lease<'a>, SessionError> {
+        Ok(Lease {
+            journals: self.remote.journals,
+            token: share_pool(self.remote.journals)?,
+        })
+    }
+
+    fn put_objects(
+        &mut self,
+        _source: &dyn Source,
+        _id: &RunId,
+        _lease: &Lease<'a>,
+        send: &[ObjectHash],
+        _named: &BTreeSet<ObjectHash>,
+        _naming: bool,
+        progress: &dyn Progress,
+    ) -> Result<(u64, u64), SessionError> {
+        self.upload(send, progress)
+    }
+
+    /// Create-only: a manifest stored meanwhile with other bytes is a
+    /// conflict.
+    fn put_manifest(&self, m: &ManifestFile) -> Result<(), SessionError> {
+        let put = self
+            .remote
+            .files
+            .put_file(&m.rel, &m.bytes)
+            .map_err(|e| self.remote.file_error("storing", &m.rel, e))?;
+        if put == PutOutcome::AlreadyThere
+            && self.remote.get_file(&m.rel)?.as_deref() != Some(&m.bytes)
+        {
+            return Err(conflict(self.from.root().join(&m.rel), self.show(&m.rel)));
+        }
+        Ok(())
+    }
+
+    /// The missing records, under the session's writer lease, fenced on
+    /// the end step 1 read.
+    fn write_journal(
+        &mut self,
+        id: &RunId,
+        claim: RemoteClaim,
+        src: &[ChainHash],
+        records: &[u8],
+    ) -> Result<Stands, SessionError> {
+        let RemoteClaim { have, at } = claim;
+        if at > records.len() {
+            return Err(diverged(id, have + 1));
+        }
+        let journals = self.remote.journals;
+        journals.hold(id.as_str())?;
+        let appended = journals.append(id.as_str(), have, &records[at..]);
+        journals.let_go(id.as_str());
+        let appended = appended?;
+        Ok(Stands {
+            copied: appended.stored + appended.adopted,
+            bytes: (records.len() - at) as u64,
+            records: src.len() as u64 - 1,
+            tail: src[src.len() - 1],
+            ahead: false,
+        })
+    }
+
+    fn settle(&self, _id: &RunId, _stands: &Stands) -> Result<(), SessionError> {
+        Ok(())
     }
 }
 
 /// A remote store read as a [`Source`].
 pub(super) struct RemoteSource<'a> {
-    pub(super) remote: RemoteStore<'a>,
+    remote: RemoteStore<'a>,
     /// The destination, for the layout of paths below a store's root.
-    pub(super) layout: &'a Store,
+    layout: &'a Store,
     /// Journals read so far (a fork's pin and then its records are read
     /// from one read).
-    pub(super) journals: Mutex<HashMap<String, Option<Vec<u8>>>>,
+    journals: Mutex<HashMap<String, Option<Vec<u8>>>>,
+}
+
+impl<'a> RemoteSource<'a> {
+    /// `remote` read as a source, with the journals `known` already read.
+    pub(super) fn new(
+        remote: RemoteStore<'a>,
+        layout: &'a Store,
+        known: HashMap<String, Option<Vec<u8>>>,
+    ) -> Self {
+        RemoteSource {
+            remote,
+            layout,
+            journals: Mutex::new(known),
+        }
+    }
 }
 
 impl Source for RemoteSource<'_> {
     fn show(&self, rel_path: &str) -> PathBuf {
         PathBuf::from(format!("{}/{rel_path}", self.remote.journals.name()))
+    }
+
+    fn show_journal(&self, id: &RunId) -> PathBuf {
+        self.show(&rel(self.layout, &self.layout.journal_path(id)))
     }
 
     fn journal(&self, id: &RunId) -> Result<Option<Vec<u8>>, SessionError> {
@@ -344,14 +399,14 @@ impl Source for RemoteSource<'_> {
             .remote
             .files
             .list_files(&dir)
-            .map_err(|e| remote_file("listing", &self.remote, &dir, e))?;
+            .map_err(|e| self.remote.file_error("listing", &dir, e))?;
         let mut out = Vec::new();
         for name in names {
             let Some(stem) = name.strip_suffix(".json") else {
                 continue;
             };
             let rel_path = format!("{dir}/{name}");
-            let Some(bytes) = get_file(&self.remote, &rel_path)? else {
+            let Some(bytes) = self.remote.get_file(&rel_path)? else {
                 continue;
             };
             out.push(snapshot_manifest(
@@ -381,7 +436,7 @@ impl Source for RemoteSource<'_> {
             }
             let rel_path = format!("{dir}/{}.json", c.checkpoint);
             let shown = self.show(&rel_path);
-            let bytes = get_file(&self.remote, &rel_path)?.ok_or_else(|| {
+            let bytes = self.remote.get_file(&rel_path)?.ok_or_else(|| {
                 SessionError::ManifestUnreadable {
                     path: shown.clone(),
                     reason: format!(
@@ -402,23 +457,10 @@ impl Source for RemoteSource<'_> {
         Ok(out)
     }
 
-    fn fetch(
-        &self,
-        id: &RunId,
-        pool: &ObjectPool,
-        lock: &StoreLock,
-        missing: &[ObjectHash],
-        progress: &dyn Progress,
-    ) -> Result<(u64, u64), SessionError> {
-        let shown = PathBuf::from(self.remote.objects.name());
-        fetch_for(
-            id,
-            pool,
-            lock,
-            self.remote.objects,
-            missing,
-            progress,
-            &shown,
+    fn objects(&self) -> (SourceObjects<'_>, PathBuf) {
+        (
+            SourceObjects::Remote(self.remote.objects),
+            PathBuf::from(self.remote.objects.name()),
         )
     }
 

@@ -10,9 +10,10 @@
 //!   off) or other records is moved aside to `unpublished/` below the
 //!   cache root, never deleted, and the session pulled whole.
 //! - **Out:** as a [`JournalMirror`], every record a writer makes durable
-//!   in the cache is published before the append returns: first the
-//!   objects and manifests it names are uploaded (create-only), then the
-//!   writer lease of the session is taken or renewed, then the records are
+//!   in the cache is published before the append returns, by the steps of
+//!   the remote destination of a push ([`RemoteDest`]): first the objects
+//!   and manifests it names are uploaded (create-only), then the writer
+//!   lease of the session is taken or renewed, then the records are
 //!   appended with the fence. A race lost, a lease held elsewhere or a
 //!   server gone fails the append.
 //!
@@ -31,14 +32,15 @@ use cairn_journal::{
     scan_journal_bytes, JournalMirror, Record, RecordBody, RemoteJournalError, RemoteJournals,
     RunLock,
 };
-use cairn_objects::{
-    upload, NoProgress, ObjectHash, ObjectPool, PutOutcome, RemoteFiles, RemoteObjects,
-};
+use cairn_objects::{NoProgress, ObjectHash, RemoteFiles, RemoteObjects};
 use cairn_store::{durable, RunId, Store};
 
 use super::files::{checkpoint_manifest, read_beneath, rel, snapshot_manifest};
-use super::remote::{share_pool, RemoteSource};
-use super::{links, objects_of_records, plan, transfer_from, ManifestFile, Plan, TransferReport};
+use super::remote::{RemoteDest, RemoteSource};
+use super::{
+    copy_sessions, links, named_by, objects_of_records, plan, Destination, ManifestFile, Plan,
+    StoreDest, TransferReport,
+};
 use crate::SessionError;
 
 /// How many sessions [`Shared::sync_stale`] brings in at once.
@@ -228,13 +230,10 @@ impl Shared {
         runs: &[RunId],
         known: HashMap<String, Option<Vec<u8>>>,
     ) -> Result<TransferReport, SessionError> {
-        let source = RemoteSource {
-            remote: self.remote(),
-            layout: cache,
-            journals: Mutex::new(known),
-        };
+        let source = RemoteSource::new(self.remote(), cache, known);
         let record_objects = self.record_objects;
-        transfer_from(&source, cache, runs, &record_objects, &NoProgress)
+        let mut dest = StoreDest::new(cache);
+        copy_sessions(&source, &mut dest, runs, &record_objects, &NoProgress)
     }
 
     /// Uploads what `lines` name, then appends them: the body of
@@ -284,58 +283,20 @@ impl Shared {
             named.extend(m.objects.iter().copied());
         }
         let named: Vec<ObjectHash> = named.into_iter().collect();
-        // Uploads hold the pool's shared lease until the records naming
-        // them are published, so a prune on another host waits.
-        let lease = match named.is_empty() && manifests.is_empty() {
+        // The remote destination's steps 2 to 4 for these lines: uploads
+        // hold the pool's shared lease until the records naming them are
+        // published, so a prune on another host waits.
+        let dest = RemoteDest::new(self.remote(), store);
+        let _lease = match named.is_empty() && manifests.is_empty() {
             true => None,
-            false => share_pool(self.journals.as_ref())?,
+            false => Some(dest.hold()?),
         };
-        let done = self.upload_and_append(store, run, after, lines, &named, &manifests);
-        if let Some(token) = lease {
-            self.journals.pool_release(&token);
+        dest.upload(&named, &NoProgress)?;
+        for m in &manifests {
+            dest.put_manifest(m)?;
         }
-        done
-    }
-
-    fn upload_and_append(
-        &self,
-        store: &Store,
-        run: &RunId,
-        after: u64,
-        lines: &[u8],
-        named: &[ObjectHash],
-        manifests: &[ManifestFile],
-    ) -> Result<(), SessionError> {
-        if !named.is_empty() {
-            upload(
-                &ObjectPool::at(store),
-                self.objects.as_ref(),
-                named,
-                &NoProgress,
-            )?;
-        }
-        for m in manifests {
-            let put = self
-                .files
-                .put_file(&m.rel, &m.bytes)
-                .map_err(|source| self.file_error("storing", &m.rel, source))?;
-            if put == PutOutcome::AlreadyThere {
-                let there = self
-                    .files
-                    .get_file(&m.rel)
-                    .map_err(|source| self.file_error("reading", &m.rel, source))?;
-                if there.as_deref() != Some(&m.bytes) {
-                    return Err(SessionError::ManifestConflict {
-                        source_path: store.root().join(&m.rel),
-                        destination_path: PathBuf::from(format!(
-                            "{}/files/{}",
-                            self.objects.name(),
-                            m.rel
-                        )),
-                    });
-                }
-            }
-        }
+        // The session's writer lease, taken or renewed, is kept: the
+        // writer here goes on appending.
         self.journals.hold(run.as_str())?;
         self.journals.append(run.as_str(), after, lines)?;
         Ok(())
@@ -370,11 +331,7 @@ impl Shared {
         dry_run: bool,
     ) -> Result<cairn_objects::RemotePruneReport, SessionError> {
         use super::Source as _;
-        let source = RemoteSource {
-            remote: self.remote(),
-            layout,
-            journals: Mutex::new(HashMap::new()),
-        };
+        let source = RemoteSource::new(self.remote(), layout, HashMap::new());
         let mut named: BTreeSet<ObjectHash> = BTreeSet::new();
         for (id, _) in self.journals.runs()? {
             let Ok(id) = RunId::parse(&id) else {
@@ -385,17 +342,7 @@ impl Shared {
             };
             let shown = PathBuf::from(format!("{}/{id}", self.journals.name()));
             let scan = scan_journal_bytes(&shown, &bytes, id.as_str())?;
-            for m in source.snapshot_manifests(&id)? {
-                named.extend(m.objects);
-            }
-            for m in source.checkpoint_manifests(&id, &scan)? {
-                named.extend(m.objects);
-            }
-            named.extend(objects_of_records(
-                &id,
-                &scan.records,
-                &self.record_objects,
-            )?);
+            named.extend(named_by(&source, &id, &scan, &self.record_objects)?.1);
         }
         let named: Vec<ObjectHash> = named.into_iter().collect();
         Ok(cairn_objects::prune_remote(
@@ -424,20 +371,6 @@ impl Shared {
             Ok(checkpoint_manifest(stem, rel_path, bytes, path)?.1)
         } else {
             snapshot_manifest(stem, rel_path, bytes, path)
-        }
-    }
-
-    fn file_error(
-        &self,
-        action: &'static str,
-        rel_path: &str,
-        source: cairn_objects::RemoteError,
-    ) -> SessionError {
-        SessionError::RemoteFile {
-            action,
-            path: rel_path.to_owned(),
-            remote: self.objects.name().to_owned(),
-            source,
         }
     }
 }

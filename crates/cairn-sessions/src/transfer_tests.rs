@@ -53,7 +53,10 @@ fn meta() -> Meta {
 }
 
 fn user(text: &str) -> RecordBody {
-    RecordBody::User(User { text: text.into() })
+    RecordBody::User(User {
+        text: text.into(),
+        origin: None,
+    })
 }
 
 fn call(request: &ObjectHash, response: &ObjectHash) -> RecordBody {

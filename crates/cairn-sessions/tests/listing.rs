@@ -73,7 +73,7 @@ fn a_finished_session_ending_in_bookkeeping_lists_its_last_terminal() {
 }
 
 #[test]
-fn work_after_the_last_terminal_lists_the_session_running() {
+fn work_after_the_last_terminal_lists_the_session_running_while_its_writer_lives() {
     let d = tempfile::tempdir().unwrap();
     let store = Store::open(d.path()).unwrap();
     let mut w = Writer::create(&store, "/ws", "resumed");
@@ -85,9 +85,16 @@ fn work_after_the_last_terminal_lists_the_session_running() {
     w.append(snapshot("pre:turn:2"));
     w.refresh();
     let id = w.id.clone();
-    drop(w);
+    // While its writer holds it, running; once the writer is gone without
+    // a terminal (a crash), interrupted — from the projection or the record.
     assert_eq!(listed(&store, &id).status, "running");
+    assert_eq!(summarize(&store, &id).status, "running");
+    drop(w);
+    assert_eq!(listed(&store, &id).status, "interrupted");
+    assert_eq!(summarize(&store, &id).status, "interrupted");
     remove_projections(&store);
+    assert_eq!(listed(&store, &id).status, "interrupted");
+    let _again = Writer::open(&store, &id);
     assert_eq!(listed(&store, &id).status, "running");
 }
 

@@ -107,26 +107,50 @@ fn kernel_at_least(release: &str, want: (u32, u32)) -> Option<bool> {
 /// # Errors
 /// A component cannot be created or synced.
 pub fn create_dir_private(dir: &Path) -> Result<(), StoreError> {
+    create_dirs(dir, Some(DIR_MODE), "dir")
+}
+
+/// Creates `dir` and any missing parents as any tool makes a directory of
+/// the user's (mode `0777` less the umask), fsyncing the parent of every
+/// directory it creates, under `site` for the crash model: for a directory
+/// outside the store that cairn fills (a fork's workspace). Existing
+/// directories are left as they are.
+///
+/// # Errors
+/// A component cannot be created or synced.
+pub fn create_dir_all_durable(dir: &Path, site: &'static str) -> Result<(), StoreError> {
+    create_dirs(dir, None, site)
+}
+
+/// Creates `dir` and its missing parents, with exactly `mode` (else the
+/// default less the umask), each followed by an fsync of its parent.
+fn create_dirs(dir: &Path, mode: Option<u32>, site: &'static str) -> Result<(), StoreError> {
     if dir.is_dir() {
         return Ok(());
     }
     if let Some(parent) = dir.parent() {
         if !parent.as_os_str().is_empty() {
-            create_dir_private(parent)?;
+            create_dirs(parent, mode, site)?;
         }
     }
-    match DirBuilder::new().mode(DIR_MODE).create(dir) {
+    let mut builder = DirBuilder::new();
+    if let Some(mode) = mode {
+        builder.mode(mode);
+    }
+    match builder.create(dir) {
         Ok(()) => {}
         // Another process made it between our check and our create: fine.
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => return Ok(()),
         Err(e) => return Err(StoreError::io("creating directory", dir, e)),
     }
     storage::created_dir(dir);
-    // The umask may have narrowed the mode further, never widened it; make it exact.
-    fs::set_permissions(dir, fs::Permissions::from_mode(DIR_MODE))
-        .map_err(|e| StoreError::io("setting permissions of", dir, e))?;
+    if let Some(mode) = mode {
+        // The umask may have narrowed the mode further, never widened it; make it exact.
+        fs::set_permissions(dir, fs::Permissions::from_mode(mode))
+            .map_err(|e| StoreError::io("setting permissions of", dir, e))?;
+    }
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-        fsync_dir(parent)?;
+        fsync_dir_at(parent, site)?;
     }
     Ok(())
 }

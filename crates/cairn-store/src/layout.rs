@@ -25,6 +25,9 @@ pub fn default_store_root() -> Result<PathBuf, StoreError> {
     }
 }
 
+/// The prefix of [`Store::removing_dir`]'s name.
+pub const REMOVING_PREFIX: &str = ".removing-";
+
 /// A store: one directory holding every run, its objects and its projections.
 #[derive(Clone, Debug)]
 pub struct Store {
@@ -68,6 +71,23 @@ impl Store {
     /// `<store>/runs/<id>`.
     pub fn run_dir(&self, id: &RunId) -> PathBuf {
         self.runs_dir().join(id.as_str())
+    }
+
+    /// `<store>/runs/.removing-<id>`: where `cairn session rm` moves a
+    /// session's directory before deleting it, so a removal that stopped
+    /// part-way is no session to any reader (the name is not a run id) and
+    /// the next removal finishes it.
+    pub fn removing_dir(&self, id: &RunId) -> PathBuf {
+        self.runs_dir()
+            .join(format!("{REMOVING_PREFIX}{}", id.as_str()))
+    }
+
+    /// `<store>/lineage.lock`: held shared by a fork from before it reads its
+    /// parent until the fork's journal exists, and exclusively by a removal
+    /// of sessions from before it looks for forks until they are gone, so
+    /// no fork ever pins a removed parent.
+    pub fn lineage_lock_path(&self) -> PathBuf {
+        self.root.join("lineage.lock")
     }
 
     /// `<store>/runs/<id>/journal.jsonl`.

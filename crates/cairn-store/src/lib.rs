@@ -21,6 +21,10 @@
 //! 5. **Safe paths and modes.** [`safe`] holds the validated relative path
 //!    ([`safe::RelPath`]), the one mode rule, the one mtime conversion and
 //!    the one temporary-name scheme.
+//! 6. **Who may call a cairn HTTP server.** [`access`] holds the loopback
+//!    `Host` rule, the same-origin and JSON rules, the token's carriers and
+//!    their constant-time comparison, for `cairn serve` and the gateway
+//!    alike (over header values as text: no HTTP stack here).
 //!
 //! It does no networking and starts no threads.
 //!
@@ -34,6 +38,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod access;
 mod beneath;
 mod durable_impl;
 mod error;
@@ -42,15 +47,16 @@ mod layout;
 pub mod nofollow;
 pub mod safe;
 pub mod storage;
+pub mod text;
 
 /// Durable file-system primitives (fsync discipline of DESIGN §1 and §2).
 pub mod durable {
     pub use crate::durable_impl::{
-        create_dir_deferred, create_dir_private, create_file_private, fsync_dir, fsync_dir_at,
-        sync_filesystem, sync_filesystem_held, write_atomic, write_atomic_with, DIR_MODE,
-        FILE_MODE,
+        create_dir_all_durable, create_dir_deferred, create_dir_private, create_file_private,
+        fsync_dir, fsync_dir_at, sync_filesystem, sync_filesystem_held, write_atomic,
+        write_atomic_with, DIR_MODE, FILE_MODE,
     };
 }
 pub use error::StoreError;
 pub use id::{RunId, RunIdError};
-pub use layout::{default_store_root, Store};
+pub use layout::{default_store_root, Store, REMOVING_PREFIX};

@@ -250,6 +250,40 @@ pub fn rmdir_at(dir: &OwnedFd, name: &str) -> io::Result<()> {
     Ok(())
 }
 
+/// Makes `name` in `dir` a directory with exactly the permission bits
+/// `mode` when it is missing, and opens it without following a symlink;
+/// true with it when this call made it. An existing directory is opened as
+/// it is. The new entry is NOT made durable: the caller fsyncs `dir` before
+/// anything names what it puts inside (one fsync for many new directories,
+/// as a batch of objects does).
+///
+/// # Errors
+/// [`Unreachable::Symlink`] or [`Unreachable::NotDir`] when `name` is a
+/// symlink or not a directory; [`Unreachable::Io`] when it cannot be made,
+/// opened or given its mode.
+pub fn make_dir_at(dir: &OwnedFd, name: &str, mode: u32) -> Result<(OwnedFd, bool), Unreachable> {
+    let io = |e| Unreachable::Io(name.to_owned(), e);
+    let c = cstr(name).map_err(io)?;
+    // SAFETY: valid descriptor and NUL-terminated name.
+    let made = match check(unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), mode as _) }) {
+        Ok(_) => true,
+        Err(e) if e.raw_os_error() == Some(libc::EEXIST) => false,
+        Err(e) => return Err(io(e)),
+    };
+    if made {
+        if let Some(p) = storage::path_at(dir.as_fd(), name) {
+            storage::created_dir(&p);
+        }
+    }
+    let fd = open_beneath(dir, name, Beneath::default(), &mut Vec::new())?;
+    if made {
+        // The umask may have narrowed the mode; make it exact.
+        rustix::fs::fchmod(&fd, rustix::fs::Mode::from_raw_mode(mode as _))
+            .map_err(|e| io(e.into()))?;
+    }
+    Ok((fd, made))
+}
+
 /// Sets the permission bits of `name` in `dir` without following a symlink
 /// (fails with `ENOTSUP`/`EOPNOTSUPP` on one).
 ///

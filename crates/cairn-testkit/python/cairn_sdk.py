@@ -55,6 +55,8 @@ def add_call_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tools", action="store_true", help="offer the write_file tool")
     parser.add_argument("--no-usage", action="store_true",
                         help="chat streams: do not ask for the usage chunk")
+    parser.add_argument("--n", type=int, default=None,
+                        help="chat: ask for N choices (the result is choice 0's)")
     parser.add_argument("--max-retries", type=int, default=0, help="the SDK's own retries")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds")
     parser.add_argument("--header", action="append", default=[], metavar="NAME:VALUE",
@@ -93,6 +95,10 @@ class Progress:
 
     def __init__(self):
         self.events = 0
+        # The provider's own error messages a stream carried as events
+        # (Responses' `error` and `response.failed`), which the SDK yields
+        # rather than raises.
+        self.provider_errors = []
 
 
 def call(args, client, stream: bool, progress: Progress) -> dict:
@@ -127,6 +133,8 @@ def _chat(args, client, model, stream, headers, progress):
         "messages": [{"role": "user", "content": args.prompt}],
         "extra_headers": headers,
     }
+    if args.n is not None:
+        kwargs["n"] = args.n
     if args.tools:
         kwargs["tools"] = [{"type": "function", "function": {
             "name": "write_file", "description": WRITE_FILE_DESCRIPTION,
@@ -162,8 +170,12 @@ def _responses(args, client, model, stream, headers, progress):
                             "parameters": WRITE_FILE_SCHEMA, "strict": True}]
     if stream:
         with client.responses.stream(**kwargs) as events:
-            for _event in events:
+            for event in events:
                 progress.events += 1
+                if event.type == "error":
+                    progress.provider_errors.append(event.message)
+                elif event.type == "response.failed" and event.response.error is not None:
+                    progress.provider_errors.append(event.response.error.message)
             response = events.get_final_response()
     else:
         response = client.responses.create(**kwargs)

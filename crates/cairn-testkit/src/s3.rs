@@ -2,10 +2,10 @@
 //! server per test, killed when dropped, and the `AWS_*` environment a
 //! client (cairn itself, as a child process) needs to use it.
 //!
-//! Tests call [`enabled`] first, which says why a test is skipped when
-//! `CAIRN_TEST_S3` is not `1`; `.ci/run` installs moto from
-//! `crates/cairn-remote/python/requirements.txt` and names its
-//! `moto_server` in `CAIRN_MOTO_SERVER`.
+//! Tests that need it are `#[ignore]`d (run them with `--ignored`) and call
+//! [`require`] first, which fails them when moto is missing; `.ci/run`
+//! installs moto from `crates/cairn-remote/python/requirements.txt` and
+//! names its `moto_server` in `CAIRN_MOTO_SERVER`.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -19,16 +19,30 @@ pub const KEY_ID: &str = "AKIDCAIRNTEST";
 /// The secret, which must never appear in cairn's output or store.
 pub const SECRET: &str = "cairn-test-secret-never-shown";
 
-/// Whether the S3 tests run here; prints why not for `test`.
-pub fn enabled(test: &str) -> bool {
-    if std::env::var("CAIRN_TEST_S3").as_deref() == Ok("1") {
-        return true;
-    }
-    eprintln!(
-        "{test}: skipped: set CAIRN_TEST_S3=1 and CAIRN_MOTO_SERVER to a moto_server \
-         (.ci/run installs crates/cairn-remote/python/requirements.txt and does)"
+/// Why an S3 test is `#[ignore]`d on a machine without moto.
+pub const NEEDS: &str = "needs moto: .ci/run installs it";
+
+fn exe() -> String {
+    std::env::var("CAIRN_MOTO_SERVER").unwrap_or_else(|_| "moto_server".into())
+}
+
+/// Panics, saying what to install, unless `moto_server` (or
+/// `CAIRN_MOTO_SERVER`) runs here. Tests that need it are `#[ignore]`d and
+/// call this first, so a run with `--ignored` fails where it is missing.
+pub fn require() {
+    let ok = Command::new(exe())
+        .arg("--help")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "this test needs moto's server ({}): make a venv with \
+         crates/cairn-remote/python/requirements.txt and name its moto_server in \
+         CAIRN_MOTO_SERVER (.ci/run does)",
+        exe()
     );
-    false
 }
 
 /// A moto server; killed on drop.
@@ -48,7 +62,7 @@ impl Moto {
     /// [`Moto::start`] with `env` set for the server (moto's own settings,
     /// e.g. `INITIAL_NO_AUTH_ACTION_COUNT`).
     pub fn start_with(env: &[(&str, &str)]) -> Moto {
-        let exe = std::env::var("CAIRN_MOTO_SERVER").unwrap_or_else(|_| "moto_server".into());
+        let exe = exe();
         let port = free_port();
         let log = tempfile::NamedTempFile::new().unwrap_or_else(|e| panic!("log: {e}"));
         let err = log.reopen().unwrap_or_else(|e| panic!("log: {e}"));

@@ -121,6 +121,7 @@ fn a_server_that_is_down_closes_the_client() {
 }
 
 #[test]
+#[ignore = "needs the official Python SDKs: .ci/run installs them"]
 fn an_sdk_cut_mid_stream_by_the_relay_sees_the_first_k_events_and_fails() {
     let upstream = Upstream::start(Script::always(Reply::deltas(30)));
     let relay = Relay::start(upstream.addr());
@@ -139,6 +140,7 @@ fn an_sdk_cut_mid_stream_by_the_relay_sees_the_first_k_events_and_fails() {
 }
 
 #[test]
+#[ignore = "needs the official Python SDKs: .ci/run installs them"]
 fn an_sdk_cut_before_the_response_retries_and_the_server_answers_twice() {
     let upstream = Upstream::start(Script::always(Reply::text("answered twice")));
     let relay = Relay::start(upstream.addr());

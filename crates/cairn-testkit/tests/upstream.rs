@@ -179,6 +179,62 @@ fn the_responses_stream_is_the_documented_event_sequence() {
 }
 
 #[test]
+fn raw_arguments_and_reasoning_go_out_as_the_reply_wrote_them() {
+    let raw_args = r#"{"path": "a.txt",  "content": "x"}"#;
+    let reply = Reply::text("")
+        .with_raw_tool_call("write_file", raw_args)
+        .with_reasoning("Thinking it over", "gAAAA-opaque==");
+    let upstream = Upstream::start(Script::always(reply));
+    let body = r#"{"model":"gpt-x","stream":true,"store":false,"input":"hi"}"#;
+    let raw = raw_request(upstream.addr(), "POST", "/v1/responses", &[], body);
+    let events: Vec<Value> = raw.events().iter().map(|e| data(e)).collect();
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(
+        kinds[2..8],
+        [
+            "response.output_item.added",
+            "response.reasoning_summary_part.added",
+            "response.reasoning_summary_text.delta",
+            "response.reasoning_summary_text.delta",
+            "response.reasoning_summary_text.delta",
+            "response.reasoning_summary_text.done",
+        ]
+    );
+    assert_eq!(events[2]["item"]["encrypted_content"], "gAAAA-opaque==");
+    assert_eq!(events[2]["item"]["summary"], json!([]));
+    let streamed: String = events
+        .iter()
+        .filter(|e| e["type"] == "response.function_call_arguments.delta")
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(streamed, raw_args);
+    let done = &events.last().unwrap()["response"];
+    assert_eq!(done["store"], false);
+    assert_eq!(done["output"][0]["type"], "reasoning");
+    assert_eq!(done["output"][0]["summary"][0]["text"], "Thinking it over");
+    assert_eq!(done["output"][1]["arguments"], raw_args);
+
+    let chat = raw_request(
+        upstream.addr(),
+        "POST",
+        "/v1/chat/completions",
+        &[],
+        CHAT_STREAM,
+    );
+    let pieces: String = chat
+        .events()
+        .iter()
+        .filter(|e| e.starts_with("data: {"))
+        .filter_map(|e| {
+            data(e)["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(pieces, raw_args);
+}
+
+#[test]
 fn the_messages_stream_is_the_documented_event_sequence() {
     let reply = Reply::text("hi").with_tool_call("write_file", json!({"path": "a"}));
     let upstream = Upstream::start(Script::always(reply.with_usage(40, 6)));

@@ -92,6 +92,7 @@ compile_error!("cairn-tools supports Unix only: it relies on O_NOFOLLOW and proc
 mod capture;
 mod error;
 mod fsio;
+mod preview;
 mod shell_env;
 mod sys;
 mod tool;
@@ -100,6 +101,7 @@ mod tools;
 mod workspace;
 
 pub use error::{PathError, ToolError};
+pub use preview::{preview, MAX_PREVIEW_BYTES, MAX_PREVIEW_LINES};
 pub use shell_env::ShellEnv;
 pub use tool::{Outcome, Tool, ToolConfig, ToolInfo, ToolOutput};
 pub use toolbox::Toolbox;

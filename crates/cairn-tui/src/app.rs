@@ -160,6 +160,8 @@ pub struct App {
     pub color: bool,
     /// The call waiting for approval, and where its answer goes.
     pub approval: Option<(ToolCall, tokio::sync::oneshot::Sender<Decision>)>,
+    /// The diff the call waiting for approval would make, when it writes a file.
+    pub approval_preview: Option<String>,
     /// Set when the screen should close.
     pub quit: bool,
     /// Why the session the TUI started on could not be opened.
@@ -189,6 +191,7 @@ impl App {
             expand: false,
             color,
             approval: None,
+            approval_preview: None,
             quit: false,
             open_failed: None,
             quit_after_stop: false,
@@ -289,10 +292,15 @@ impl App {
                     }
                 }
             }
-            Ev::Approval { call, reply } => {
+            Ev::Approval {
+                call,
+                reply,
+                preview,
+            } => {
                 self.end_stream();
                 self.activity = Activity::Approving;
                 self.approval = Some((call, reply));
+                self.approval_preview = preview;
                 self.mode = Mode::Transcript;
             }
             Ev::Notice(n) => self.cells.push(Cell::Notice(n)),
@@ -894,10 +902,12 @@ pub fn cells_of(conversation: &[Entry], pending: &[cairn_journal::PendingCall]) 
     let mut names: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for e in conversation {
         match e {
-            Entry::User { text } if text.starts_with("cairn: ") => {
-                cells.push(Cell::Notice(text.trim_start_matches("cairn: ").to_owned()))
-            }
-            Entry::User { text } => cells.push(Cell::User(text.clone())),
+            Entry::User { text, note: true } => cells.push(Cell::Notice(
+                text.strip_prefix(cairn_journal::NOTE_PREFIX)
+                    .unwrap_or(text)
+                    .to_owned(),
+            )),
+            Entry::User { text, .. } => cells.push(Cell::User(text.clone())),
             Entry::Assistant {
                 text, tool_calls, ..
             } => {
@@ -960,13 +970,13 @@ pub fn cost_lines(t: &Totals) -> Vec<String> {
             "{} input + {} output = {} tokens",
             t.input_tokens,
             t.output_tokens,
-            t.input_tokens + t.output_tokens
+            t.tokens()
         ),
         format!("cost {}", cost(t)),
     ]
 }
 
-/// The cost of `t` for people ([`crate::text::cost`]).
+/// The cost of `t` for people ([`cairn_journal::Cost::for_people`]).
 pub fn cost(t: &Totals) -> String {
-    crate::text::cost(&t.cost)
+    t.cost.for_people()
 }

@@ -107,6 +107,18 @@ pub struct RewindPoint {
     pub files: Vec<String>,
 }
 
+impl RewindPoint {
+    /// The point as the command line names it: `turn:N`, the model turn
+    /// it began (`cairn rewind ID --to turn:N` goes to the same place), or
+    /// `message K` when no model turn ran after it.
+    pub fn name(&self) -> String {
+        match self.turn {
+            Some(t) => format!("turn:{t}"),
+            None => format!("message {}", self.number),
+        }
+    }
+}
+
 /// What a rewind would do.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Preview {
@@ -187,6 +199,9 @@ pub enum Ev {
         call: ToolCall,
         /// Where the answer goes.
         reply: tokio::sync::oneshot::Sender<Decision>,
+        /// What a file write or edit would change, as a unified diff
+        /// (`cairn_tools::preview`), shown instead of the arguments.
+        preview: Option<String>,
     },
     /// Something to know.
     Notice(String),

@@ -141,7 +141,7 @@ pub fn draw(frame: &mut Frame<'_>, app: &App) {
 /// and what the session is doing. Cut to the width.
 pub fn status_text(app: &App, width: usize) -> String {
     let t = &app.totals;
-    let tokens = t.input_tokens + t.output_tokens;
+    let tokens = t.tokens();
     let state = match &app.activity {
         Activity::New => "new".to_owned(),
         Activity::Opening => "opening…".to_owned(),
@@ -191,16 +191,50 @@ pub fn status_text(app: &App, width: usize) -> String {
     format!("{s}{}", " ".repeat(pad))
 }
 
+/// The most lines of a diff an approval prompt shows.
+const MAX_DIFF_LINES: usize = 12;
+
 fn approval_lines(app: &App, width: usize, theme: Theme) -> Vec<Line<'static>> {
     let Some((call, _)) = &app.approval else {
         return Vec::new();
     };
-    let head = format!("allow {} {}?", call.name, call.arguments);
-    let mut lines: Vec<Line<'static>> = wrap(&visible(&head), width)
-        .into_iter()
-        .take(3)
-        .map(|l| Line::from(Span::styled(l, theme.warn())))
-        .collect();
+    let path = call.arguments.get("path").and_then(|p| p.as_str());
+    let mut lines: Vec<Line<'static>> = match (&app.approval_preview, path) {
+        // A file write or edit: the diff it would make, not its JSON.
+        (Some(diff), Some(path)) => {
+            let mut l = vec![Line::from(Span::styled(
+                one_line(&format!("allow {} {path}?", call.name), width),
+                theme.warn(),
+            ))];
+            let shown: Vec<&str> = diff.lines().collect();
+            for d in shown.iter().take(MAX_DIFF_LINES) {
+                let style = if d.starts_with('+') && !d.starts_with("+++") {
+                    theme.warn()
+                } else {
+                    theme.dim()
+                };
+                l.push(Line::from(Span::styled(one_line(d, width), style)));
+            }
+            if shown.len() > MAX_DIFF_LINES {
+                l.push(Line::from(Span::styled(
+                    one_line(
+                        &format!("… {} more line(s)", shown.len() - MAX_DIFF_LINES),
+                        width,
+                    ),
+                    theme.dim(),
+                )));
+            }
+            l
+        }
+        _ => {
+            let head = format!("allow {} {}?", call.name, call.arguments);
+            wrap(&visible(&head), width)
+                .into_iter()
+                .take(3)
+                .map(|l| Line::from(Span::styled(l, theme.warn())))
+                .collect()
+        }
+    };
     lines.push(Line::from(Span::styled(
         one_line("y runs it · n declines (the model is told)", width),
         theme.dim(),
@@ -487,7 +521,12 @@ fn picker(frame: &mut Frame<'_>, area: Rect, mode: &Mode, theme: Theme) {
                             .join(", ")
                     ),
                 };
-                items.push(format!("{}. {} · {files}", p.number, one_line(&p.text, 40)));
+                items.push(format!(
+                    "{}. {} · {files} · {}",
+                    p.number,
+                    one_line(&p.text, 40),
+                    p.name()
+                ));
             }
             items.push("now (change nothing)".into());
             selected = *s;
@@ -498,13 +537,12 @@ fn picker(frame: &mut Frame<'_>, area: Rect, mode: &Mode, theme: Theme) {
             selected: s,
         } => {
             let text = points.get(*point).map(|p| p.text.as_str()).unwrap_or("");
+            let name = points
+                .get(*point)
+                .map_or_else(|| format!("message {}", point + 1), |p| p.name());
             push_wrapped(
                 &mut head,
-                &format!(
-                    "rewind to before turn {}: {}",
-                    point + 1,
-                    one_line(text, 60)
-                ),
+                &format!("rewind to before {name}: {}", one_line(text, 60)),
                 theme.title(),
             );
             for a in [
@@ -527,13 +565,13 @@ fn picker(frame: &mut Frame<'_>, area: Rect, mode: &Mode, theme: Theme) {
             push_wrapped(
                 &mut head,
                 &format!(
-                    "rewind {} to before turn {} ({})",
+                    "rewind {} to before {} ({})",
                     match action {
                         RewindAction::Both => "code and conversation",
                         RewindAction::Code => "the code",
                         RewindAction::Conversation => "the conversation",
                     },
-                    point.number,
+                    point.name(),
                     preview.target
                 ),
                 theme.title(),

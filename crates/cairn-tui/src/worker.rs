@@ -116,10 +116,19 @@ impl Approver for AskScreen {
         &'a mut self,
         call: &'a ToolCall,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Decision> + Send + 'a>> {
+        self.ask_previewed(call, None)
+    }
+
+    fn ask_previewed<'a>(
+        &'a mut self,
+        call: &'a ToolCall,
+        preview: Option<String>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Decision> + Send + 'a>> {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let sent = self.0.send(Ev::Approval {
             call: call.clone(),
             reply,
+            preview,
         });
         Box::pin(async move {
             if sent.is_err() {
@@ -218,10 +227,14 @@ impl Worker {
             Cmd::Rewind { point, action } => self.rewind(point, action),
             Cmd::Undo => self.undo(),
             Cmd::Sessions => self.sessions(),
-            Cmd::Resume(id) => match RunId::parse(&id) {
-                Ok(id) => drop(self.switch(&id, None)),
-                Err(e) => self.fail(&format!("resume {id}"), &e),
-            },
+            // An id, a unique prefix, a name or @last, as on the command line.
+            Cmd::Resume(id) => {
+                match cairn_sessions::resolve_session(self.opener.store(), &id, &self.repository())
+                {
+                    Ok(id) => drop(self.switch(&id, None)),
+                    Err(e) => self.fail(&format!("resume {id}"), &e),
+                }
+            }
             Cmd::Quit => {}
         }
     }
@@ -446,7 +459,7 @@ impl Worker {
         for r in &records {
             match &r.body {
                 // The loop's own notes to the model are not the user's turns.
-                RecordBody::User(u) if !u.text.starts_with("cairn: ") => {
+                RecordBody::User(u) if !u.is_note(r.v) => {
                     points.push(RewindPoint {
                         number: points.len() + 1,
                         seq: r.seq,
@@ -592,7 +605,7 @@ impl Worker {
                         r.bank.label, r.bank.snapshot
                     ));
                     info = Some(Ev::Info {
-                        title: format!("files put back to before turn {}", point.number),
+                        title: format!("files put back to before {}", point.name()),
                         lines,
                     });
                 }
@@ -624,8 +637,8 @@ impl Worker {
                     return;
                 }
                 self.send(Ev::Notice(format!(
-                    "the conversation goes back to before turn {}: this is fork {child} of {id} (the parent keeps every turn: cairn resume {id})",
-                    point.number
+                    "the conversation goes back to before {}: this is fork {child} of {id} (the parent keeps every turn: cairn resume {id})",
+                    point.name()
                 )));
             }
             Err(e) => {
@@ -732,7 +745,8 @@ impl Worker {
             }
             Ok((
                 format!(
-                    "what the session changed since user turn {} began",
+                    "what the session changed since {} began (your message {})",
+                    point.name(),
                     point.number
                 ),
                 lines,
@@ -806,7 +820,7 @@ impl Worker {
             return self.no_session();
         };
         let result = (|| -> Result<cairn_checkpoint::RestoreReport, BoxError> {
-            let cpid = cairn_checkpoint::CheckpointId::parse(cp)?;
+            let cpid = cairn_sessions::resolve_checkpoint(self.opener.store(), cp)?;
             let cp = cairn_checkpoint::show(self.opener.store(), &cpid)?;
             if cp.run_id()? != id {
                 return Err(format!(
@@ -849,14 +863,20 @@ impl Worker {
         self.count_snapshots();
     }
 
-    fn sessions(&self) {
-        let store = self.opener.store();
+    /// The repository this screen works in: the open session's, else the
+    /// current directory's.
+    fn repository(&self) -> std::path::PathBuf {
         let here = self
             .current()
             .map(|(_, root)| std::path::PathBuf::from(root))
             .or_else(|| std::env::current_dir().ok())
             .unwrap_or_default();
-        let repo = cairn_sessions::repository_root(&here);
+        cairn_sessions::repository_root(&here)
+    }
+
+    fn sessions(&self) {
+        let store = self.opener.store();
+        let repo = self.repository();
         match cairn_sessions::list(store) {
             Ok(list) => {
                 let mut list: Vec<_> = list

@@ -38,6 +38,7 @@ fn session() -> App {
             usd: Some(0.0123),
         },
         tool_calls: 2,
+        tool_calls_unstated: false,
     };
     app.cells = vec![
         Cell::User("fix the failing test in add.rs".into()),
@@ -179,4 +180,27 @@ fn a_streaming_answer_and_an_approval_prompt() {
     });
     let s = screen(&app, 80, 24);
     assert!(s.contains("Working on it▌"), "{s}");
+}
+
+#[test]
+fn an_approval_for_a_file_write_shows_its_diff_not_its_json() {
+    let mut app = session();
+    let (reply, _answer) = tokio::sync::oneshot::channel();
+    let call = cairn_journal::ToolCall {
+        id: "w1".into(),
+        name: "write_file".into(),
+        arguments: serde_json::json!({"path": "notes.txt", "content": "alpha\nBETA\n"}),
+        raw_arguments: None,
+    };
+    app.approval = Some((call, reply));
+    app.approval_preview =
+        Some("--- a/notes.txt\n+++ b/notes.txt\n@@ -1,2 +1,2 @@\n alpha\n-beta\n+BETA\n".into());
+    let s = screen(&app, 80, 24);
+    assert!(s.contains("allow write_file notes.txt?"), "{s}");
+    assert!(s.contains("-beta") && s.contains("+BETA"), "{s}");
+    assert!(!s.contains("\"content\""), "{s}");
+    // Without a diff (a shell call), the arguments as before.
+    app.approval_preview = None;
+    let s = screen(&app, 80, 24);
+    assert!(s.contains("\"content\""), "{s}");
 }

@@ -26,6 +26,7 @@ use cairn_store::{RunId, Store};
 use serde::Serialize;
 use serde_json::json;
 
+use crate::files;
 use crate::guest;
 use crate::machine::{self, MachineConfig};
 use crate::qmp::Qmp;
@@ -75,7 +76,7 @@ pub fn save(session: &mut Session, progress: &dyn Progress) -> Result<VmSaveRepo
     if staging.exists() {
         std::fs::remove_dir_all(&staging).map_err(|e| VmError::io("removing", &staging, e))?;
     }
-    std::fs::create_dir_all(&staging).map_err(|e| VmError::io("creating", &staging, e))?;
+    files::create_dir(&staging)?;
     let gen = dir.join(&cfg.generation);
     let console_log = gen.join("console.log");
     let memory = staging.join("memory");
@@ -95,12 +96,17 @@ pub fn save(session: &mut Session, progress: &dyn Progress) -> Result<VmSaveRepo
     // and none printed after. (Measured before `stop`, a line printed in
     // between would count as after the checkpoint.)
     let console_offset = std::fs::metadata(&console_log).map_or(0, |m| m.len());
+    // qemu makes the overlay under a daemon's umask, and the memory stream
+    // through a shell it starts: both made private before, kept so after.
+    files::create_empty(&overlay)?;
+    files::create_empty(&memory)?;
     let frozen = pause_and_save(&mut qmp, &overlay, &memory);
     // Whatever happened, the guest runs again.
     let resumed = qmp.execute("cont", json!({}));
     let paused = paused_at.elapsed();
     let frozen = frozen?;
     resumed?;
+    files::make_private(&overlay)?;
 
     let disk = staging.join("disk.raw");
     machine::run_qemu_img(
@@ -121,6 +127,8 @@ pub fn save(session: &mut Session, progress: &dyn Progress) -> Result<VmSaveRepo
     staged.console_offset = Some(console_offset);
     staged.write_to(&staging.join("machine.json"))?;
     let memory_bytes = std::fs::metadata(&memory).map_or(0, |m| m.len());
+    // The modes a restore gives back.
+    files::make_private(&staging)?;
 
     let report = cairn_sessions::save_checkpoint(session, None, vec![staging.clone()], progress)?;
     let _ = std::fs::remove_dir_all(&staging);
@@ -407,11 +415,17 @@ fn boot_from(
         .ok_or_else(|| VmError::NoMachineState { id: id.to_string() })?;
     let generation = machine::new_generation();
     let gen = dir.join(&generation);
-    std::fs::create_dir_all(dir).map_err(|e| VmError::io("creating", dir, e))?;
-    let made = cairn_checkpoint::materialize_path(store, id, &saved.path, &gen, progress);
+    // Made private and empty first: the checkpoint is written into it.
+    let made = files::create_dir(&gen).and_then(|()| {
+        cairn_checkpoint::materialize_path(store, id, &saved.path, &gen, progress)?;
+        // A checkpoint saved by an older cairn carries open modes; its disk
+        // is written back whole, zeros included.
+        files::make_private(&gen)?;
+        files::punch_zeros(&gen.join(MachineConfig::load_from(&gen.join("machine.json"))?.disk))
+    });
     if let Err(e) = made {
         let _ = std::fs::remove_dir_all(&gen);
-        return Err(e.into());
+        return Err(e);
     }
     let result = (|| {
         let mut cfg = MachineConfig::load_from(&gen.join("machine.json"))?;

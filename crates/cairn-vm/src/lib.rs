@@ -34,6 +34,12 @@
 //!   checkpoint is written into a new generation; a damaged one fails the
 //!   restore before qemu starts. A restore refuses while the session's
 //!   guest runs.
+//! - **Private and sparse**: every directory under `machines/` is `0700`
+//!   and every file `0600`, the ones qemu makes included; raw disks keep
+//!   no block of zeros allocated.
+//! - **A stop ends the session**: `vm stop` journals `machine stopped` and
+//!   an `interrupted` terminal; a restore (`machine restored`) runs it
+//!   again.
 //! - **The two ledgers**: before a restored guest is continued, a
 //!   `reconcile` record names what the host saw after the checkpoint (the
 //!   model calls journaled since, the console lines since) that the guest,
@@ -49,13 +55,15 @@
 
 mod checkpoint;
 mod error;
+mod files;
 pub mod guest;
+mod listing;
 mod machine;
 pub mod qmp;
 
 pub use checkpoint::{fork, restore, save, RestoreReport, VmSaveReport};
 pub use error::VmError;
+pub use listing::{list, stop, MachineInfo, Stopped};
 pub use machine::{
-    gateway_from_guest, is_machine, list, parse_size, start, stop, Accel, MachineConfig,
-    MachineInfo, StartOptions, Started, Stopped,
+    gateway_from_guest, is_machine, parse_size, start, Accel, MachineConfig, StartOptions, Started,
 };

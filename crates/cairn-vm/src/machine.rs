@@ -15,8 +15,8 @@ use cairn_journal::{Machine, MachineEvent, RecordBody};
 use cairn_sessions::Session;
 use cairn_store::{RunId, Store};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
+use crate::files;
 use crate::guest::{self, Kernel};
 use crate::qmp::Qmp;
 use crate::VmError;
@@ -194,7 +194,7 @@ pub fn parse_size(s: &str) -> Result<u64, VmError> {
 /// The host as the guest sees it on qemu's user-mode network; connections
 /// to it reach the host's loopback (which is why the gateway admits it as a
 /// loopback name).
-use cairn_gateway::access::GUEST_HOST;
+use cairn_store::access::GUEST_HOST;
 
 /// The URL a guest reaches a gateway on the host at: a loopback address
 /// through [`GUEST_HOST`], any other as it is (the user-mode network routes
@@ -290,7 +290,9 @@ pub fn start(store: &Store, opts: &StartOptions) -> Result<Started, VmError> {
     let generation = new_generation();
     let gen = dir.join(&generation);
     let made = (|| -> Result<MachineConfig, VmError> {
-        std::fs::create_dir_all(&gen).map_err(|e| VmError::io("creating", &gen, e))?;
+        files::create_dir(&store.machines_dir())?;
+        files::create_dir(&dir)?;
+        files::create_dir(&gen)?;
         match (&opts.kernel, &kernel) {
             (Some((k, i)), _) => {
                 copy(k, &gen.join("kernel"))?;
@@ -322,8 +324,7 @@ pub fn start(store: &Store, opts: &StartOptions) -> Result<Started, VmError> {
                 "copying the disk image",
             )?,
             (None, Some(mkfs)) => {
-                let f =
-                    std::fs::File::create(&disk).map_err(|e| VmError::io("creating", &disk, e))?;
+                let f = cairn_store::durable::create_file_private(&disk)?;
                 f.set_len(opts.disk_size.unwrap_or(DEFAULT_DISK_BYTES))
                     .map_err(|e| VmError::io("sizing", &disk, e))?;
                 run_tool(
@@ -335,6 +336,10 @@ pub fn start(store: &Store, opts: &StartOptions) -> Result<Started, VmError> {
             }
             (None, None) => return Err(VmError::Guest("no disk".into())),
         }
+        // mkfs zeroes its journal and inode tables; a copied image may
+        // hold zeros written out.
+        files::make_private(&disk)?;
+        files::punch_zeros(&disk)?;
         Ok(MachineConfig {
             version: CONFIG_VERSION,
             run: run.to_string(),
@@ -443,13 +448,13 @@ fn boot(
     })?;
     if kvm_said.is_some() && forced.is_none() {
         // This host's KVM does not run the guest: do not wait on it again.
-        let _ = std::fs::create_dir_all(store.machines_dir());
+        let _ = files::create_dir(&store.machines_dir());
         let _ = cairn_store::durable::write_atomic(&cache, b"tcg\n");
     }
     Ok((pid, Accel::Tcg))
 }
 
-fn cfg_console(dir: &Path, cfg: &MachineConfig) -> PathBuf {
+pub(crate) fn cfg_console(dir: &Path, cfg: &MachineConfig) -> PathBuf {
     dir.join(&cfg.generation).join("console.log")
 }
 
@@ -573,15 +578,17 @@ pub(crate) fn launch(
     }
     let _ = std::fs::remove_file(&sock);
     let _ = std::fs::remove_file(dir.join("qemu.pid"));
-    let log = dir.join(&cfg.generation).join("qemu.log");
-    let log_file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log)
-        .map_err(|e| VmError::io("creating", &log, e))?;
+    let gen = dir.join(&cfg.generation);
+    let log = gen.join("qemu.log");
+    let log_file = files::open_append(&log)?;
+    // qemu opens its console log without changing the mode of one that is
+    // there; daemonized, it makes its files under its own umask.
+    files::create_empty(&gen.join("console.log"))?;
     let mut cmd = qemu_command(qemu, dir, cfg, incoming);
     cmd.stderr(log_file);
-    let status = cmd.status().map_err(|e| VmError::io("starting", qemu, e))?;
+    let status = files::private_umask(&mut cmd)
+        .status()
+        .map_err(|e| VmError::io("starting", qemu, e))?;
     if !status.success() {
         return Err(VmError::Qemu {
             what: format!("qemu did not start ({status})"),
@@ -600,6 +607,9 @@ pub(crate) fn launch(
             ),
             log: String::new(),
         })?;
+    for made in [qmp_socket(dir), pid_path, gen.join("console.log")] {
+        files::make_private(&made)?;
+    }
     Ok(pid)
 }
 
@@ -633,7 +643,7 @@ pub(crate) fn alive(pid: u32) -> bool {
         .unwrap_or(true)
 }
 
-fn read_pid(dir: &Path) -> Option<u32> {
+pub(crate) fn read_pid(dir: &Path) -> Option<u32> {
     std::fs::read_to_string(dir.join("qemu.pid"))
         .ok()?
         .trim()
@@ -658,8 +668,9 @@ pub(crate) fn kill_guest(dir: &Path) {
     let _ = std::fs::remove_file(qmp_socket(dir));
 }
 
+/// Runs a tool to its end under the private umask; its stderr in the error.
 fn run_tool(cmd: &mut Command, what: &str) -> Result<(), VmError> {
-    let out = cmd
+    let out = files::private_umask(cmd)
         .output()
         .map_err(|e| VmError::io("running", Path::new(cmd.get_program()), e))?;
     if out.status.success() {
@@ -676,131 +687,13 @@ pub(crate) fn run_qemu_img(args: &[&std::ffi::OsStr], what: &str) -> Result<(), 
     run_tool(Command::new(qemu_img).args(args), what)
 }
 
+/// Copies a kernel or an initrd in, `0600` (see [`files::copy_private`]).
 pub(crate) fn copy(from: &Path, to: &Path) -> Result<(), VmError> {
-    // A hard link where it can (kernels and initrds are never written in
-    // place), else a copy.
-    if std::fs::hard_link(from, to).is_ok() {
-        return Ok(());
-    }
-    std::fs::copy(from, to)
-        .map(drop)
-        .map_err(|e| VmError::io("copying", from, e))
+    files::copy_private(from, to)
 }
 
 pub(crate) fn new_generation() -> String {
     format!("gen-{}", ulid::Ulid::new().to_string().to_ascii_lowercase())
-}
-
-/// A guest as `cairn vm ls` shows it.
-#[derive(Clone, Debug, Serialize)]
-pub struct MachineInfo {
-    /// The session.
-    pub id: String,
-    /// Its name.
-    pub name: Option<String>,
-    /// `running`, `paused` (a save in progress, or killed mid-way),
-    /// `stopped` (not running: stopped, exited or died).
-    pub state: String,
-    /// Memory, MiB.
-    pub memory_mib: u64,
-    /// The accelerator.
-    pub accel: Accel,
-    /// qemu's pid while it runs.
-    pub pid: Option<u32>,
-    /// The command the guest runs.
-    pub command: Option<String>,
-    /// The console log of the current generation.
-    pub console: PathBuf,
-}
-
-/// Every VM session of the store, newest first.
-///
-/// # Errors
-/// The machines directory cannot be listed.
-pub fn list(store: &Store) -> Result<Vec<MachineInfo>, VmError> {
-    let root = store.machines_dir();
-    let entries = match std::fs::read_dir(&root) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(VmError::io("listing", &root, e)),
-    };
-    let mut out = Vec::new();
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Ok(run) = RunId::parse(&name) else {
-            continue;
-        };
-        let dir = e.path();
-        let Ok(cfg) = MachineConfig::load_from(&MachineConfig::path(&dir)) else {
-            continue;
-        };
-        let (state, pid) = match connect(&dir).and_then(|mut q| q.status()) {
-            Ok(s) => {
-                let state = if s == "running" { "running" } else { "paused" };
-                (state.to_string(), read_pid(&dir))
-            }
-            Err(_) => ("stopped".to_string(), None),
-        };
-        out.push(MachineInfo {
-            id: run.to_string(),
-            name: cfg.name.clone(),
-            state,
-            memory_mib: cfg.memory_mib,
-            accel: cfg.accel,
-            pid,
-            command: cfg.command.clone(),
-            console: cfg_console(&dir, &cfg),
-        });
-    }
-    out.sort_by(|a, b| b.id.cmp(&a.id));
-    Ok(out)
-}
-
-/// What [`stop`] did.
-#[derive(Clone, Debug, Serialize)]
-pub struct Stopped {
-    /// The session.
-    pub id: String,
-    /// False when the guest was not running.
-    pub was_running: bool,
-}
-
-/// Stops the session's guest (qemu's `quit`; SIGKILL if it does not go) and
-/// journals `machine stopped`. A guest already gone is not an error.
-///
-/// # Errors
-/// Not a VM session; the journal lock held (a save in progress).
-pub fn stop(store: &Store, run: &RunId) -> Result<Stopped, VmError> {
-    let _ = config(store, run)?;
-    let mut session = Session::open(store, run)?;
-    let dir = store.machine_dir(run);
-    let was_running = match connect(&dir) {
-        Ok(mut q) => {
-            let _ = q.execute("quit", json!({}));
-            let until = Instant::now() + Duration::from_secs(10);
-            while read_pid(&dir).is_some_and(alive) && Instant::now() < until {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            kill_guest(&dir);
-            true
-        }
-        Err(_) => {
-            kill_guest(&dir);
-            false
-        }
-    };
-    if was_running {
-        session.append(RecordBody::Machine(Machine {
-            event: MachineEvent::Stopped,
-            checkpoint: None,
-            pid: None,
-            detail: None,
-        }))?;
-    }
-    Ok(Stopped {
-        id: run.to_string(),
-        was_running,
-    })
 }
 
 #[cfg(test)]

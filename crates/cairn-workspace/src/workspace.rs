@@ -533,6 +533,17 @@ impl Workspace {
         Ok(self.read_index()?.labels.get(label).cloned())
     }
 
+    /// The `pre:` boundary that [`Workspace::rewind_to`] would restore for
+    /// `to` now (its latest iteration when none is given), without changing
+    /// anything: what a caller checks before a rewind it must not start in
+    /// vain.
+    ///
+    /// # Errors
+    /// [`WorkspaceError::NoSuchBoundary`]; the index cannot be read.
+    pub fn boundary_of(&self, to: &NodeRef) -> Result<(Label, SnapshotId), WorkspaceError> {
+        history::resolve_pre(&self.read_index()?, to)
+    }
+
     /// A snapshot's manifest, with every path checked.
     ///
     /// # Errors

@@ -62,7 +62,7 @@ fn the_racy_guard_is_what_catches_it() {
             .racy_slack(Duration::ZERO),
     );
     f.write("a.txt", "aaaa");
-    std::thread::sleep(Duration::from_millis(20));
+    f.settle(Duration::ZERO);
     f.capture("snap:1");
     rewrite_same_tick(&f, "a.txt", "bbbb");
     assert!(f.capture("snap:2").deduped);
@@ -75,7 +75,7 @@ fn unchanged_files_come_from_the_stat_cache_and_a_same_tree_dedupes() {
         f.write(&format!("src/f{i}.rs"), &format!("fn f{i}() {{}}"));
     }
     // Older than the first capture's start minus the slack: trustworthy.
-    std::thread::sleep(Duration::from_millis(120));
+    f.settle(Duration::from_millis(50));
     let first = f.capture("pre:exec:1");
     assert_eq!((first.files, first.hashed, first.deduped), (20, 20, false));
     let again = f.capture("post:exec:1");

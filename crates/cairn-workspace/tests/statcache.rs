@@ -14,13 +14,17 @@ use sha2::{Digest, Sha256};
 
 const N: u64 = 12;
 
+/// The racy guard's slack in these tests: long enough that a file written
+/// just before a capture is inside it however slow the machine is.
+const SLACK: Duration = Duration::from_secs(1);
+
 fn fixture() -> Fixture {
-    let f = Fixture::with(CaptureConfig::default().racy_slack(Duration::from_millis(50)));
+    let f = Fixture::with(CaptureConfig::default().racy_slack(SLACK));
     for i in 0..N {
         f.write(&format!("d/f{i}.txt"), &format!("file {i}"));
     }
     // Older than the first capture's start minus the slack: trustworthy.
-    std::thread::sleep(Duration::from_millis(120));
+    f.settle(SLACK);
     f
 }
 
@@ -72,12 +76,11 @@ fn an_unchanged_capture_does_not_rewrite_the_stat_cache() {
     );
 
     // A change rewrites it, and the new cache is trusted afterwards.
-    std::thread::sleep(Duration::from_millis(20));
     f.write("d/f3.txt", "changed");
     let fourth = f.capture("snap:4");
     assert_eq!((fourth.hashed, fourth.deduped), (1, false));
     assert_ne!(identity(&cache_path(&f)).0, cache.0);
-    std::thread::sleep(Duration::from_millis(120));
+    f.settle(SLACK);
     // f3 was written within the slack of snap:4's start: re-read once...
     let fifth = f.capture("snap:5");
     assert_eq!((fifth.hashed, fifth.deduped), (1, true));

@@ -47,6 +47,7 @@ fn meta(ws: &str, i: usize) -> Meta {
 fn bodies(turns: usize) -> Vec<RecordBody> {
     let mut out = vec![RecordBody::User(User {
         text: "fix the failing test in src/lib.rs".into(),
+        origin: None,
     })];
     for t in 0..turns {
         let id = format!("call_{t}");
@@ -56,6 +57,7 @@ fn bodies(turns: usize) -> Vec<RecordBody> {
                 id: id.clone(),
                 name: "read_file".into(),
                 arguments: serde_json::json!({"path": "src/lib.rs"}),
+                raw_arguments: None,
             }],
             usage: Usage {
                 input_tokens: 1500 + t as u64 * 100,

@@ -87,8 +87,11 @@ fn main() {
             let id = RunId::new();
             let mut w = JournalWriter::create(&gen, &id, meta(&ws, i)).unwrap();
             for text in ["task", "go on"] {
-                w.append(&RecordBody::User(User { text: text.into() }))
-                    .unwrap();
+                w.append(&RecordBody::User(User {
+                    text: text.into(),
+                    origin: None,
+                }))
+                .unwrap();
             }
             if !unended {
                 let path = gen.journal_path(&id);

@@ -107,6 +107,7 @@ fn session(store: &Store, meta: &Meta, n: usize, last: &str) -> RunId {
     let mut w = JournalWriter::create(store, &id, m).unwrap();
     let mut bodies = vec![RecordBody::User(User {
         text: "read every file and summarise".into(),
+        origin: None,
     })];
     let mut t = 0;
     while bodies.len() + 3 < n - 1 {
@@ -117,6 +118,7 @@ fn session(store: &Store, meta: &Meta, n: usize, last: &str) -> RunId {
                 id: call.clone(),
                 name: "read_file".into(),
                 arguments: serde_json::json!({"path": "src/lib.rs"}),
+                raw_arguments: None,
             }],
             usage: Usage {
                 input_tokens: 1500,
@@ -139,6 +141,7 @@ fn session(store: &Store, meta: &Meta, n: usize, last: &str) -> RunId {
     while bodies.len() < n - 3 {
         bodies.push(RecordBody::User(User {
             text: "and the next?".into(),
+            origin: None,
         }));
     }
     bodies.push(RecordBody::Assistant(Assistant {

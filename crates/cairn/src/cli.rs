@@ -4,12 +4,21 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+/// `cairn --version`: the version and the commit it was built from
+/// (`unknown` outside a git checkout, see build.rs).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("CAIRN_COMMIT"),
+    ")"
+);
+
 /// Durable agent runs: every model turn and tool result in a hash-chained,
 /// fsynced journal you can list, verify, resume and fork.
 #[derive(Debug, Parser)]
 #[command(
     name = "cairn",
-    version,
+    version = VERSION,
     about,
     long_about = None,
     propagate_version = true
@@ -17,7 +26,8 @@ use clap::{Args, Parser, Subcommand};
 pub struct Cli {
     /// The store holding every session: a directory, or a shared store
     /// nats://HOST:PORT/PREFIX (objects at --objects) [env: CAIRN_STORE]
-    /// [default: $XDG_STATE_HOME/cairn or ~/.local/state/cairn]
+    /// [default: `store` in config.toml, else $XDG_STATE_HOME/cairn or
+    /// ~/.local/state/cairn]
     #[arg(long, global = true, value_name = "DIR | URL")]
     pub store: Option<PathBuf>,
 
@@ -63,6 +73,9 @@ pub enum Command {
     Continue(ContinueArgs),
     /// Run any command as a node of a session: its file changes become rewindable
     Exec(ExecArgs),
+    /// Start Claude Code, Codex or aider with its model calls journaled and its file changes rewindable
+    #[command(override_usage = "cairn wrap [OPTIONS] <AGENT> [-- ARGS…]")]
+    Wrap(WrapArgs),
     /// Capture the workspace now into a session
     Snapshot(SnapshotArgs),
     /// List a session's workspace snapshots, or put files back as they were
@@ -97,6 +110,34 @@ pub enum Command {
     /// Whole-machine sessions: a qemu guest whose memory and disk checkpoint as one
     #[command(subcommand)]
     Vm(VmCommand),
+    /// Show the effective configuration and where each value came from
+    Config(ConfigArgs),
+    /// Print a shell completion script (bash, zsh, fish, powershell, elvish)
+    Completions(CompletionsArgs),
+    /// Print the man page (or write one page per command into --dir)
+    Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell, e.g. `cairn completions bash > ~/.local/share/bash-completion/completions/cairn`
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write cairn.1 and one page per command (cairn-run.1 …) into DIR
+    /// instead of printing cairn.1
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -175,7 +216,7 @@ pub struct PushArgs {
 
 #[derive(Debug, Args)]
 pub struct PullArgs {
-    /// Session id
+    /// Session: an id, a unique prefix (4+ characters), its name, or @last
     pub id: String,
     /// The store to copy it from: a directory, file:///ABS/PATH, or
     /// nats://HOST:PORT/PREFIX (objects at --objects)
@@ -188,9 +229,11 @@ pub struct PullArgs {
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Where to listen (a non-loopback address needs --token)
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
-    pub listen: std::net::SocketAddr,
-    /// The token every request must carry (`Authorization: Bearer T` or `x-cairn-token`)
+    /// [env: CAIRN_SERVE_LISTEN] [default: `serve.listen` in config.toml, else 127.0.0.1:7878]
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// The token every request must carry (`Authorization: Bearer T` or `x-cairn-token`;
+    /// a browser logs in once at / and holds a session cookie)
     #[arg(
         long,
         value_name = "T",
@@ -212,10 +255,12 @@ pub enum ReplayArg {
 /// The gateway's upstreams and replay rules, shared by `gateway` and `exec --gateway`.
 #[derive(Debug, Args, Clone)]
 pub struct UpstreamArgs {
-    /// The OpenAI-compatible upstream [default: $OPENAI_BASE_URL, else https://api.openai.com/v1]
+    /// The OpenAI-compatible upstream [default: $OPENAI_BASE_URL, else
+    /// `openai_base_url` in config.toml, else https://api.openai.com/v1]
     #[arg(long, value_name = "URL")]
     pub openai_upstream: Option<String>,
-    /// The Anthropic upstream [default: $ANTHROPIC_BASE_URL, else https://api.anthropic.com]
+    /// The Anthropic upstream [default: $ANTHROPIC_BASE_URL, else
+    /// `anthropic_base_url` in config.toml, else https://api.anthropic.com]
     #[arg(long, value_name = "URL")]
     pub anthropic_upstream: Option<String>,
     /// Which stored responses are served instead of bought
@@ -227,22 +272,48 @@ pub struct UpstreamArgs {
     /// Refuse request bodies larger than this (413)
     #[arg(long, value_name = "MB", default_value_t = 32)]
     pub max_body_mb: u64,
+    /// Stop reading an upstream response larger than this (not kept; a failed model_call)
+    #[arg(long, value_name = "MB", default_value_t = 128)]
+    pub max_response_mb: u64,
+    /// Stop reading a streamed response with an event larger than this (as --max-response-mb)
+    #[arg(long, value_name = "MB", default_value_t = 32)]
+    pub max_event_mb: u64,
+    /// Close a connection whose request head has not arrived within this
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub header_timeout: std::time::Duration,
+    /// Answer 408 (and close) when a request body has not arrived within this
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
+    pub body_timeout: std::time::Duration,
+    /// Once asked to stop, wait at most this for calls still reading their upstream
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub stop_grace: std::time::Duration,
 }
 
 #[derive(Debug, Args)]
 pub struct GatewayArgs {
     /// Where to listen (a non-loopback address needs --token)
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
-    pub listen: std::net::SocketAddr,
+    /// [env: CAIRN_GATEWAY_LISTEN] [default: `gateway.listen` in config.toml, else 127.0.0.1:7879]
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// Print no line per call (by default each call is logged on stderr:
+    /// route, model, status, tokens, cost, replayed or bought)
+    #[arg(long, short)]
+    pub quiet: bool,
     /// Journal every call in this session [default: one session per client session]
     #[arg(long, value_name = "ID", conflicts_with = "name")]
     pub run: Option<String>,
     /// Journal every call in a new session of this name
     #[arg(long)]
     pub name: Option<String>,
-    /// Clients must send this token (`x-cairn-token`, or as their bearer key,
-    /// which is then replaced by $OPENAI_API_KEY / $ANTHROPIC_API_KEY upstream)
-    #[arg(long, value_name = "T")]
+    /// Clients must send this token (`x-cairn-token`, or as their key —
+    /// `Authorization: Bearer T` or `x-api-key: T` — which is then replaced by
+    /// $OPENAI_API_KEY / $ANTHROPIC_API_KEY upstream)
+    #[arg(
+        long,
+        value_name = "T",
+        env = "CAIRN_GATEWAY_TOKEN",
+        hide_env_values = true
+    )]
     pub token: Option<String>,
     #[command(flatten)]
     pub upstream: UpstreamArgs,
@@ -251,10 +322,16 @@ pub struct GatewayArgs {
 /// Model routing and limits, shared by run, resume and continue.
 #[derive(Debug, Args, Clone, Default)]
 pub struct ModelArgs {
-    /// script:PATH | openai:MODEL | anthropic:MODEL [env: CAIRN_MODEL for `run`]
+    /// script:PATH | openai:MODEL (Chat Completions) | openai-responses:MODEL
+    /// (Responses API: OpenAI's reasoning and Codex models) | anthropic:MODEL
+    /// [env: CAIRN_MODEL for `run`] [default: `model` in config.toml, else
+    /// openai:gpt-4.1 when OPENAI_API_KEY is set, else
+    /// anthropic:claude-sonnet-4-5 when ANTHROPIC_API_KEY is]
     #[arg(long, value_name = "SPEC")]
     pub model: Option<String>,
-    /// Base URL of an OpenAI-compatible or Anthropic endpoint (Ollama, vLLM, a proxy…)
+    /// Base URL of an OpenAI-compatible or Anthropic endpoint (Ollama, vLLM, a proxy…);
+    /// both OpenAI APIs read OPENAI_BASE_URL
+    /// [default: $OPENAI_BASE_URL / $ANTHROPIC_BASE_URL, else config.toml's]
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
     /// Stop as budget_exhausted after N model turns
@@ -271,8 +348,9 @@ pub struct ModelArgs {
     pub thinking: Option<String>,
     /// Ask on the terminal before such tool calls run: shell commands, or
     /// every call that may write (shell included); a "no" runs nothing
-    #[arg(long, value_name = "never|shell|writes", default_value = "never")]
-    pub approve: cairn_agent::ApprovePolicy,
+    /// [env: CAIRN_APPROVE] [default: `approve` in config.toml, else never]
+    #[arg(long, value_name = "never|shell|writes")]
+    pub approve: Option<cairn_agent::ApprovePolicy>,
 }
 
 #[derive(Debug, Args)]
@@ -288,14 +366,14 @@ pub struct RunArgs {
     /// Print only the summary object as JSON
     #[arg(long)]
     pub json: bool,
-    /// What the agent should do
+    /// What the agent should do; `-` reads it from standard input
     #[arg(required = true, num_args = 1.., value_name = "TASK")]
     pub task: Vec<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct ResumeArgs {
-    /// Session id
+    /// Session: an id, a unique prefix (4+ characters), its name, or @last
     pub id: String,
     /// Open the terminal UI (what `cairn --resume ID` means on a terminal)
     #[arg(long, hide = true)]
@@ -353,6 +431,35 @@ pub struct ExecArgs {
     pub command: Vec<std::ffi::OsString>,
 }
 
+/// `cairn wrap`: `cairn exec --gateway` for an agent cairn knows.
+#[derive(Debug, Args)]
+pub struct WrapArgs {
+    /// The agent
+    #[arg(value_name = "AGENT", value_parser = agent_parser())]
+    pub agent: cairn_gateway::Agent,
+    /// The agent's program [default: its name, found on PATH]
+    #[arg(long, value_name = "PATH")]
+    pub bin: Option<PathBuf>,
+    /// Record into this session (to go on after a crash) [default: a new session named AGENT@REPO]
+    #[arg(long, value_name = "ID")]
+    pub run: Option<String>,
+    /// Print the summary object as JSON on stdout (the agent's output goes to stderr)
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub upstream: UpstreamArgs,
+    /// The agent's own arguments, after `--`
+    #[arg(last = true, value_name = "ARGS")]
+    pub args: Vec<std::ffi::OsString>,
+}
+
+/// The agents `cairn wrap` takes, by name, each with what people call it.
+fn agent_parser() -> impl clap::builder::TypedValueParser<Value = cairn_gateway::Agent> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    let names = cairn_gateway::Agent::ALL.map(|a| PossibleValue::new(a.name()).help(a.title()));
+    PossibleValuesParser::new(names).try_map(|name| name.parse::<cairn_gateway::Agent>())
+}
+
 #[derive(Debug, Args)]
 pub struct SnapshotArgs {
     /// The session [default: the newest session of this repository that is not running, or a new one]
@@ -377,7 +484,7 @@ pub enum Scope {
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("what").required(true).args(["list_snapshots", "to", "restore_snapshot"])))]
 pub struct RewindArgs {
-    /// Session id
+    /// Session: an id, a unique prefix (4+ characters), its name, or @last
     pub id: String,
     /// List snapshots newest first, with every label each carries
     #[arg(long)]
@@ -391,7 +498,7 @@ pub struct RewindArgs {
     /// With --to turn:N: also fork the conversation at that turn, to continue from there
     #[arg(long, requires = "to")]
     pub fork: bool,
-    /// Restore a snapshot by id (always the whole tree)
+    /// Restore a snapshot by id, unique prefix or label (`bank:N`, as rewind prints it); always the whole tree
     #[arg(long, value_name = "SNAP")]
     pub restore_snapshot: Option<String>,
     /// Print JSON
@@ -427,7 +534,7 @@ pub enum CheckpointCommand {
 
 #[derive(Debug, Args)]
 pub struct CheckpointSaveArgs {
-    /// Session id
+    /// Session: an id, a unique prefix (4+ characters), its name, or @last
     pub id: String,
     /// A file or directory to save too (a disk image, a memory dump…); repeatable
     #[arg(long = "path", value_name = "P")]
@@ -439,7 +546,7 @@ pub struct CheckpointSaveArgs {
 
 #[derive(Debug, Args)]
 pub struct SessionJsonArgs {
-    /// Session id
+    /// Session: an id, a unique prefix (4+ characters), its name, or @last
     pub id: String,
     /// Print JSON
     #[arg(long)]
@@ -448,7 +555,7 @@ pub struct SessionJsonArgs {
 
 #[derive(Debug, Args)]
 pub struct CheckpointIdArgs {
-    /// Checkpoint id (cp_…)
+    /// Checkpoint: its id (cp_…) or a unique prefix of it (4+ characters)
     pub checkpoint: String,
     /// Print JSON
     #[arg(long)]
@@ -460,10 +567,11 @@ pub struct PruneArgs {
     /// Report what would be deleted, delete nothing
     #[arg(long)]
     pub dry_run: bool,
-    /// On a shared store (nats://…): keep every object younger than this,
+    /// On a shared store (nats://…) only: keep every object younger than this,
     /// named or not (an upload from another host may be about to be named)
-    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = humantime::parse_duration)]
-    pub grace: std::time::Duration,
+    /// [default: 1h]
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub grace: Option<std::time::Duration>,
     /// Print JSON
     #[arg(long)]
     pub json: bool,
@@ -487,20 +595,30 @@ pub struct ForkArgs {
     #[arg(long, hide = true)]
     pub tui: bool,
     /// In the terminal UI: ask before such tool calls run
-    #[arg(
-        long,
-        hide = true,
-        value_name = "never|shell|writes",
-        default_value = "never"
-    )]
-    pub approve: cairn_agent::ApprovePolicy,
+    #[arg(long, hide = true, value_name = "never|shell|writes")]
+    pub approve: Option<cairn_agent::ApprovePolicy>,
 }
 
 #[derive(Debug, Args)]
 pub struct SessionsArgs {
     /// List sessions of every repository
-    #[arg(long)]
+    #[arg(long, conflicts_with = "repo")]
     pub all: bool,
+    /// List sessions of the repository at DIR [default: this directory's]
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<PathBuf>,
+    /// Only sessions with this status (repeatable, or comma-separated);
+    /// `interrupted`: no terminal record and no live writer (a crash)
+    #[arg(
+        long,
+        value_name = "STATUS",
+        value_delimiter = ',',
+        value_parser = clap::builder::PossibleValuesParser::new(cairn_sessions::STATUSES)
+    )]
+    pub status: Vec<String>,
+    /// At most N sessions, the newest first
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
     /// Print a JSON array
     #[arg(long)]
     pub json: bool,
@@ -518,7 +636,7 @@ pub enum SessionCommand {
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    /// Session id
+    /// Session: an id, a unique prefix (4+ characters), its name, or @last
     pub id: String,
     /// Print JSON
     #[arg(long)]
@@ -530,7 +648,7 @@ pub struct ShowArgs {
 
 #[derive(Debug, Args)]
 pub struct RmArgs {
-    /// Session id
+    /// Session: an id, a unique prefix (4+ characters), its name, or @last
     pub id: String,
     /// Also remove the forks that pin it (and their forks), instead of refusing
     #[arg(long)]
@@ -539,7 +657,7 @@ pub struct RmArgs {
 
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
-    /// Session id
+    /// Session: an id, a unique prefix (4+ characters), its name, or @last
     #[arg(required_unless_present = "all", conflicts_with = "all")]
     pub id: Option<String>,
     /// Verify every session in the store
@@ -548,6 +666,15 @@ pub struct VerifyArgs {
     /// Print JSON
     #[arg(long)]
     pub json: bool,
+}
+
+/// Whether the command line asks for JSON: a `--json` before any `--`
+/// (what follows `--` is a command's own arguments, `cairn exec`'s).
+pub fn wants_json(args: &[std::ffi::OsString]) -> bool {
+    args.iter()
+        .skip(1)
+        .take_while(|a| *a != "--")
+        .any(|a| a == "--json")
 }
 
 /// Rewrites the iteron-style aliases (`--sessions`, `--continue [TEXT]`,

@@ -24,6 +24,20 @@ pub enum Code {
     Refused = 4,
 }
 
+impl Code {
+    /// The code's name in `--json` errors: `ok`, `failure`, `usage`,
+    /// `integrity`, `refused`.
+    pub fn class(self) -> &'static str {
+        match self {
+            Code::Ok => "ok",
+            Code::Failure => "failure",
+            Code::Usage => "usage",
+            Code::Integrity => "integrity",
+            Code::Refused => "refused",
+        }
+    }
+}
+
 /// An error that carries its exit code explicitly.
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
@@ -142,7 +156,11 @@ fn session_code(s: &SessionError) -> Code {
         | SessionError::Diverged { .. }
         | SessionError::ManifestConflict { .. }
         | SessionError::NotPlain { .. } => Code::Refused,
-        SessionError::BadForkPoint { .. } => Code::Usage,
+        SessionError::BadForkPoint { .. }
+        | SessionError::NoForkBoundary { .. }
+        | SessionError::NoMatch { .. }
+        | SessionError::Ambiguous { .. }
+        | SessionError::RunId(_) => Code::Usage,
         SessionError::RemoteJournal(r) => match r {
             cairn_journal::RemoteJournalError::Conflict { .. }
             | cairn_journal::RemoteJournalError::Leased { .. } => Code::Refused,

@@ -43,27 +43,138 @@ pub fn note(line: impl std::fmt::Display) {
         .and_then(|_| err.write_all(b"\n"));
 }
 
-/// Prints an error and its causes to stderr, each once: a cause whose text
-/// the lines above already hold is not repeated.
-pub fn error(prefix: &str, e: &anyhow::Error) {
+/// An error's messages, its own first, then each cause whose text the
+/// ones before do not already hold.
+fn messages(e: &anyhow::Error) -> Vec<String> {
     let mut shown: Vec<String> = Vec::new();
     for cause in e.chain() {
         let text = cause.to_string();
-        if shown.iter().any(|s| s.contains(&text)) {
-            continue;
+        if !shown.iter().any(|s| s.contains(&text)) {
+            shown.push(text);
         }
-        if shown.is_empty() {
+    }
+    shown
+}
+
+/// Prints an error and its causes to stderr, each once: a cause whose text
+/// the lines above already hold is not repeated.
+pub fn error(prefix: &str, e: &anyhow::Error) {
+    for (i, text) in messages(e).iter().enumerate() {
+        if i == 0 {
             note(format!("{prefix}: {text}"));
         } else {
             note(format!("  caused by: {text}"));
         }
-        shown.push(text);
     }
     if let Some(hint) = crate::exit::hint(e) {
         note(format!("{prefix}: {hint}"));
     }
 }
 
-// The rules for text that reaches a terminal live in one place, shared
-// with the TUI: escaping control characters, one-line cuts, costs.
-pub use cairn_tui::text::{cost, one_line, visible};
+/// An error in one line, for `--json`: its messages joined by `: `, then
+/// what to do about it when cairn knows more.
+pub fn error_text(e: &anyhow::Error) -> String {
+    let mut text = messages(e).join(": ");
+    if let Some(hint) = crate::exit::hint(e) {
+        text.push_str("; ");
+        text.push_str(hint);
+    }
+    text
+}
+
+/// Prints an error under `--json`: one JSON value on one line of stderr,
+/// `{"error": {"code", "class", "message"}}` (DESIGN §10), so a script that
+/// asked for JSON never has to parse prose.
+pub fn error_json(code: crate::exit::Code, message: &str) {
+    let v = serde_json::json!({
+        "error": {
+            "code": code as u8,
+            "class": code.class(),
+            "message": message.trim_end(),
+        }
+    });
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(format!("{v}\n").as_bytes());
+}
+
+/// A byte count for people: `512 B`, `1.2 MiB` (JSON keeps the exact count).
+pub fn size(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut v = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
+}
+
+/// An RFC 3339 time for people, relative to now: `just now`, `3 min ago`,
+/// `5 h ago`, `2 days ago`; older than a week, or not parsable, or in the
+/// future (another machine's clock), the date and time as written (JSON
+/// keeps the exact time).
+pub fn ago(ts: &str) -> String {
+    ago_at(ts, std::time::SystemTime::now())
+}
+
+fn ago_at(ts: &str, now: std::time::SystemTime) -> String {
+    let plain = || ts.get(..19).unwrap_or(ts).replace('T', " ");
+    let Ok(then) = humantime::parse_rfc3339_weak(ts) else {
+        return plain();
+    };
+    let Ok(d) = now.duration_since(then) else {
+        return plain();
+    };
+    match d.as_secs() {
+        s if s < 10 => "just now".into(),
+        s if s < 60 => format!("{s} s ago"),
+        s if s < 3600 => format!("{} min ago", s / 60),
+        s if s < 86_400 => format!("{} h ago", s / 3600),
+        s if s < 2 * 86_400 => "1 day ago".into(),
+        s if s < 7 * 86_400 => format!("{} days ago", s / 86_400),
+        _ => plain(),
+    }
+}
+
+// The rule for text that reaches a terminal lives in one place, shared with
+// the TUI: escaping control characters, one-line cuts.
+pub use cairn_store::text::{one_line, visible};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_for_people() {
+        for (n, want) in [
+            (0, "0 B"),
+            (1023, "1023 B"),
+            (1024, "1.0 KiB"),
+            (1_258_291, "1.2 MiB"),
+            (5 * 1024 * 1024 * 1024, "5.0 GiB"),
+        ] {
+            assert_eq!(size(n), want, "{n}");
+        }
+    }
+
+    #[test]
+    fn times_for_people() {
+        let now = humantime::parse_rfc3339("2025-06-10T12:00:00Z").unwrap();
+        for (ts, want) in [
+            ("2025-06-10T11:59:58.123456Z", "just now"),
+            ("2025-06-10T11:59:15Z", "45 s ago"),
+            ("2025-06-10T11:57:00Z", "3 min ago"),
+            ("2025-06-10T07:00:00Z", "5 h ago"),
+            ("2025-06-09T10:00:00Z", "1 day ago"),
+            ("2025-06-07T12:00:00Z", "3 days ago"),
+            ("2025-05-01T08:30:00Z", "2025-05-01 08:30:00"),
+            ("2025-06-10T12:30:00Z", "2025-06-10 12:30:00"),
+            ("", ""),
+        ] {
+            assert_eq!(ago_at(ts, now), want, "{ts}");
+        }
+    }
+}

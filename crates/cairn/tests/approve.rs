@@ -145,8 +145,16 @@ fn writes_asks_for_write_file_but_not_for_read_file() {
     assert!(out.status.success(), "{}", stderr(&out));
     let err = stderr(&out);
     assert_eq!(err.matches("? [y/N] ").count(), 1, "{err}");
-    assert!(err.contains("cairn: run write_file "), "{err}");
-    assert!(!err.contains("cairn: run read_file"), "{err}");
+    // A file write is asked as the diff it would make.
+    assert!(
+        err.contains("cairn: write_file w.txt:\n--- /dev/null\n+++ b/w.txt"),
+        "{err}"
+    );
+    assert!(
+        err.contains("+w\n") && err.contains("cairn: run it? [y/N] "),
+        "{err}"
+    );
+    assert!(!err.contains("read_file"), "{err}");
     assert_eq!(s.read("w.txt"), "w\n");
     let recs = s.records(&s.only_session());
     assert_eq!(results_for(&recs, "r1")[0]["outcome"], "ok");
@@ -245,13 +253,14 @@ fn interrupting_twice_while_it_waits_stops_and_a_resume_asks_again() {
                 .iter()
                 .any(|r| r["label"] == "pause:turn:1")
     });
+    let err = Stderr::of(&mut child);
     kill(&mut child, libc::SIGINT);
-    std::thread::sleep(std::time::Duration::from_millis(100));
+    err.wait_for(20, "stopping after the step in flight");
     kill(&mut child, libc::SIGINT);
     // It exits though its question was never answered.
-    let out = child.wait_with_output().unwrap();
+    let status = exits_within(&mut child, 10, "a second SIGINT while it waits");
     drop(stdin);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(status.code(), Some(1), "{}", err.finish());
     let id = s.only_session();
     let recs = s.records(&id);
     assert_eq!(recs.last().unwrap()["reason"], "interrupted");

@@ -6,10 +6,10 @@
 //! filler file is deleted the same commands work again.
 //!
 //! The file system is an ext4 image on a loop device, else a size-limited
-//! tmpfs; both need root. With `CAIRN_TEST_DISK_FULL=1` a failure to mount
-//! either is a test failure; without it the tests run when mounting works and
-//! say they were skipped when it does not. The mount is undone (and the loop
-//! device detached) by a guard, also when a test panics.
+//! tmpfs; both need root, so the tests are `#[ignore]`d (`.ci/run` runs them
+//! with `--ignored`, as root) and fail when neither can be mounted. The mount
+//! is undone (and the loop device detached) by a guard, also when a test
+//! panics.
 
 mod common;
 
@@ -169,10 +169,10 @@ impl Drop for SmallFs {
     }
 }
 
-/// The small file system, or `None` (the test is skipped, and says so) when
-/// it cannot be mounted and `CAIRN_TEST_DISK_FULL=1` is not set.
-fn small_fs(test: &str) -> Option<SmallFs> {
-    let required = std::env::var("CAIRN_TEST_DISK_FULL").is_ok_and(|v| v == "1");
+/// The small file system; panics, saying what it needs, when none can be
+/// mounted (the tests that call this are `#[ignore]`d: `.ci/run` runs
+/// them as root).
+fn small_fs(test: &str) -> SmallFs {
     match SmallFs::mount() {
         Ok(fs) => {
             eprintln!(
@@ -180,20 +180,12 @@ fn small_fs(test: &str) -> Option<SmallFs> {
                 fs.how,
                 fs.mnt.display()
             );
-            Some(fs)
+            fs
         }
-        Err(e) if required => panic!(
-            "CAIRN_TEST_DISK_FULL=1, but no small file system could be mounted: {e}. \
-             The disk-full tests need root (or CAP_SYS_ADMIN) to mount an ext4 image on \
-             a loop device or a size-limited tmpfs"
+        Err(e) => panic!(
+            "no small file system could be mounted: {e}. The disk-full tests need root \
+             (or CAP_SYS_ADMIN) to mount an ext4 image on a loop device or a size-limited tmpfs"
         ),
-        Err(e) => {
-            eprintln!(
-                "{test}: SKIPPED: cannot mount a small file system ({e}); \
-                 set CAIRN_TEST_DISK_FULL=1 to make that a failure"
-            );
-            None
-        }
     }
 }
 
@@ -398,10 +390,9 @@ fn code_of(op: Op) -> i32 {
 }
 
 #[test]
+#[ignore = "needs root to mount a small file system: .ci/run runs it so"]
 fn on_a_full_disk_every_command_fails_clearly_loses_nothing_and_works_again_once_space_is_freed() {
-    let Some(fs) = small_fs("disk_full") else {
-        return;
-    };
+    let fs = small_fs("disk_full");
     let filler = fs.mnt.join("filler");
     std::fs::write(&filler, vec![0u8; FILLER]).unwrap();
     let s = scratch_on(&fs);
@@ -585,10 +576,9 @@ fn new_sessions_on_a_full_disk(fs: &SmallFs) -> (Scratch, Ledger, Vec<PathBuf>) 
 }
 
 #[test]
+#[ignore = "needs root to mount a small file system: .ci/run runs it so"]
 fn on_a_full_disk_run_and_exec_fail_clearly_and_start_sessions_again_once_space_is_freed() {
-    let Some(fs) = small_fs("disk_full_new_sessions") else {
-        return;
-    };
+    let fs = small_fs("disk_full_new_sessions");
     let (s, mut ledger, fillers) = new_sessions_on_a_full_disk(&fs);
     for f in fillers {
         std::fs::remove_file(f).unwrap();
@@ -627,10 +617,9 @@ fn on_a_full_disk_run_and_exec_fail_clearly_and_start_sessions_again_once_space_
 // that fix, the leftover empty journal made `verify --all` report damage,
 // `sessions` list it as invalid, and `session rm` refuse.
 #[test]
+#[ignore = "needs root to mount a small file system: .ci/run runs it so"]
 fn a_session_that_cannot_be_created_on_a_full_disk_leaves_nothing_behind() {
-    let Some(fs) = small_fs("disk_full_leftovers") else {
-        return;
-    };
+    let fs = small_fs("disk_full_leftovers");
     let (s, ledger, fillers) = new_sessions_on_a_full_disk(&fs);
     verify_all(&s, &ledger);
     for f in fillers {

@@ -437,3 +437,112 @@ async fn reasoning_is_journaled_folded_in_the_transcript_and_sent_back_in_its_to
         "reasoning is folded: {text}"
     );
 }
+
+/// What a run whose first turn reported `usage` must show: the budget
+/// tripped before a second request (not a panic, not a total that wrapped
+/// to a budget barely touched), every count saturated at `u64::MAX`, and a
+/// journal whose terminal totals verify.
+fn assert_budget_tripped_at_u64_max(
+    s: &Scratch,
+    out: &std::process::Output,
+    requests: usize,
+    input_tokens: u64,
+) {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(requests, 1, "no second turn was bought");
+    let id = s.only_session();
+    let recs = s.records(&id);
+    let last = recs.last().unwrap();
+    assert_eq!(last["reason"], "budget_exhausted", "{last}");
+    let totals = &last["totals"];
+    assert_eq!(totals["input_tokens"], input_tokens, "{totals}");
+    let verify = s.run(&["verify", &id]);
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stderr)
+    );
+    // The people's summary and listing add the counts up saturating too.
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !text.trim_start().starts_with('{') {
+        assert!(text.contains(&format!("{} tokens", u64::MAX)), "{text}");
+        assert!(text.contains("budget_exhausted"), "{text}");
+    }
+    let shown = s.run(&["session", "show", &id]);
+    assert!(
+        shown.status.success(),
+        "{}",
+        String::from_utf8_lossy(&shown.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_anthropic_usage_near_u64_max_exhausts_the_budget_without_wrapping() {
+    let max = u64::MAX;
+    let turn = anthropic(&[
+        json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "content": [], "stop_reason": null,
+            "usage": {"input_tokens": max - 1, "cache_read_input_tokens": 5, "output_tokens": 1}}}),
+        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {}}}),
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"path\": \"notes.txt\"}"}}),
+        json!({"type": "content_block_stop", "index": 0}),
+        json!({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": null}, "usage": {"output_tokens": 60}}),
+        json!({"type": "message_stop"}),
+    ]);
+    let server = serve("/v1/messages", vec![turn]).await;
+    let s = Scratch::new();
+    std::fs::write(s.ws.join("notes.txt"), "hello\n").unwrap();
+    let out = anthropic_cmd(&s, &server.uri())
+        .args([
+            "run",
+            "--model",
+            "anthropic:claude-sonnet-4-5",
+            "--max-tokens",
+            "1000",
+            "task",
+        ])
+        .output()
+        .unwrap();
+    let requests = bodies(&server).await.len();
+    assert_budget_tripped_at_u64_max(&s, &out, requests, u64::MAX);
+    let recs = s.records(&s.only_session());
+    assert_eq!(assistants(&recs)[0]["usage"]["input_tokens"], u64::MAX);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openai_usage_near_u64_max_exhausts_the_budget_without_wrapping() {
+    let turn = openai(&[
+        json!({"model": "gpt-4o", "choices": [{"index": 0, "delta": {"role": "assistant", "content": null}}]}),
+        json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_a", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\": \"notes.txt\"}"}}]}}]}),
+        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+        json!({"model": "gpt-4o", "choices": [], "usage": {"prompt_tokens": u64::MAX - 10, "completion_tokens": 100}}),
+    ]);
+    let server = serve("/v1/chat/completions", vec![turn]).await;
+    let s = Scratch::new();
+    std::fs::write(s.ws.join("notes.txt"), "hello\n").unwrap();
+    let out = s
+        .cmd()
+        .env("OPENAI_API_KEY", "sk-test")
+        .args([
+            "run",
+            "--model",
+            "openai:gpt-4o",
+            "--base-url",
+            &format!("{}/v1", server.uri()),
+            "--max-tokens",
+            "1000",
+            "--json",
+            "task",
+        ])
+        .output()
+        .unwrap();
+    let requests = bodies(&server).await.len();
+    assert_budget_tripped_at_u64_max(&s, &out, requests, u64::MAX - 10);
+    assert_eq!(json(&out.stdout)["status"], "budget_exhausted");
+    let recs = s.records(&s.only_session());
+    assert_eq!(assistants(&recs)[0]["usage"]["output_tokens"], 100);
+}

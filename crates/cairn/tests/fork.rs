@@ -372,3 +372,114 @@ fn removal_is_refused_when_another_sessions_head_cannot_be_read() {
         .join("journal.jsonl")
         .is_file());
 }
+
+/// A session of two turns that each write `f.txt`.
+fn two_writes(s: &Scratch) -> String {
+    let script = s.script("two.json", json!([
+        {"text": "t1", "tool_calls": [call("w1", "write_file", json!({"path": "f.txt", "content": "one\n"}))]},
+        {"text": "t2", "tool_calls": [call("w2", "write_file", json!({"path": "f.txt", "content": "two\n"}))]},
+        {"text": "done"}
+    ]));
+    let out = s.run(&[
+        "run",
+        "--model",
+        &format!("script:{}", script.display()),
+        "--json",
+        "task",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json(&out.stdout)["id"].as_str().unwrap().to_string()
+}
+
+/// `rewind --fork` refuses what it cannot do before it changes a file: a
+/// fork needs a node, and the workspace and journal stay as they were.
+#[test]
+fn rewind_fork_refuses_bad_usage_before_any_change() {
+    let s = Scratch::new();
+    let id = two_writes(&s);
+    let snap = {
+        let out = s.run(&["rewind", &id, "--list-snapshots", "--json"]);
+        let list = json(&out.stdout);
+        list.as_array().unwrap().last().unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let records = s.records(&id).len();
+    let out = s.run(&["rewind", &id, "--restore-snapshot", &snap, "--fork"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--to NODE"));
+    assert_eq!(s.read("f.txt"), "two\n", "the workspace was changed");
+    assert_eq!(s.records(&id).len(), records, "a bank was journaled");
+    assert_eq!(listing(&s).len(), 1, "a fork was made");
+}
+
+/// When the fork fails after the files were restored, the bank that undoes
+/// the restore is printed (text and JSON), and the exit says it failed.
+#[test]
+fn rewind_fork_prints_the_bank_when_the_fork_fails_after_the_restore() {
+    let s = Scratch::new();
+    let id = two_writes(&s);
+    for json_out in [false, true] {
+        let mut args = vec!["rewind", id.as_str(), "--to", "turn:2", "--fork"];
+        if json_out {
+            args.push("--json");
+        }
+        let out = s
+            .cmd()
+            .env("CAIRN_FAULT", "fail-fork-after-rewind")
+            .args(&args)
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+        assert_eq!(s.read("f.txt"), "one\n", "the files are as before turn 2");
+        let bank = s
+            .records(&id)
+            .iter()
+            .rev()
+            .find(|r| r["kind"] == "snapshot" && r["label"].as_str().unwrap().starts_with("bank:"))
+            .unwrap()["snapshot"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let undo = format!("--restore-snapshot {bank}");
+        assert!(stderr.contains(&undo), "{stderr}");
+        assert!(
+            stderr.contains("forking the conversation failed"),
+            "{stderr}"
+        );
+        if json_out {
+            let v = json(&out.stdout);
+            assert_eq!(v["bank"]["snapshot"], bank.as_str(), "{v}");
+            assert!(v["fork"].is_null(), "{v}");
+            assert!(v["fork_error"]
+                .as_str()
+                .unwrap()
+                .contains("fail-fork-after-rewind"));
+        } else {
+            assert!(stdout.contains(&undo), "{stdout}");
+        }
+        assert_eq!(listing(&s).len(), 1, "no fork was made");
+        // The bank undoes it.
+        let out = s.run(&["rewind", &id, "--restore-snapshot", &bank]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(s.read("f.txt"), "two\n");
+    }
+}

@@ -47,6 +47,7 @@ fn finished(s: &Scratch, cost: Cost, turns: u64) -> String {
     let mut w = JournalWriter::create(&store, &id, meta(&s.ws, "finished")).unwrap();
     w.append(&RecordBody::User(User {
         text: "task".into(),
+        origin: None,
     }))
     .unwrap();
     w.append(&turn(cost)).unwrap();
@@ -58,6 +59,7 @@ fn finished(s: &Scratch, cost: Cost, turns: u64) -> String {
             output_tokens: 3,
             cost,
             tool_calls: 0,
+            tool_calls_unstated: false,
         },
         detail: None,
     }))
@@ -188,4 +190,57 @@ fn a_terminal_that_disagrees_with_its_records_is_damage_everywhere_every_time() 
     assert_eq!(out.status.code(), Some(3));
     let out = s.run(&["resume", &id, "more"]);
     assert_eq!(out.status.code(), Some(3));
+}
+
+/// A journal another writer made, with a valid chain, whose terminal totals
+/// leave out `tool_calls` (DESIGN §2 does not list it): it verifies, and is
+/// listed valid with its status and figures.
+#[test]
+fn a_terminal_that_does_not_state_tool_calls_is_not_damage() {
+    let s = Scratch::new();
+    let id = RunId::new().to_string();
+    let ws = s.ws.to_string_lossy().into_owned();
+    let bodies = [
+        json!({"kind": "meta", "run": id, "created": "2026-01-01T00:00:00Z", "workspace": ws,
+               "name": "by hand", "fingerprint": null, "fork": null}),
+        json!({"kind": "user", "text": "list the files"}),
+        json!({"kind": "assistant", "text": "looking",
+               "tool_calls": [{"id": "c1", "name": "shell", "arguments": "{\"cmd\":\"ls\"}"}],
+               "usage": {"input_tokens": 10, "output_tokens": 4},
+               "cost": {"state": "known", "usd": 0.5}}),
+        json!({"kind": "tool_start", "call": "c1", "name": "shell"}),
+        json!({"kind": "tool_result", "call": "c1", "outcome": "ok", "output": "a.txt"}),
+        json!({"kind": "terminal", "reason": "completed",
+               "totals": {"turns": 1, "input_tokens": 10, "output_tokens": 4,
+                          "cost": {"state": "known", "usd": 0.5}}}),
+    ];
+    let mut h = ChainHash::genesis(&id);
+    let mut bytes = Vec::new();
+    for (i, body) in bodies.iter().enumerate() {
+        let mut line =
+            json!({"v": 1, "seq": i + 1, "prev": h.to_hex(), "ts": "2026-01-01T00:00:00Z"});
+        for (k, v) in body.as_object().unwrap() {
+            line[k] = v.clone();
+        }
+        let line = serde_json::to_vec(&line).unwrap();
+        h = h.next(&line);
+        bytes.extend_from_slice(&line);
+        bytes.push(b'\n');
+    }
+    let dir = s.store.join("runs").join(&id);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("journal.jsonl"), &bytes).unwrap();
+
+    let out = s.run(&["verify", &id]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let e = entry(&s, &id);
+    assert_eq!(e["valid"], true, "{e}");
+    assert_eq!(e["status"], "completed", "{e}");
+    assert_eq!(e["turns"], 1, "{e}");
+    assert_eq!(e["tail"], h.to_hex(), "{e}");
 }

@@ -42,10 +42,10 @@
 //!   cached 4 KiB block at random; the guest writes back dirty pages within
 //!   a fifth of a second there, so the cache holds something to lose.
 //!
-//! Runs with `CAIRN_TEST_VM=1` (`.ci/run` sets it after installing
-//! qemu-system-x86, busybox-static and e2fsprogs and fetching the kernel);
-//! then anything missing is a failure. Without it the tests say they were
-//! skipped and pass. Knobs: `CAIRN_VM_TRIALS` (default 40; 500 for a soak),
+//! The tests are `#[ignore]`d: `cargo test --test powercut -- --ignored`
+//! runs them (`.ci/run` does, after installing qemu-system-x86,
+//! busybox-static and e2fsprogs and fetching the kernel); anything missing
+//! is then a failure. Knobs: `CAIRN_VM_TRIALS` (default 40; 500 for a soak),
 //! `CAIRN_VM_CACHE_TRIALS` (the lost disk cache, default 20),
 //! `CAIRN_VM_CONTROL_TRIALS` (default 10), `CAIRN_VM_JOBS` (machines at once
 //! across the tests, default 2), `CAIRN_VM_SEED` (replays a run's kill
@@ -83,10 +83,9 @@ fn machine() -> &'static Machine {
 }
 
 #[test]
+#[ignore = "needs qemu and a kernel: .ci/run installs them"]
 fn acknowledged_work_survives_power_cuts() {
-    if !enabled("acknowledged_work_survives_power_cuts") {
-        return;
-    }
+    require();
     let trials = env_usize("CAIRN_VM_TRIALS", 40);
     let seed = seed();
     let started = Instant::now();
@@ -108,10 +107,9 @@ fn acknowledged_work_survives_power_cuts() {
 /// The same with a disk that has a volatile write cache and loses it: what
 /// the guest did not flush is lost, or written in part, in any order.
 #[test]
+#[ignore = "needs qemu and a kernel: .ci/run installs them"]
 fn acknowledged_work_survives_a_lost_disk_cache() {
-    if !enabled("acknowledged_work_survives_a_lost_disk_cache") {
-        return;
-    }
+    require();
     let trials = env_usize("CAIRN_VM_CACHE_TRIALS", 20);
     let seed = seed();
     let started = Instant::now();
@@ -171,10 +169,9 @@ fn nothing_lost(results: &[Trial], seed: u64, report: &str) {
 }
 
 #[test]
+#[ignore = "needs qemu and a kernel: .ci/run installs them"]
 fn control_without_fsync_loses_acknowledged_work() {
-    if !enabled("control_without_fsync_loses_acknowledged_work") {
-        return;
-    }
+    require();
     let trials = env_usize("CAIRN_VM_CONTROL_TRIALS", 10);
     let seed = seed();
     let started = Instant::now();
@@ -1696,15 +1693,10 @@ fn only_unjournaled(v: &Value) -> bool {
 // ---------------------------------------------------------------------------
 // Building the guest
 
-fn enabled(test: &str) -> bool {
-    if std::env::var("CAIRN_TEST_VM").as_deref() == Ok("1") {
-        return true;
-    }
-    eprintln!(
-        "{test}: skipped: set CAIRN_TEST_VM=1 to boot qemu guests and cut their power \
-         (.ci/run does, after installing what it needs)"
-    );
-    false
+/// Panics, naming what to install, unless qemu and the guest's tools are
+/// here: the power-cut tests are `#[ignore]`d and call this first.
+fn require() {
+    tools();
 }
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -1766,7 +1758,7 @@ fn tools() -> Tools {
     need("cp", "coreutils");
     assert!(
         missing.is_empty(),
-        "CAIRN_TEST_VM=1 but the power-cut test lacks: {} (.ci/run's vm() installs them)",
+        "the power-cut test lacks: {} (.ci/run's vm() installs them)",
         missing.join(", ")
     );
     t
@@ -1783,7 +1775,7 @@ fn kernel(cache: &Path) -> PathBuf {
             .expect("running tests/vm/fetch-kernel.sh");
         assert!(
             out.status.success() && dir.join("vmlinuz").is_file(),
-            "CAIRN_TEST_VM=1 but there is no kernel in {} and tests/vm/fetch-kernel.sh \
+            "there is no kernel in {} and tests/vm/fetch-kernel.sh \
              could not fetch Debian's linux-image-cloud-amd64: {}",
             dir.display(),
             String::from_utf8_lossy(&out.stderr)

@@ -519,7 +519,7 @@ fn bad_remotes_are_bad_usage() {
         (vec!["push".into(), id.clone()], "push ID REMOTE"),
         (
             vec!["push".into(), "NOSUCH".into(), "r".into()],
-            "no session NOSUCH",
+            "no session matches `NOSUCH`",
         ),
     ];
     for (args, says) in cases {
@@ -535,4 +535,93 @@ fn bad_remotes_are_bad_usage() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains(&format!("no session {id}")));
     assert!(!s.dir.path().join("r").exists());
+}
+
+/// Moves `store/rel` to `outside/rel` and puts a symbolic link to it in
+/// its place; returns the directory it now lives in.
+fn link_out(store: &Path, rel: &str, outside: &Path) -> PathBuf {
+    let real = outside.join(rel.replace('/', "_"));
+    let at = store.join(rel);
+    if at.exists() {
+        std::fs::rename(&at, &real).unwrap();
+    } else {
+        std::fs::create_dir_all(&real).unwrap();
+    }
+    std::os::unix::fs::symlink(&real, &at).unwrap();
+    real
+}
+
+/// No symbolic link inside either store is followed: a copy whose source
+/// reaches an object through a linked `objects/aa`, or whose destination's
+/// `objects/`, `runs/` or session directory is a link out of the store, is
+/// refused (exit 4, naming the link) in both directions, and nothing is
+/// written outside either store nor any record of the session into the
+/// destination.
+#[test]
+fn links_inside_either_store_are_refused_and_nothing_lands_outside() {
+    let s = Scratch::new();
+    let (id, _) = session(&s);
+    let hash = named_objects(&s.store, &id).remove(0);
+    // A clean copy of the session, to link things in.
+    let clean = s.dir.path().join("clean");
+    push(&s, &id, &clean);
+    let cases: [(&str, bool, String); 4] = [
+        (
+            "a linked objects/aa in the source",
+            true,
+            format!("objects/{}", &hash[..2]),
+        ),
+        (
+            "a linked objects/ in the destination",
+            false,
+            "objects".into(),
+        ),
+        ("a linked runs/ in the destination", false, "runs".into()),
+        (
+            "a linked session directory in the destination",
+            false,
+            format!("runs/{id}"),
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (n, (what, in_source, rel)) in cases.into_iter().enumerate() {
+        let case = s.dir.path().join(format!("case{n}"));
+        let outside = case.join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        let (src, dst) = (case.join("src"), case.join("dst"));
+        copy(&s, &src, &["pull", &id, clean.to_str().unwrap()]);
+        std::fs::create_dir_all(dst.join("runs")).unwrap();
+        if in_source {
+            link_out(&src, &rel, &outside);
+        } else {
+            link_out(&dst, &rel, &outside);
+        }
+        let before = (tree(&outside), tree(&dst));
+        let src_s = src.to_str().unwrap();
+        let dst_s = dst.to_str().unwrap();
+        for (store, args) in [
+            (&src, ["push", id.as_str(), dst_s]),
+            (&dst, ["pull", id.as_str(), src_s]),
+        ] {
+            let out = at(&s, store, &args);
+            let err = stderr(&out);
+            let mut wrong = Vec::new();
+            if out.status.code() != Some(4) {
+                wrong.push(format!("exit {:?}", out.status.code()));
+            }
+            if !(err.contains("symbolic link") && err.contains(&rel)) {
+                wrong.push("the link is not named".to_string());
+            }
+            if tree(&outside) != before.0 {
+                wrong.push("written outside".to_string());
+            }
+            if tree(&dst) != before.1 {
+                wrong.push("the destination changed".to_string());
+            }
+            if !wrong.is_empty() {
+                failures.push(format!("{what}, {}: {}: {err}", args[0], wrong.join(", ")));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
 }

@@ -184,6 +184,41 @@ fn runs_started_resumed_suspended_rewound_and_checkpointed_over_http() {
     assert_eq!(code, 200, "{v}");
     assert_eq!(s.read("a.txt"), "A\n", "the bank undid the rewind");
 
+    // With `fork`, every check comes before the first change: a snapshot is
+    // no point of the conversation to fork at, and nothing moves.
+    std::fs::write(s.ws.join("a.txt"), "B\n").unwrap();
+    let (code, v) = request(
+        &addr,
+        "POST",
+        &format!("/v1/sessions/{id}/rewind"),
+        Some(&json!({"snapshot": bank, "fork": true})),
+    );
+    assert_eq!(code, 400, "{v}");
+    assert_eq!(s.read("a.txt"), "B\n", "a refused rewind changed the files");
+    std::fs::write(s.ws.join("a.txt"), "A\n").unwrap();
+    // To a node: the files go back and a fork starts there.
+    let (code, v) = request(
+        &addr,
+        "POST",
+        &format!("/v1/sessions/{id}/rewind"),
+        Some(&json!({"to": "turn:1", "fork": true})),
+    );
+    assert_eq!(code, 200, "{v}");
+    assert!(!s.ws.join("a.txt").exists());
+    let child = v["fork"].as_str().expect("a fork id").to_string();
+    let (code, f) = request(&addr, "GET", &format!("/v1/sessions/{child}"), None);
+    assert_eq!(code, 200, "{f}");
+    assert_eq!(f["parent"]["id"], json!(id), "{f}");
+    let bank = v["bank"]["snapshot"].as_str().unwrap().to_string();
+    let (code, v) = request(
+        &addr,
+        "POST",
+        &format!("/v1/sessions/{id}/rewind"),
+        Some(&json!({"snapshot": bank})),
+    );
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(s.read("a.txt"), "A\n");
+
     // A checkpoint, saved and restored.
     let (code, v) = request(
         &addr,

@@ -34,6 +34,7 @@ fn finished(store: &Store, ws: &std::path::Path, name: &str) -> RunId {
     let mut w = JournalWriter::create(store, &id, meta(ws, name)).unwrap();
     w.append(&RecordBody::User(User {
         text: "task".into(),
+        origin: None,
     }))
     .unwrap();
     let turn = RecordBody::Assistant(Assistant {
@@ -58,6 +59,7 @@ fn finished(store: &Store, ws: &std::path::Path, name: &str) -> RunId {
             output_tokens: 20,
             cost: Cost::known(0.5),
             tool_calls: 0,
+            tool_calls_unstated: false,
         },
         detail: None,
     }))
@@ -402,4 +404,124 @@ fn rm_is_refused_when_any_checkpoint_manifest_cannot_be_read() {
         .failure()
         .stderr(predicate::str::contains(&cp));
     assert!(store.journal_path(&doomed).is_file());
+}
+
+/// Every `.json` entry of the store's response store.
+fn stored_responses(store: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for fan in std::fs::read_dir(store.join("gateway/responses"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        for e in std::fs::read_dir(fan.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let p = e.path();
+            if p.is_file() && p.extension().is_some_and(|x| x == "json") {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// A scripted session of one turn: its model response is stored.
+fn scripted(d: &std::path::Path, store: &std::path::Path) -> String {
+    let ws = d.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let script = d.join("script.json");
+    std::fs::write(
+        &script,
+        r#"{"turns":[{"text":"the secret plan is ready"}]}"#,
+    )
+    .unwrap();
+    let out = cairn(store)
+        .current_dir(&ws)
+        .env("CAIRN_PRICES", d.join("no-prices.json"))
+        .args(["run", "--json", "--model"])
+        .arg(format!("script:{}", script.display()))
+        .arg("the secret plan")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json(&out.stdout)["id"].as_str().unwrap().to_string()
+}
+
+/// `session rm` removes the stored responses (they hold prompts) before the
+/// session: when that fails, the session is kept, and a second `rm` after
+/// the cause is gone removes both.
+#[test]
+fn rm_that_fails_on_the_stored_responses_keeps_the_session_and_runs_again_to_the_end() {
+    let d = tempfile::tempdir().unwrap();
+    let store = d.path().join("store");
+    let id = scripted(d.path(), &store);
+    let entries = stored_responses(&store);
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    // Something in the response store that cannot be read as an entry.
+    let fan = entries[0].parent().unwrap();
+    let obstacle = fan.join(format!(
+        "{}00.json",
+        fan.file_name().unwrap().to_str().unwrap()
+    ));
+    std::fs::create_dir(&obstacle).unwrap();
+    let out = cairn(&store).args(["session", "rm", &id]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("cairn session rm {id}")), "{err}");
+    assert!(store.join("runs").join(&id).join("journal.jsonl").is_file());
+    cairn(&store).args(["verify", &id]).assert().success();
+    assert_eq!(stored_responses(&store), entries);
+
+    std::fs::remove_dir(&obstacle).unwrap();
+    cairn(&store)
+        .args(["session", "rm", &id])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(format!(
+            "removed session {id}, and 1 stored model response(s)"
+        )));
+    assert!(stored_responses(&store).is_empty());
+    assert!(!store.join("runs").join(&id).exists());
+    cairn(&store)
+        .args(["session", "show", &id])
+        .assert()
+        .code(2);
+}
+
+/// A removal that stopped after the session's directory was moved aside
+/// (a crash there leaves `runs/.removing-ID`) lists nothing, and `rm`
+/// finishes it.
+#[test]
+fn rm_finishes_a_removal_that_stopped_part_way() {
+    let d = tempfile::tempdir().unwrap();
+    let store = Store::open(d.path().join("store")).unwrap();
+    let ws = d.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let id = finished(&store, &ws, "half gone");
+    std::fs::rename(store.run_dir(&id), store.removing_dir(&id)).unwrap();
+    let out = cairn(store.root())
+        .args(["sessions", "--all", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(json(&out.stdout), serde_json::json!([]));
+    cairn(store.root())
+        .args(["session", "rm", id.as_str()])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "finishing its interrupted removal",
+        ));
+    assert!(!store.removing_dir(&id).exists());
+    cairn(store.root())
+        .args(["session", "rm", id.as_str()])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(format!("no session {id}")));
 }

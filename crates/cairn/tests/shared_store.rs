@@ -3,9 +3,11 @@
 //! JetStream) and `--objects s3://BUCKET/PREFIX` (objects and manifests on
 //! moto's real S3 API), between hosts with stores of their own.
 //!
-//! Needs `CAIRN_TEST_NATS=1` and `CAIRN_TEST_S3=1` (`.ci/run`); without
-//! them each test says it skipped and passes. The bad-usage and
-//! unreachable-server tests need no server and always run.
+//! The tests that need the servers are `#[ignore]`d: `cargo test --test
+//! shared_store -- --ignored` runs them, with nats-server on PATH (or
+//! `CAIRN_NATS_SERVER`) and `CAIRN_MOTO_SERVER` naming moto's server
+//! (`.ci/run` installs both); they fail when either is missing. The
+//! bad-usage and unreachable-server tests need no server and always run.
 
 mod common;
 
@@ -17,8 +19,9 @@ use cairn_testkit::s3::{Moto, SECRET};
 use common::*;
 use serde_json::{json, Value};
 
-fn enabled(test: &str) -> bool {
-    cairn_testkit::nats::enabled(test) && cairn_testkit::s3::enabled(test)
+fn require() {
+    cairn_testkit::nats::require();
+    cairn_testkit::s3::require();
 }
 
 /// A nats-server and an S3 server with a bucket, as a team would run them.
@@ -150,10 +153,9 @@ fn verify(s: &Scratch, store: &Path, id: &str) {
 }
 
 #[test]
+#[ignore = "needs nats-server and moto: .ci/run installs them"]
 fn file_to_jetstream_and_s3_to_file_round_trips_byte_for_byte() {
-    if !enabled("file_to_jetstream_and_s3_to_file_round_trips_byte_for_byte") {
-        return;
-    }
+    require();
     let shared = Shared::start();
     let s = Scratch::new();
     let image = s.dir.path().join("disk.img");
@@ -223,10 +225,9 @@ fn file_to_jetstream_and_s3_to_file_round_trips_byte_for_byte() {
 /// Host A runs a session; host B pulls it, resumes it, forks it and
 /// pushes both; A pulls them back and sees both.
 #[test]
+#[ignore = "needs nats-server and moto: .ci/run installs them"]
 fn two_hosts_share_sessions_and_forks() {
-    if !enabled("two_hosts_share_sessions_and_forks") {
-        return;
-    }
+    require();
     let shared = Shared::start();
     let s = Scratch::new();
     let image = s.dir.path().join("disk.img");
@@ -275,10 +276,9 @@ fn two_hosts_share_sessions_and_forks() {
 /// round: each time exactly one push wins and the other is refused with
 /// exit 4, and the shared journal verifies.
 #[test]
+#[ignore = "needs nats-server and moto: .ci/run installs them"]
 fn racing_pushes_have_one_winner_and_the_loser_exits_4() {
-    if !enabled("racing_pushes_have_one_winner_and_the_loser_exits_4") {
-        return;
-    }
+    require();
     let shared = Shared::start();
     let s = Scratch::new();
     let image = s.dir.path().join("disk.img");
@@ -442,10 +442,9 @@ fn on_ok(s: &Scratch, shared: &Shared, host: &str, args: &[&str]) -> Value {
 /// checkpoint from objects it fetched from S3, and forks it; A sees both,
 /// with B's turns, and every journal verifies.
 #[test]
+#[ignore = "needs nats-server and moto: .ci/run installs them"]
 fn a_shared_store_is_one_store_for_two_hosts() {
-    if !enabled("a_shared_store_is_one_store_for_two_hosts") {
-        return;
-    }
+    require();
     let shared = Shared::start();
     let s = Scratch::new();
     let script = s.script("t.json", json!([
@@ -546,10 +545,9 @@ fn a_shared_store_is_one_store_for_two_hosts() {
 /// not (never acknowledged) is not trusted: the copy is set aside, not
 /// deleted, and the shared store's records are used.
 #[test]
+#[ignore = "needs nats-server and moto: .ci/run installs them"]
 fn an_unacknowledged_cached_record_is_set_aside() {
-    if !enabled("an_unacknowledged_cached_record_is_set_aside") {
-        return;
-    }
+    require();
     let shared = Shared::start();
     let s = Scratch::new();
     let script = s.script("t.json", json!([{"text": "hi"}, {"text": "again"}]));
@@ -599,10 +597,9 @@ fn an_unacknowledged_cached_record_is_set_aside() {
 /// object verified, on a third host), and an object nothing names, older
 /// than the grace period, is deleted.
 #[test]
+#[ignore = "needs nats-server and moto: .ci/run installs them"]
 fn a_shared_prune_racing_captures_on_another_host_loses_nothing() {
-    if !enabled("a_shared_prune_racing_captures_on_another_host_loses_nothing") {
-        return;
-    }
+    require();
     use cairn_objects::RemoteObjects as _;
     let shared = Shared::start();
     let s = Scratch::new();
@@ -693,10 +690,9 @@ fn a_shared_prune_racing_captures_on_another_host_loses_nothing() {
 /// run writes its records; the run finishes, and every record it
 /// acknowledged is in the shared store, which verifies from another host.
 #[test]
+#[ignore = "needs nats-server and moto: .ci/run installs them"]
 fn a_run_goes_on_when_a_node_of_the_cluster_dies() {
-    if !enabled("a_run_goes_on_when_a_node_of_the_cluster_dies") {
-        return;
-    }
+    require();
     let mut nats = Nats::cluster();
     let moto = Moto::start();
     moto.create_bucket("team");
@@ -760,10 +756,9 @@ fn a_run_goes_on_when_a_node_of_the_cluster_dies() {
 /// `cairn serve` on a shared store lists what another host writes, within
 /// seconds, without any command run on its own host.
 #[test]
+#[ignore = "needs nats-server and moto: .ci/run installs them"]
 fn serve_on_a_shared_store_lists_what_another_host_writes() {
-    if !enabled("serve_on_a_shared_store_lists_what_another_host_writes") {
-        return;
-    }
+    require();
     use std::io::{Read, Write};
     let shared = Shared::start();
     let s = Scratch::new();
@@ -813,10 +808,9 @@ fn serve_on_a_shared_store_lists_what_another_host_writes() {
 /// and tail as on the host that made it, every journal verifying), the
 /// objects the sessions share fetched once however many ask for them.
 #[test]
+#[ignore = "needs nats-server and moto: .ci/run installs them"]
 fn a_new_hosts_first_listing_brings_in_every_session_and_fork() {
-    if !enabled("a_new_hosts_first_listing_brings_in_every_session_and_fork") {
-        return;
-    }
+    require();
     let shared = Shared::start();
     let s = Scratch::new();
     let script = s.script("t.json", json!([
@@ -880,4 +874,43 @@ fn a_new_hosts_first_listing_brings_in_every_session_and_fork() {
         let out = on(&s, &shared, "b", &["verify", id]);
         assert!(out.status.success(), "{id}: {}", stderr(&out));
     }
+}
+
+/// `cairn exec` gives up what it held when it exits, as every command
+/// does: its command's status kept (7), another host resumes the session
+/// right after, where a writer lease left to lapse would refuse it for a
+/// minute.
+#[test]
+#[ignore = "needs nats-server and moto: .ci/run installs them"]
+fn an_exec_lets_another_host_resume_right_after_it_exits() {
+    require();
+    let shared = Shared::start();
+    let s = Scratch::new();
+    let script = s.script(
+        "t.json",
+        json!([{"text": "first"}, {"text": "finished on host b"}]),
+    );
+    let model = format!("script:{}", script.display());
+    let r = on_ok(
+        &s,
+        &shared,
+        "a",
+        &["run", "--model", &model, "--json", "task"],
+    );
+    let id = r["id"].as_str().unwrap().to_string();
+    let out = on(
+        &s,
+        &shared,
+        "a",
+        &["exec", "--run", &id, "--json", "--", "sh", "-c", "exit 7"],
+    );
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    let started = std::time::Instant::now();
+    let r = on_ok(&s, &shared, "b", &["resume", &id, "go on", "--json"]);
+    assert_eq!(r["status"], "completed", "{r}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "the resume waited {:?}",
+        started.elapsed()
+    );
 }

@@ -126,7 +126,7 @@ fn rewind_undoes_a_shell_edit_undo_puts_it_back_and_the_operators_edit_is_left_a
         "the operator's edit is listed as left alone: {confirm}"
     );
     send(&mut p, "\r");
-    let screen = wait(&p, "files put back to before turn 2");
+    let screen = wait(&p, "files put back to before turn:3");
     assert_eq!(s.read("f"), "one\n", "f is as it was before the turn");
     assert_eq!(s.read("g"), "gone soon\n", "g is back, exactly");
     assert_eq!(
@@ -330,10 +330,13 @@ fn diff_cost_checkpoints_sessions_help_and_the_other_rewinds() {
     assert!(edited.contains("three"), "{edited}");
 
     send(&mut p, "/diff\r");
-    let screen = wait(&p, "what the session changed since user turn 2");
+    let screen = wait(
+        &p,
+        "what the session changed since turn:3 began (your message 2)",
+    );
     assert!(screen.contains("a.txt  changed +2 -1"), "{screen}");
     send(&mut p, "/diff 1\r");
-    let screen = wait(&p, "since user turn 1 began");
+    let screen = wait(&p, "since turn:1 began (your message 1)");
     assert!(screen.contains("a.txt  created +3 -0"), "{screen}");
 
     send(&mut p, "/cost\r");
@@ -382,17 +385,17 @@ fn diff_cost_checkpoints_sessions_help_and_the_other_rewinds() {
     send(&mut p, "\x1b[B\x1b[B\r");
     wait(&p, "Enter rewinds");
     send(&mut p, "\r");
-    wait(&p, "files put back to before turn 2");
+    wait(&p, "files put back to before turn:3");
     assert_eq!(s.read("a.txt"), "1\n2\n");
     assert_eq!(session_id(&s, &[]).len(), 1, "no fork for code only");
 
-    // Conversation only: a fork before turn 2; the files stay.
+    // Conversation only: a fork before turn:3 (the second message); the files stay.
     send(&mut p, "/rewind\r");
     wait(&p, "go back to before which turn?");
     send(&mut p, "\x1b[A\r");
     wait(&p, "› code and conversation");
     send(&mut p, "\x1b[B\r");
-    let screen = wait(&p, "the conversation goes back to before turn 2");
+    let screen = wait(&p, "the conversation goes back to before turn:3");
     assert!(
         screen.contains("› edit a.txt"),
         "the message is put back: {screen}"
@@ -438,4 +441,114 @@ fn a_session_that_cannot_be_resumed_is_refused_as_resume_refuses_it() {
         "the changed field is named: {screen}"
     );
     assert!(screen.contains("--force"), "{screen}");
+}
+
+/// A person's message is theirs whatever it starts with: one that starts
+/// with `cairn: ` is a rewind point that takes the files back to before its
+/// own turn, and cairn's own note to the model (what the operator changed
+/// between turns) is journaled as cairn's and is no point.
+#[test]
+fn a_persons_message_starting_with_cairn_is_a_rewind_point_and_cairns_notes_are_not() {
+    let s = Scratch::new();
+    let script = s.script(
+        "two.json",
+        json!([
+            {"text": "Writing f.", "tool_calls": [call("w1", "write_file", json!({"path": "f", "content": "one\n"}))]},
+            {"text": "f holds one."},
+            {"text": "Writing g.", "tool_calls": [call("w2", "write_file", json!({"path": "g", "content": "two\n"}))]},
+            {"text": "g holds two."}
+        ]),
+    );
+    let model = format!("script:{}", script.display());
+    let mut p = open(&s, &["--model", &model], &[], 80, 24);
+    wait(&p, "new ·");
+    say(&mut p, "cairn: write f", "f holds one.");
+    // The operator edits a file between two turns: cairn tells the model.
+    std::fs::write(s.ws.join("notes.md"), "mine\n").unwrap();
+    say(&mut p, "write g", "g holds two.");
+    let id = session_id(&s, &[]).remove(0);
+    let users: Vec<serde_json::Value> = s
+        .records(&id)
+        .into_iter()
+        .filter(|r| r["kind"] == "user")
+        .collect();
+    assert_eq!(users.len(), 3, "{users:?}");
+    assert_eq!(users[0]["text"], "cairn: write f");
+    assert_eq!(
+        users[0]["v"], 5,
+        "an older cairn must not take it for a note"
+    );
+    assert!(users[0].get("origin").is_none(), "{}", users[0]);
+    assert_eq!(users[1]["origin"], "cairn", "{}", users[1]);
+    assert!(users[2].get("origin").is_none(), "{}", users[2]);
+
+    esc_esc(&mut p);
+    let screen = wait(&p, "go back to before which turn?");
+    assert!(
+        screen.contains("1. cairn: write f · 1 file(s): f"),
+        "{screen}"
+    );
+    assert!(screen.contains("2. write g · 1 file(s): g"), "{screen}");
+    assert!(
+        !screen.contains("3. "),
+        "cairn's note is no point: {screen}"
+    );
+    // Up to the person's `cairn: ` message: back to before its own turn.
+    send(&mut p, "\x1b[A\x1b[A\r");
+    wait(&p, "› code and conversation");
+    send(&mut p, "\r");
+    wait(&p, "Enter rewinds");
+    send(&mut p, "\r");
+    wait(&p, "files put back to before turn:1");
+    assert!(!s.ws.join("f").exists(), "f was made in turn 1");
+    assert!(!s.ws.join("g").exists());
+    assert_eq!(s.read("notes.md"), "mine\n", "the operator's file stays");
+}
+
+/// `/resume` takes what the command line takes: a name, a unique prefix,
+/// `@last`; a reference that names nothing says so and opens nothing.
+#[test]
+fn resume_in_the_tui_takes_a_name_a_prefix_or_last() {
+    let s = Scratch::new();
+    let script = s.script("one.json", json!([{"text": "hi"}, {"text": "again"}]));
+    let model = format!("script:{}", script.display());
+    let mut ids = Vec::new();
+    for (name, task) in [
+        ("greeter", "first task here"),
+        ("other", "second task here"),
+    ] {
+        let out = s.run(&["run", "--model", &model, "--name", name, "--json", task]);
+        assert!(out.status.success());
+        ids.push(json_of(&out.stdout)["id"].as_str().unwrap().to_owned());
+    }
+    let n = (4..26).find(|&n| ids[0][..n] != ids[1][..n]).unwrap();
+    let second_prefix = ids[1][..n].to_ascii_lowercase();
+    let mut p = open(&s, &["--model", &model], &[], 100, 24);
+    wait(&p, "new ·");
+    send(&mut p, "/resume nothing-like-it\r");
+    wait(&p, "no session matches `nothing-like-it`");
+    // Each session's transcript shows its own task: the one opened.
+    for (reference, task, not) in [
+        ("greeter", "first task here", "second task here"),
+        (
+            second_prefix.as_str(),
+            "second task here",
+            "first task here",
+        ),
+        ("greeter", "first task here", "second task here"),
+        ("@last", "second task here", "first task here"),
+    ] {
+        send(&mut p, &format!("/resume {reference}\r"));
+        let screen = p
+            .wait_until(|s| s.contains(task) && !s.contains(not), WAIT)
+            .unwrap_or_else(|e| panic!("/resume {reference}: {e}"));
+        assert!(
+            !screen.contains("no session matches"),
+            "{reference}: {screen}"
+        );
+    }
+}
+
+fn json_of(b: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(b).unwrap()
 }

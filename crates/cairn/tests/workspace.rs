@@ -83,6 +83,44 @@ fn exec_nodes_count_iterations_and_pass_the_exit_status_through() {
     assert_eq!(out.status.code(), Some(125));
 }
 
+/// `cairn exec` returns its command's status through `main`, so what it
+/// held is let go by its destructors, not left to the kernel or a lapse:
+/// the journal lock's holder is unnamed and the journal's preallocated
+/// tail is cut (both done on drop), and a second exec of the session is
+/// not refused.
+#[test]
+fn exec_keeps_its_commands_status_and_lets_go_of_what_it_held() {
+    let s = Scratch::new();
+    let out = exec(&s, None, "exit 7");
+    assert_eq!(
+        out.status.code(),
+        Some(7),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = json(&out.stdout)["id"].as_str().unwrap().to_string();
+    let dir = s.store.join("runs").join(&id);
+    let lock = std::fs::read(dir.join("journal.lock")).unwrap();
+    assert!(
+        lock.is_empty(),
+        "the lock file still names its holder: {}",
+        String::from_utf8_lossy(&lock)
+    );
+    let journal = std::fs::read(dir.join("journal.jsonl")).unwrap();
+    assert!(
+        journal.ends_with(b"\n"),
+        "the journal keeps a preallocated tail of {} zero bytes",
+        journal.iter().rev().take_while(|b| **b == 0).count()
+    );
+    let out = exec(&s, Some(&id), "exit 0");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn rewind_undoes_the_run_not_the_operator_and_the_bank_undoes_the_rewind() {
     let s = Scratch::new();

@@ -17,20 +17,22 @@
 //!    `service_tier`, …) keep their last non-empty value; `usage` is the last
 //!    usage object; `object` becomes `chat.completion`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
-use cairn_journal::Usage;
+use cairn_journal::{Choice as Ended, Usage};
 use serde_json::{json, Map, Value};
 
-use super::{count, event_json, sse::Event, text, write_event, Api, FormError, Parsed};
+use super::{event_json, sse::Event, text, write_event, Api, FormError, Parsed};
 
 const API: Api = Api::ChatCompletions;
 
-fn usage_of(u: &Value) -> Usage {
-    Usage {
-        input_tokens: count(u, "prompt_tokens"),
-        output_tokens: count(u, "completion_tokens"),
-    }
+/// The usage `v` (a chunk or a whole body) reports, wherever the server put
+/// it: the one reading of it is `cairn_model`'s.
+fn usage_of(v: &Value) -> Option<Usage> {
+    cairn_model::chat_completion_usage(v).map(|u| Usage {
+        input_tokens: u.input_tokens,
+        output_tokens: u.output_tokens,
+    })
 }
 
 /// What the watcher keeps of a chat stream.
@@ -38,8 +40,8 @@ fn usage_of(u: &Value) -> Usage {
 pub(super) struct Track {
     model: Option<String>,
     usage: Option<Usage>,
-    seen: BTreeSet<u64>,
-    finished: BTreeSet<u64>,
+    /// Every choice seen, by index: how it ended so far.
+    choices: BTreeMap<u64, Ended>,
     done: bool,
     pub(super) error: Option<String>,
 }
@@ -60,13 +62,23 @@ impl Track {
         if self.model.is_none() {
             self.model = text(&chunk, "model").map(str::to_owned);
         }
-        if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
-            self.usage = Some(usage_of(u));
+        if let Some(u) = usage_of(&chunk) {
+            self.usage = Some(u);
         }
         for (i, choice) in choices(&chunk) {
-            self.seen.insert(i);
-            if choice.get("finish_reason").is_some_and(|f| !f.is_null()) {
-                self.finished.insert(i);
+            let ended = self.choices.entry(i).or_insert_with(|| Ended {
+                index: i,
+                ..Ended::default()
+            });
+            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+                ended.stop_reason = Some(reason.to_owned());
+            }
+            let refusal = choice.pointer("/delta/refusal").and_then(Value::as_str);
+            if let Some(piece) = refusal.filter(|r| !r.is_empty()) {
+                ended
+                    .refusal
+                    .get_or_insert_with(String::new)
+                    .push_str(piece);
             }
         }
         false
@@ -74,20 +86,18 @@ impl Track {
 
     pub(super) fn parsed(&self) -> Parsed {
         let finished =
-            !self.seen.is_empty() && self.seen.is_subset(&self.finished) && self.usage.is_some();
+            !self.choices.is_empty() && self.choices.values().all(|c| c.stop_reason.is_some());
         Parsed {
             usage: self.usage,
             model: self.model.clone(),
             complete: self.error.is_none() && (self.done || finished),
+            choices: self.choices.values().cloned().collect(),
         }
     }
 }
 
 fn error_message(e: &Value) -> String {
-    match e.get("message").and_then(Value::as_str) {
-        Some(m) => m.to_owned(),
-        None => e.to_string(),
-    }
+    super::error_text(e)
 }
 
 /// The choices of a chunk or body with their indexes (position when absent).
@@ -106,10 +116,27 @@ fn choices(v: &Value) -> impl Iterator<Item = (u64, &Value)> {
 }
 
 pub(super) fn parse_whole(v: &Value) -> Parsed {
+    let mut ended: Vec<Ended> = choices(v)
+        .map(|(index, c)| Ended {
+            index,
+            stop_reason: c
+                .get("finish_reason")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            refusal: c
+                .pointer("/message/refusal")
+                .and_then(Value::as_str)
+                .filter(|r| !r.is_empty())
+                .map(str::to_owned),
+            stop_details: None,
+        })
+        .collect();
+    ended.sort_by_key(|c| c.index);
     Parsed {
-        usage: v.get("usage").filter(|u| u.is_object()).map(usage_of),
+        usage: usage_of(v),
         model: text(v, "model").map(str::to_owned),
         complete: v.get("choices").is_some_and(Value::is_array) && v.get("error").is_none(),
+        choices: ended,
     }
 }
 

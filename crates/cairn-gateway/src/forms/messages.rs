@@ -20,9 +20,9 @@
 //!    usage fields one by one (they are cumulative).
 //! 5. The blocks are the message's `content`, in `index` order.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
-use cairn_journal::Usage;
+use cairn_journal::{Choice, Usage};
 use serde_json::{json, Map, Value};
 
 use super::{count, event_json, sse::Event, text, write_event, Api, FormError, Parsed};
@@ -52,8 +52,9 @@ pub(super) struct Track {
     /// input_tokens, cache_creation_input_tokens, cache_read_input_tokens,
     /// output_tokens: the latest value of each.
     usage: BTreeMap<&'static str, u64>,
-    open: BTreeSet<u64>,
-    stop_reason: bool,
+    stop_reason: Option<String>,
+    /// `message_delta.delta.stop_details`, verbatim.
+    stop_details: Option<Value>,
     stopped: bool,
     pub(super) error: Option<String>,
 }
@@ -76,10 +77,6 @@ impl Track {
 
     pub(super) fn event(&mut self, ev: &Event) -> bool {
         let data = serde_json::from_str::<Value>(&ev.data).ok();
-        let index = data
-            .as_ref()
-            .and_then(|d| d.get("index"))
-            .and_then(Value::as_u64);
         match kind(ev, data.as_ref()).as_str() {
             "message_start" => {
                 self.started = true;
@@ -91,20 +88,20 @@ impl Track {
                     }
                 }
             }
-            "content_block_start" => {
-                self.open.insert(index.unwrap_or(0));
-            }
-            "content_block_stop" => {
-                self.open.remove(&index.unwrap_or(0));
-            }
             "message_delta" => {
                 let d = data.as_ref();
                 let delta = d.and_then(|d| d.get("delta"));
-                if delta
+                if let Some(r) = delta
                     .and_then(|x| x.get("stop_reason"))
-                    .is_some_and(|r| !r.is_null())
+                    .and_then(Value::as_str)
                 {
-                    self.stop_reason = true;
+                    self.stop_reason = Some(r.to_owned());
+                }
+                if let Some(details) = delta
+                    .and_then(|x| x.get("stop_details"))
+                    .filter(|x| !x.is_null())
+                {
+                    self.stop_details = Some(details.clone());
                 }
                 if let Some(u) = d.and_then(|d| d.get("usage")) {
                     self.take_usage(u);
@@ -116,12 +113,7 @@ impl Track {
             }
             "error" => {
                 let e = data.as_ref().and_then(|d| d.get("error"));
-                let message = e.and_then(|e| e.get("message")).and_then(Value::as_str);
-                self.error = Some(match (message, e) {
-                    (Some(m), _) => m.to_owned(),
-                    (None, Some(e)) => e.to_string(),
-                    (None, None) => ev.data.clone(),
-                });
+                self.error = Some(e.map_or_else(|| ev.data.clone(), super::error_text));
                 return true;
             }
             _ => {}
@@ -137,11 +129,22 @@ impl Track {
                 .saturating_add(n("cache_read_input_tokens")),
             output_tokens: n("output_tokens"),
         });
-        let ended = self.stopped || (self.stop_reason && self.open.is_empty());
+        let ended = self.stopped || self.stop_reason.is_some();
+        let choices = self
+            .started
+            .then(|| Choice {
+                index: 0,
+                stop_reason: self.stop_reason.clone(),
+                stop_details: self.stop_details.clone(),
+                refusal: None,
+            })
+            .into_iter()
+            .collect();
         Parsed {
             usage,
             model: self.model.clone(),
             complete: self.error.is_none() && self.started && ended,
+            choices,
         }
     }
 }
@@ -151,11 +154,21 @@ pub(super) fn parse_whole(v: &Value) -> Parsed {
         input_tokens: input_of(u),
         output_tokens: count(u, "output_tokens"),
     });
+    let message = v.get("type").and_then(Value::as_str) == Some("message");
+    let choices = message
+        .then(|| Choice {
+            index: 0,
+            stop_reason: text(v, "stop_reason").map(str::to_owned),
+            stop_details: v.get("stop_details").filter(|d| !d.is_null()).cloned(),
+            refusal: None,
+        })
+        .into_iter()
+        .collect();
     Parsed {
         usage,
         model: text(v, "model").map(str::to_owned),
-        complete: v.get("type").and_then(Value::as_str) == Some("message")
-            && v.get("stop_reason").is_some_and(|r| !r.is_null()),
+        complete: message && v.get("stop_reason").is_some_and(|r| !r.is_null()),
+        choices,
     }
 }
 

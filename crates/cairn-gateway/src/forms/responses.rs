@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 
-use cairn_journal::Usage;
+use cairn_journal::{Choice, Usage};
 use serde_json::{json, Map, Value};
 
 use super::{count, event_json, sse::Event, text, write_event, Api, FormError, Parsed};
@@ -49,6 +49,8 @@ fn kind<'a>(ev: &'a Event, data: Option<&'a Value>) -> &'a str {
 pub(super) struct Track {
     model: Option<String>,
     usage: Option<Usage>,
+    /// How the response ended so far: its `status` and `incomplete_details`.
+    choice: Option<Choice>,
     ended: Option<bool>,
     pub(super) error: Option<String>,
 }
@@ -64,6 +66,7 @@ impl Track {
             if let Some(u) = r.get("usage").filter(|u| u.is_object()) {
                 self.usage = Some(usage_of(u));
             }
+            self.choice = Some(ended(r));
         }
         let Some((_, whole)) = FINAL.iter().find(|(k, _)| *k == kind) else {
             return false;
@@ -82,7 +85,21 @@ impl Track {
             usage: self.usage,
             model: self.model.clone(),
             complete: self.error.is_none() && self.ended == Some(true),
+            choices: self.choice.clone().into_iter().collect(),
         }
+    }
+}
+
+/// How the `response` object `r` says it ended.
+fn ended(r: &Value) -> Choice {
+    Choice {
+        index: 0,
+        stop_reason: text(r, "status").map(str::to_owned),
+        stop_details: r
+            .get("incomplete_details")
+            .filter(|d| !d.is_null())
+            .cloned(),
+        refusal: None,
     }
 }
 
@@ -92,19 +109,17 @@ fn failure(data: Option<&Value>, ev: &Event) -> String {
         return ev.data.clone();
     };
     let e = d.get("response").and_then(|r| r.get("error")).unwrap_or(d);
-    match e.get("message").and_then(Value::as_str) {
-        Some(m) => m.to_owned(),
-        None => e.to_string(),
-    }
+    super::error_text(e)
 }
 
 pub(super) fn parse_whole(v: &Value) -> Parsed {
     let status = v.get("status").and_then(Value::as_str);
+    let response = v.get("object").and_then(Value::as_str) == Some("response");
     Parsed {
         usage: v.get("usage").filter(|u| u.is_object()).map(usage_of),
         model: text(v, "model").map(str::to_owned),
-        complete: v.get("object").and_then(Value::as_str) == Some("response")
-            && matches!(status, Some("completed" | "incomplete")),
+        complete: response && matches!(status, Some("completed" | "incomplete")),
+        choices: response.then(|| ended(v)).into_iter().collect(),
     }
 }
 

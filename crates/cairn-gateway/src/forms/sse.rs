@@ -20,6 +20,14 @@
 //!    event when it had a `data` line ([`Parser::finish`]): the bytes are kept
 //!    whatever the client makes of them, so their usage and completeness are
 //!    read too.
+//! 8. What the parser holds is bounded: the line being read and the `data` of
+//!    the event it belongs to may not pass its limit ([`Parser::limited`],
+//!    default [`MAX_EVENT`]). Past it the parser stops for good: it reads no
+//!    more events, its boundary stays where it was, and
+//!    [`Parser::overflowed`] says so.
+
+/// The largest event held by default: 32 MiB.
+pub(crate) const MAX_EVENT: usize = 32 << 20;
 
 /// One event and where its block starts.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,8 +41,12 @@ pub(crate) struct Event {
 }
 
 /// The incremental parser (rules in the module doc).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Parser {
+    /// Rule 8's limit, in bytes.
+    max_event: usize,
+    /// The limit was passed: nothing more is read.
+    overflowed: bool,
     /// Bytes fed so far.
     fed: u64,
     /// The current line's bytes, when it spans feeds.
@@ -54,11 +66,65 @@ pub(crate) struct Parser {
     started: bool,
 }
 
+impl Default for Parser {
+    fn default() -> Self {
+        Parser::limited(MAX_EVENT)
+    }
+}
+
 impl Parser {
+    /// A parser holding events of up to `max_event` bytes (rule 8).
+    pub fn limited(max_event: usize) -> Parser {
+        Parser {
+            max_event,
+            overflowed: false,
+            fed: 0,
+            line: Vec::new(),
+            line_start: 0,
+            block_start: None,
+            boundary: 0,
+            name: String::new(),
+            data: String::new(),
+            has_data: false,
+            after_cr: false,
+            started: false,
+        }
+    }
+
+    /// Rule 8's limit, in bytes.
+    pub fn max_event(&self) -> usize {
+        self.max_event
+    }
+
+    /// Whether an event outgrew the limit (rule 8): then no more is read.
+    pub fn overflowed(&self) -> bool {
+        self.overflowed
+    }
+
+    /// Whether holding `more` bytes of the current line besides what is held
+    /// passes the limit; marks the parser overflowed if so.
+    fn over(&mut self, more: usize) -> bool {
+        let held = self
+            .line
+            .len()
+            .saturating_add(more)
+            .saturating_add(self.data.len());
+        if held > self.max_event {
+            self.overflowed = true;
+            self.line = Vec::new();
+            self.data = String::new();
+        }
+        self.overflowed
+    }
+
     /// Feeds the next bytes; returns the events they completed, in order.
     pub fn feed(&mut self, bytes: &[u8]) -> Vec<Event> {
         let base = self.fed;
         let mut events = Vec::new();
+        if self.overflowed {
+            self.fed = base + bytes.len() as u64;
+            return events;
+        }
         let mut i = 0;
         if self.after_cr && !bytes.is_empty() {
             self.after_cr = false;
@@ -69,6 +135,10 @@ impl Parser {
         }
         while let Some(rel) = bytes[i..].iter().position(|&b| b == b'\n' || b == b'\r') {
             let end = i + rel;
+            if self.over(rel) {
+                self.fed = base + bytes.len() as u64;
+                return events;
+            }
             let mut next = end + 1;
             if bytes[end] == b'\r' {
                 match bytes.get(next) {
@@ -90,7 +160,9 @@ impl Parser {
             self.line_start = after;
             i = next;
         }
-        self.line.extend_from_slice(&bytes[i..]);
+        if !self.over(bytes.len() - i) {
+            self.line.extend_from_slice(&bytes[i..]);
+        }
         self.fed = base + bytes.len() as u64;
         events
     }
@@ -98,6 +170,9 @@ impl Parser {
     /// Ends the stream: the event of a block left without its blank line, if
     /// it had data.
     pub fn finish(&mut self) -> Option<Event> {
+        if self.overflowed {
+            return None;
+        }
         let mut events = Vec::new();
         if !self.line.is_empty() {
             let line = std::mem::take(&mut self.line);
@@ -221,6 +296,46 @@ mod tests {
                 String::from_utf8_lossy(input)
             );
         }
+    }
+
+    #[test]
+    fn an_event_over_the_limit_stops_the_parser_however_it_is_split() {
+        let rows: Vec<(&str, Vec<&[u8]>)> = vec![
+            ("one unterminated line", vec![b"data: 0123456789abcdef"]),
+            (
+                "the line in pieces",
+                vec![b"data: 0123", b"456789", b"abcdef"],
+            ),
+            (
+                "many data lines of one event",
+                vec![b"data: 01234\ndata: 56789\n", b"data: abcdef\n"],
+            ),
+            (
+                "in one feed with its end",
+                vec![b"data: 0123456789abcdef\n\n"],
+            ),
+            ("a comment", vec![b": 0123456789abcdefgh"]),
+        ];
+        for (what, pieces) in rows {
+            let mut p = Parser::limited(16);
+            let mut events = p.feed(b"data: ok\n\n");
+            for piece in pieces {
+                events.extend(p.feed(piece));
+            }
+            assert!(p.overflowed(), "{what}");
+            events.extend(p.feed(b"\n\ndata: later\n\n"));
+            events.extend(p.finish());
+            assert_eq!(events, vec![ev(0, "", "ok")], "{what}");
+            assert_eq!(p.boundary(), 10, "{what}");
+        }
+        let mut p = Parser::limited(16);
+        for k in 0..100u64 {
+            assert_eq!(
+                p.feed(b"data: 0123456789\n\n"),
+                vec![ev(k * 18, "", "0123456789")]
+            );
+        }
+        assert!(!p.overflowed());
     }
 
     #[test]

@@ -16,7 +16,10 @@ pub fn meta(workspace: &str) -> Meta {
 }
 
 pub fn user(t: &str) -> RecordBody {
-    RecordBody::User(User { text: t.into() })
+    RecordBody::User(User {
+        text: t.into(),
+        origin: None,
+    })
 }
 
 pub fn assistant(text: &str, calls: &[(&str, &str)], cost: Cost) -> RecordBody {
@@ -28,6 +31,7 @@ pub fn assistant(text: &str, calls: &[(&str, &str)], cost: Cost) -> RecordBody {
                 id: (*id).into(),
                 name: (*name).into(),
                 arguments: serde_json::json!({"path": "a.txt"}),
+                raw_arguments: None,
             })
             .collect(),
         usage: Usage {
@@ -71,6 +75,7 @@ pub fn sample(dir: &std::path::Path) -> (Store, RunId, std::path::PathBuf) {
             output_tokens: 10,
             cost: Cost::ZERO,
             tool_calls: 1,
+            tool_calls_unstated: false,
         },
         detail: None,
     }))

@@ -14,22 +14,30 @@
 //!    `input_json_delta` pieces are concatenated as received, `thinking_delta`
 //!    and `signature_delta` pieces are concatenated onto their thinking block.
 //! 4. `content_block_stop` closes block `index`.
-//! 5. `message_delta`: the stop reason, the output usage (and input usage when
-//!    given again).
+//! 5. `message_delta`: the stop reason, the provider's `stop_details`
+//!    (verbatim; a refusal's `category` and `explanation`), the output usage
+//!    (and input usage when given again).
 //! 6. `message_stop` ends the stream; `error` fails the attempt (overload,
 //!    rate-limit and server errors are retried, anything else is final);
 //!    `ping` and unknown events are ignored.
 //!
 //! The response is complete ([`Decoder::complete`]) once `message_start` and a
-//! stop reason arrived and every block that was opened was closed: a stream
-//! ending there without `message_stop` (or without the blank line after it) is
-//! whole and is not requested again.
+//! stop reason arrived: the server sends the stop reason only once the model
+//! has stopped, so a stream ending there without `message_stop` (or without
+//! the blank line after it) is whole and is not requested again. A block still
+//! open then is not missing anything: real streams cut by `max_tokens` inside
+//! a `tool_use` block end `input_json_delta`, `message_delta`, `message_stop`
+//! with no `content_block_stop` for it.
 //!
 //! In the response, thinking blocks keep their stream order, byte for byte; the
 //! stop reason `refusal` gives [`Stop::Refused`] with the turn's text as the
-//! refusal (or [`crate::REFUSAL_WITHOUT_TEXT`]); `max_tokens` gives [`Stop::Truncated`],
-//! and the last block, when it is a tool call, keeps its input exactly as
-//! received unless it is a whole JSON object.
+//! refusal (without text, the `explanation` of the stop details, else
+//! [`crate::REFUSAL_WITHOUT_TEXT`]); `max_tokens` gives [`Stop::Truncated`].
+//! A tool call cut off — its block never closed, or the last block of a
+//! `max_tokens` stop — keeps its input exactly as received unless it is a
+//! whole JSON object (so it is journaled and never run). The usage is the
+//! one `message_start` and `message_delta` reported; `None` when neither
+//! carried a `usage` object.
 
 use std::collections::BTreeMap;
 
@@ -74,9 +82,11 @@ pub(crate) struct MessagesDecoder {
     text: String,
     blocks: BTreeMap<u64, Block>,
     usage: Usage,
+    usage_reported: bool,
     model: String,
     started: bool,
     stop_reason: Option<String>,
+    stop_details: Option<Value>,
 }
 
 impl MessagesDecoder {
@@ -85,9 +95,11 @@ impl MessagesDecoder {
             text: String::new(),
             blocks: BTreeMap::new(),
             usage: Usage::default(),
+            usage_reported: false,
             model: model.to_owned(),
             started: false,
             stop_reason: None,
+            stop_details: None,
         }
     }
 
@@ -155,9 +167,11 @@ impl MessagesDecoder {
 fn input_tokens(usage: &Value) -> Option<u64> {
     let count = |field: &str| usage.get(field).and_then(Value::as_u64);
     let plain = count("input_tokens")?;
-    let cached = count("cache_creation_input_tokens").unwrap_or(0)
-        + count("cache_read_input_tokens").unwrap_or(0);
-    Some(plain + cached)
+    // Saturating: the counts are the server's word, anything up to u64::MAX.
+    let cached = count("cache_creation_input_tokens")
+        .unwrap_or(0)
+        .saturating_add(count("cache_read_input_tokens").unwrap_or(0));
+    Some(plain.saturating_add(cached))
 }
 
 impl Decoder for MessagesDecoder {
@@ -183,6 +197,7 @@ impl Decoder for MessagesDecoder {
                     self.model = model.to_owned();
                 }
                 let usage = &message["usage"];
+                self.usage_reported |= usage.is_object();
                 self.usage.input_tokens = input_tokens(usage).unwrap_or(0);
                 self.usage.output_tokens = usage["output_tokens"].as_u64().unwrap_or(0);
             }
@@ -197,7 +212,11 @@ impl Decoder for MessagesDecoder {
                 if let Some(reason) = data["delta"]["stop_reason"].as_str() {
                     self.stop_reason = Some(reason.to_owned());
                 }
+                if let Some(details) = data["delta"].get("stop_details").filter(|d| !d.is_null()) {
+                    self.stop_details = Some(details.clone());
+                }
                 let usage = &data["usage"];
+                self.usage_reported |= usage.is_object();
                 if let Some(output) = usage["output_tokens"].as_u64() {
                     self.usage.output_tokens = output;
                 }
@@ -213,7 +232,7 @@ impl Decoder for MessagesDecoder {
     }
 
     fn complete(&self) -> bool {
-        self.started && self.stop_reason.is_some() && self.blocks.values().all(|block| block.closed)
+        self.started && self.stop_reason.is_some()
     }
 
     fn finish(self) -> ModelResponse {
@@ -237,11 +256,7 @@ impl Decoder for MessagesDecoder {
                     } else {
                         parse_arguments(&json)
                     };
-                    tool_calls.push(ToolCall {
-                        id,
-                        name,
-                        arguments,
-                    });
+                    tool_calls.push(ToolCall::new(id, name, arguments).with_text(&json));
                 }
                 Kind::Thinking {
                     thinking: text,
@@ -254,17 +269,20 @@ impl Decoder for MessagesDecoder {
                 Kind::Text | Kind::Other => {}
             }
         }
-        let refusal = (stop == Stop::Refused).then(|| refusal_from_text(&self.text));
+        let refusal = (stop == Stop::Refused)
+            .then(|| refusal_from_text(&self.text, self.stop_details.as_ref()));
         ModelResponse {
             text: self.text,
             tool_calls,
-            usage: self.usage,
+            usage: self.usage_reported.then_some(self.usage),
             model: self.model,
             stop,
             stop_reason: self.stop_reason,
             refusal,
             thinking,
             reasoning: None,
+            stop_details: self.stop_details,
+            items: Vec::new(),
         }
     }
 }
@@ -272,16 +290,14 @@ impl Decoder for MessagesDecoder {
 /// An `error` event. Overload, rate-limit and server errors are retried.
 fn stream_error(error: &Value) -> Failure {
     let kind = error["type"].as_str().unwrap_or("error").to_owned();
-    let message = excerpt(error["message"].as_str().unwrap_or(""));
-    match kind.as_str() {
-        "overloaded_error" | "api_error" | "rate_limit_error" => Failure::Retry {
-            detail: format!("error in stream ({kind}): {message}"),
-            retry_after: None,
-        },
-        _ => Failure::Fatal(ModelError::Api {
-            provider: PROVIDER,
-            kind,
-            message,
-        }),
-    }
+    let transient = matches!(
+        kind.as_str(),
+        "overloaded_error" | "api_error" | "rate_limit_error"
+    );
+    Failure::in_stream(
+        PROVIDER,
+        kind,
+        error["message"].as_str().unwrap_or(""),
+        transient,
+    )
 }

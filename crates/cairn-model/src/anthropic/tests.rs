@@ -6,6 +6,7 @@ fn call(id: &str, arguments: Value) -> ToolCall {
         id: id.into(),
         name: "read_file".into(),
         arguments,
+        raw_arguments: None,
     }
 }
 
@@ -27,6 +28,7 @@ fn conversation_maps_to_merged_blocks() {
             reasoning: None,
             text: String::new(),
             tool_calls: vec![call("t1", json!({"path": "a"})), call("t2", json!("raw"))],
+            items: Vec::new(),
         },
         result("t1", "A", false),
         result("t2", "", true),
@@ -98,6 +100,7 @@ fn thinking_budget_fits_below_max_tokens() {
                 reasoning: None,
                 text: String::new(),
                 tool_calls: vec![call("t1", json!({}))],
+                items: Vec::new(),
             });
             messages.push(result("t1", "x", false));
         }
@@ -161,6 +164,7 @@ fn turn(thinking: Vec<Thinking>, calls: bool) -> Message {
         },
         thinking,
         reasoning: None,
+        items: Vec::new(),
     }
 }
 
@@ -248,8 +252,10 @@ fn thinking_blocks_go_first_and_unmodified() {
     assert_eq!(kinds, ["thinking", "redacted_thinking", "text", "text"]);
 }
 
+/// The stop reason ends the answer: a block left open then (what a real
+/// `max_tokens` cut inside a `tool_use` block sends) is not waited for.
 #[test]
-fn complete_needs_a_stop_reason_and_every_block_closed() {
+fn complete_needs_message_start_and_a_stop_reason_not_closed_blocks() {
     use crate::http::Decoder;
     use crate::sse::SseEvent;
 
@@ -263,16 +269,17 @@ fn complete_needs_a_stop_reason_and_every_block_closed() {
         (vec![start.clone()], false),
         (vec![stop.clone()], false),
         (vec![start.clone(), stop.clone()], true),
-        (vec![start.clone(), open(0), stop.clone()], false),
+        (vec![start.clone(), open(0), stop.clone()], true),
         (
             vec![start.clone(), open(0), close(0), open(1), stop.clone()],
-            false,
+            true,
         ),
         (
             vec![start.clone(), open(0), close(0), open(1), close(1), stop],
             true,
         ),
-        (vec![start, open(0), close(0)], false),
+        (vec![start.clone(), open(0), close(0)], false),
+        (vec![start, open(0)], false),
     ];
     for (n, (events, want)) in rows.into_iter().enumerate() {
         let mut decoder = MessagesDecoder::new("m");
@@ -284,5 +291,44 @@ fn complete_needs_a_stop_reason_and_every_block_closed() {
             assert!(decoder.event(event, &mut String::new()).is_ok());
         }
         assert_eq!(decoder.complete(), want, "row {n}");
+    }
+}
+
+/// Token counts are the server's word, anything up to `u64::MAX`: input
+/// and cache counts add up saturating, never wrapping or panicking.
+#[test]
+fn usage_near_u64_max_saturates() {
+    use crate::decode::{decode_stream, Outcome, StreamFormat};
+
+    let max = u64::MAX;
+    let rows = [
+        // (input, cache creation, cache read) → input counted
+        ((max, 0, 0), max),
+        ((max - 1, 0, 5), max),
+        ((max, max, max), max),
+        ((7, max - 3, 3), max),
+        ((1, 2, 3), 6),
+    ];
+    for ((input, created, read), want) in rows {
+        let events = [
+            json!({"type": "message_start", "message": {"model": "m", "usage": {
+                "input_tokens": input, "cache_creation_input_tokens": created,
+                "cache_read_input_tokens": read, "output_tokens": max}}}),
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": max}}),
+            json!({"type": "message_stop"}),
+        ];
+        let body: String = events
+            .iter()
+            .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
+            .collect();
+        match decode_stream(StreamFormat::AnthropicMessages, body.as_bytes(), &[]) {
+            Outcome::Response(r, _) => {
+                let usage = r.usage.unwrap();
+                assert_eq!(usage.input_tokens, want, "{input} {created} {read}");
+                assert_eq!(usage.output_tokens, max);
+                assert_eq!(usage.total(), max);
+            }
+            Outcome::Failed(why) => panic!("{input} {created} {read}: {why}"),
+        }
     }
 }

@@ -1,9 +1,12 @@
 //! Decoding a streamed chat completion (`chat.completion.chunk` events).
 //!
-//! What the decoder keeps, chunk by chunk, from choice 0 (other choices are
-//! ignored; a chunk with `choices: []`, such as Azure's first chunk carrying
-//! `prompt_filter_results` or the final usage chunk, only updates the model and
-//! the usage):
+//! What the decoder keeps, chunk by chunk, from choice 0 (a chunk with
+//! `choices: []`, such as Azure's first chunk carrying `prompt_filter_results`
+//! or the final usage chunk, only updates the model and the usage). A choice
+//! with any other index fails the attempt for good
+//! ([`ModelError::SeveralChoices`]): cairn asks for one answer a turn, and a
+//! server answering several (`n` set by a proxy or its defaults) would have
+//! all but one dropped from the record.
 //!
 //! 1. `delta.content` strings are the text, forwarded to the sink as they come.
 //! 2. `delta.refusal` strings are concatenated into the refusal; a non-empty
@@ -20,16 +23,20 @@
 //! 5. `delta.reasoning_details[]` items are merged by their `index`: the string
 //!    pieces of `text`, `summary`, `data` and `signature` are concatenated, any
 //!    other field keeps its first non-null value; items stay in `index` order.
-//! 6. The last non-null `finish_reason` is the stop reason; a `usage` object
-//!    (wherever it comes: the usage-only final chunk, or beside the finish
-//!    reason) is the usage.
+//! 6. The last non-null `finish_reason` is the stop reason; the usage is the
+//!    last one a chunk reports, wherever it comes (the usage-only final chunk,
+//!    beside the finish reason, Moonshot's on the choice, Groq's
+//!    `x_groq.usage`; the rules are [`crate::chat_completion_usage`]'s).
 //! 7. `{"error": ...}` in a chunk fails the attempt: overload and server errors
 //!    are retried, anything else is final.
 //!
-//! The response is complete ([`Decoder::complete`]) once a finish reason and
-//! the usage have arrived: `stream_options.include_usage` is always sent, so a
-//! stream that ends without `data: [DONE]` after both is whole, and one that
-//! ends before the usage would be priced wrong and is requested again.
+//! The response is complete ([`Decoder::complete`]) once a finish reason has
+//! arrived: the server sends it when the model has stopped, so a stream that
+//! ends there without `data: [DONE]` is whole and is not requested again.
+//! `stream_options.include_usage` is always sent, but a server may ignore it
+//! or the stream may end before the usage chunk: the response then has no
+//! usage (`None`), and its cost is recorded unknown. Buying the same answer
+//! again to learn its price would cost more than not knowing it.
 
 use std::collections::BTreeMap;
 
@@ -38,10 +45,10 @@ use serde_json::{Map, Value};
 use crate::error::{excerpt, ModelError};
 use crate::http::{Decoder, Failure, Step};
 use crate::message::{
-    parse_arguments, parse_cut_arguments, refusal_from_text, ModelResponse, Reasoning, Stop,
-    StreamSink, ToolCall, Usage,
+    refusal_from_text, streamed_call, ModelResponse, Reasoning, Stop, StreamSink, Usage,
 };
 use crate::sse::SseEvent;
+use crate::usage::chat_completion_usage;
 
 use super::PROVIDER;
 
@@ -207,17 +214,17 @@ impl Decoder for ChatDecoder {
                 self.model = model.to_owned();
             }
         }
-        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
-            let count = |field: &str| usage.get(field).and_then(Value::as_u64).unwrap_or(0);
-            self.usage = Some(Usage {
-                input_tokens: count("prompt_tokens"),
-                output_tokens: count("completion_tokens"),
-            });
+        if let Some(usage) = chat_completion_usage(&chunk) {
+            self.usage = Some(usage);
         }
         let choices = chunk.get("choices").and_then(Value::as_array);
         for choice in choices.into_iter().flatten() {
-            if choice.get("index").and_then(Value::as_u64).unwrap_or(0) != 0 {
-                continue;
+            let index = choice.get("index").and_then(Value::as_u64).unwrap_or(0);
+            if index != 0 {
+                return Err(Failure::Fatal(ModelError::SeveralChoices {
+                    provider: PROVIDER,
+                    index,
+                }));
             }
             if let Some(delta) = choice.get("delta") {
                 self.delta(delta, sink);
@@ -230,7 +237,7 @@ impl Decoder for ChatDecoder {
     }
 
     fn complete(&self) -> bool {
-        self.stop_reason.is_some() && self.usage.is_some()
+        self.stop_reason.is_some()
     }
 
     fn finish(self) -> ModelResponse {
@@ -240,7 +247,7 @@ impl Decoder for ChatDecoder {
             let stop = Stop::from_reason(self.stop_reason.as_deref());
             (
                 stop,
-                (stop == Stop::Refused).then(|| refusal_from_text(&self.text)),
+                (stop == Stop::Refused).then(|| refusal_from_text(&self.text, None)),
             )
         };
         let last = self.calls.keys().next_back().copied();
@@ -249,20 +256,8 @@ impl Decoder for ChatDecoder {
             .into_iter()
             .map(|(index, call)| {
                 // Only the last call can have been cut by the output limit.
-                let arguments = if stop == Stop::Truncated && Some(index) == last {
-                    parse_cut_arguments(&call.arguments)
-                } else {
-                    parse_arguments(&call.arguments)
-                };
-                ToolCall {
-                    id: if call.id.is_empty() {
-                        format!("call_{index}")
-                    } else {
-                        call.id
-                    },
-                    name: call.name,
-                    arguments,
-                }
+                let cut = stop == Stop::Truncated && Some(index) == last;
+                streamed_call(index, call.id, call.name, &call.arguments, cut)
             })
             .collect();
         let reasoning = Reasoning {
@@ -273,13 +268,15 @@ impl Decoder for ChatDecoder {
         ModelResponse {
             text: self.text,
             tool_calls,
-            usage: self.usage.unwrap_or_default(),
+            usage: self.usage,
             model: self.model,
             stop,
             stop_reason: self.stop_reason,
             refusal,
             thinking: Vec::new(),
             reasoning: (!reasoning.is_empty()).then_some(reasoning),
+            stop_details: None,
+            items: Vec::new(),
         }
     }
 }
@@ -308,16 +305,5 @@ fn stream_error(error: &Value) -> Failure {
             kind.as_str(),
             "server_error" | "overloaded" | "rate_limit_exceeded"
         );
-    if transient {
-        Failure::Retry {
-            detail: format!("error in stream ({kind}): {}", excerpt(&message)),
-            retry_after: None,
-        }
-    } else {
-        Failure::Fatal(ModelError::Api {
-            provider: PROVIDER,
-            kind,
-            message: excerpt(&message),
-        })
-    }
+    Failure::in_stream(PROVIDER, kind, &message, transient)
 }

@@ -70,6 +70,7 @@ fn assistant(calls: bool, reasoning: Option<Reasoning>) -> Message {
             id: "c".into(),
             name: "read_file".into(),
             arguments: json!({}),
+            raw_arguments: None,
         }]
     } else {
         Vec::new()
@@ -79,6 +80,7 @@ fn assistant(calls: bool, reasoning: Option<Reasoning>) -> Message {
         tool_calls,
         thinking: Vec::new(),
         reasoning,
+        items: Vec::new(),
     }
 }
 
@@ -324,12 +326,14 @@ mod decoding {
         }
     }
 
+    /// A finish reason ends the answer; the usage is accounting, not part of
+    /// it (a stream without it is whole, its cost unknown).
     #[test]
-    fn complete_needs_a_finish_reason_and_the_usage() {
+    fn complete_needs_a_finish_reason_not_the_usage() {
         let usage = json!({"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 2}});
         let rows = [
             (vec![], false),
-            (vec![finish("stop")], false),
+            (vec![finish("stop")], true),
             (vec![usage.clone()], false),
             (vec![finish("stop"), usage.clone()], true),
             (vec![usage, finish("tool_calls")], true),

@@ -5,8 +5,6 @@
 //! objects move in their stored encoding, and every one is checked against
 //! its name before it becomes visible at the receiving end.
 
-use std::fs;
-
 use super::{PutOutcome, RemoteEntry, RemoteObjects};
 use crate::error::RemoteError;
 use crate::prune::{list_pool, PoolFile};
@@ -63,13 +61,18 @@ impl RemoteObjects for PoolRemote<'_> {
         visit: &mut dyn FnMut(RemoteEntry),
     ) -> Result<(), RemoteError> {
         for file in list_pool(self.pool)? {
-            let PoolFile::Object { hash, path, len } = file else {
+            let PoolFile::Object {
+                hash,
+                len,
+                modified: last_modified,
+                ..
+            } = file
+            else {
                 continue;
             };
             if !hash.to_hex().starts_with(hex_prefix) {
                 continue;
             }
-            let last_modified = fs::symlink_metadata(&path).and_then(|m| m.modified()).ok();
             visit(RemoteEntry {
                 hash,
                 stored_bytes: len,

@@ -508,11 +508,26 @@ fn stored_bytes_does_not_follow_a_symlink() {
     std::os::unix::fs::symlink(&elsewhere, &path).unwrap();
     assert!(matches!(
         f.pool.stored_bytes(&x),
-        Err(ObjectError::Io { .. })
+        Err(ObjectError::NotPlain {
+            what: "a symbolic link",
+            ..
+        })
     ));
     std::fs::remove_file(&path).unwrap();
     assert!(matches!(
         f.pool.stored_bytes(&x),
         Err(ObjectError::Missing { .. })
     ));
+    // Nor a linked fan-out directory: the object there is not the pool's.
+    std::fs::rename(&elsewhere, &path).unwrap();
+    let fan = path.parent().unwrap();
+    let moved = f._dir.path().join("moved-fan");
+    std::fs::rename(fan, &moved).unwrap();
+    std::os::unix::fs::symlink(&moved, fan).unwrap();
+    match f.pool.stored_bytes(&x) {
+        Err(ObjectError::NotPlain { path, .. }) => assert_eq!(path, fan),
+        other => panic!("{other:?}"),
+    }
+    assert!(!f.pool.contains(&x));
+    assert!(matches!(f.pool.get(&x), Err(ObjectError::NotPlain { .. })));
 }

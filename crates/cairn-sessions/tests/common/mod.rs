@@ -22,7 +22,10 @@ pub fn meta(workspace: &str, name: &str) -> Meta {
 }
 
 pub fn user(t: &str) -> RecordBody {
-    RecordBody::User(User { text: t.into() })
+    RecordBody::User(User {
+        text: t.into(),
+        origin: None,
+    })
 }
 
 pub fn turn(input: u64, output: u64, cost: Cost, replay: bool, calls: &[&str]) -> RecordBody {
@@ -34,6 +37,7 @@ pub fn turn(input: u64, output: u64, cost: Cost, replay: bool, calls: &[&str]) -
                 id: (*c).into(),
                 name: "shell".into(),
                 arguments: serde_json::json!({"command": "true"}),
+                raw_arguments: None,
             })
             .collect(),
         usage: Usage {

@@ -20,7 +20,9 @@
 //! 1. every request is recorded (method, path, query, headers, body, in
 //!    arrival order) before it is answered, whatever the answer;
 //! 2. an answer is streamed (SSE, one write per event) exactly when the
-//!    request's body says `"stream": true`, in the route's own framing;
+//!    request's body says `"stream": true`, in the route's own framing —
+//!    except a recorded answer ([`Reply::raw_stream`], [`Reply::raw_json`]),
+//!    which goes out byte for byte as it was given;
 //! 3. the same [`Reply`] to the same request is the same bytes (fixed ids,
 //!    fixed `created`), so a replay can be compared byte for byte;
 //! 4. a [`Cut`] really closes the TCP connection where it says, after the
@@ -32,6 +34,7 @@
 //! (serde_json's map), which no client depends on.
 
 mod anthropic;
+pub mod fixtures;
 mod openai;
 mod script;
 mod wire;
@@ -276,6 +279,25 @@ fn render(reply: &Reply, req: &RecordedRequest) -> Rendered {
             (None, Flavor::Anthropic) => anthropic::error(*status),
         };
         return Rendered::json(*status, &body);
+    }
+    if let Kind::Raw {
+        status,
+        content_type,
+        stream,
+        body,
+    } = &reply.kind
+    {
+        return if *stream {
+            Rendered::Stream {
+                events: wire::sse_blocks(body),
+            }
+        } else {
+            Rendered::Whole {
+                status: *status,
+                content_type,
+                body: body.clone(),
+            }
+        };
     }
     let Some(answer) = Answer::of(reply, req) else {
         return Rendered::json(500, &openai::error(500));

@@ -6,7 +6,10 @@
 //! `response.content_part.added`, `response.output_text.delta`…,
 //! `response.output_text.done`, `response.content_part.done`,
 //! `response.output_item.done` — or for a tool call
-//! `response.function_call_arguments.delta`…/`.done` — and
+//! `response.function_call_arguments.delta`…/`.done`, for a reasoning item
+//! `response.reasoning_summary_part.added`,
+//! `response.reasoning_summary_text.delta`…/`.done`,
+//! `response.reasoning_summary_part.done` — and
 //! `response.completed`, each with its `sequence_number`), the model list,
 //! and the error body.
 
@@ -180,7 +183,8 @@ fn response_object(
         "max_output_tokens": field("max_output_tokens"), "model": answer.model,
         "output": output, "parallel_tool_calls": true,
         "previous_response_id": field("previous_response_id"),
-        "reasoning": {"effort": null, "summary": null}, "store": true, "temperature": 1.0,
+        "reasoning": {"effort": null, "summary": null},
+        "store": body.get("store").cloned().unwrap_or(json!(true)), "temperature": 1.0,
         "text": {"format": {"type": "text"}, "verbosity": "medium"},
         "tool_choice": body.get("tool_choice").cloned().unwrap_or(json!("auto")),
         "tools": body.get("tools").cloned().unwrap_or(json!([])),
@@ -190,10 +194,19 @@ fn response_object(
     })
 }
 
-/// The output items of a finished answer: a message (when there is text,
-/// or nothing else), then the function calls.
+/// The output items of a finished answer: the reasoning item (when the
+/// reply has one), a message (when there is text, or nothing else), then the
+/// function calls.
 fn output_items(answer: &Answer<'_>, message_status: &str) -> Vec<(String, Value)> {
     let mut items = Vec::new();
+    if let Some(r) = answer.reasoning {
+        let id = format!("rs_{}", answer.tag);
+        let item = json!({
+            "id": id, "type": "reasoning", "encrypted_content": r.encrypted_content,
+            "summary": [{"type": "summary_text", "text": r.summary}]
+        });
+        items.push((id, item));
+    }
     if !answer.pieces.is_empty() || answer.tools.is_empty() {
         let id = format!("msg_{}", answer.tag);
         let item = json!({
@@ -247,7 +260,40 @@ pub(crate) fn responses(answer: &Answer<'_>, req: &RecordedRequest) -> Rendered 
     push("response.created", obj(json!({"response": started})));
     push("response.in_progress", obj(json!({"response": started})));
     for (output_index, (item_id, item)) in items.iter().enumerate() {
-        if item["type"] == "message" {
+        if item["type"] == "reasoning" {
+            let mut opened = item.clone();
+            opened["summary"] = json!([]);
+            push(
+                "response.output_item.added",
+                obj(json!({"output_index": output_index, "item": opened})),
+            );
+            let summary = item["summary"][0]["text"].as_str().unwrap_or("");
+            let at = json!({"item_id": item_id, "output_index": output_index, "summary_index": 0});
+            let with = |extra: Value| {
+                let mut m = obj(at.clone());
+                m.extend(obj(extra));
+                m
+            };
+            let part = |text: &str| json!({"type": "summary_text", "text": text});
+            push(
+                "response.reasoning_summary_part.added",
+                with(json!({"part": part("")})),
+            );
+            for piece in split_summary(summary) {
+                push(
+                    "response.reasoning_summary_text.delta",
+                    with(json!({"delta": piece})),
+                );
+            }
+            push(
+                "response.reasoning_summary_text.done",
+                with(json!({"text": summary})),
+            );
+            push(
+                "response.reasoning_summary_part.done",
+                with(json!({"part": part(summary)})),
+            );
+        } else if item["type"] == "message" {
             let mut opened = item.clone();
             opened["status"] = json!("in_progress");
             opened["content"] = json!([]);
@@ -309,6 +355,23 @@ pub(crate) fn responses(answer: &Answer<'_>, req: &RecordedRequest) -> Rendered 
     }
     push(last_event, obj(json!({"response": done})));
     Rendered::Stream { events }
+}
+
+/// A reasoning summary in the pieces it is streamed in: each word with
+/// the spaces before it.
+fn split_summary(text: &str) -> Vec<&str> {
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    for (i, c) in text.char_indices() {
+        if c == ' ' && i > start && !text[start..i].trim().is_empty() {
+            pieces.push(&text[start..i]);
+            start = i;
+        }
+    }
+    if start < text.len() {
+        pieces.push(&text[start..]);
+    }
+    pieces
 }
 
 /// `GET /v1/models`.

@@ -97,6 +97,11 @@ pub struct ToolCall {
     /// The arguments; sent as a JSON string to OpenAI, as an object to
     /// Anthropic, streamed in pieces of at most 16 bytes.
     pub arguments: Value,
+    /// The arguments' text exactly as this mock model writes it (its
+    /// spacing and key order), when given; else `arguments` written
+    /// compactly, keys sorted. What is streamed, and what OpenAI's whole
+    /// bodies carry.
+    pub raw: Option<String>,
 }
 
 /// Token counts the mock reports.
@@ -146,6 +151,16 @@ pub struct Reply {
     pub(crate) sleep_first: Duration,
     pub(crate) cut: Option<Cut>,
     pub(crate) headers: Vec<(String, String)>,
+    pub(crate) reasoning: Option<Reasoning>,
+}
+
+/// A reasoning item the mock model produces before its output (Responses
+/// only): a summary and the opaque `encrypted_content` a client with
+/// `store: false` must send back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Reasoning {
+    pub(crate) summary: String,
+    pub(crate) encrypted_content: String,
 }
 
 #[derive(Clone, Debug)]
@@ -157,6 +172,15 @@ pub(crate) enum Kind {
     },
     /// An error status; `None` gives the API's own error body.
     Fail { status: u16, body: Option<Value> },
+    /// Exactly these bytes, whatever the route and the request's `stream`
+    /// flag: a `text/event-stream` body sent one SSE event (up to and with
+    /// its blank line) per write, or a whole body with `status`.
+    Raw {
+        status: u16,
+        content_type: &'static str,
+        stream: bool,
+        body: Vec<u8>,
+    },
 }
 
 impl Reply {
@@ -171,6 +195,7 @@ impl Reply {
             sleep_first: Duration::ZERO,
             cut: None,
             headers: Vec::new(),
+            reasoning: None,
         }
     }
 
@@ -219,6 +244,43 @@ impl Reply {
         reply
     }
 
+    /// Answers exactly `body`, a recorded `text/event-stream` response (a
+    /// provider's shape the renderers do not make), with status 200 whatever
+    /// the route and the request's `stream` flag; one write per SSE event (a
+    /// block ended by a blank line; bytes after the last one go out last),
+    /// so [`Cut::AfterEvents`] cuts between events. Model, usage, id, stop
+    /// and text settings do not apply.
+    pub fn raw_stream(body: impl Into<Vec<u8>>) -> Reply {
+        let mut reply = Reply::answer(Vec::new(), Vec::new());
+        reply.kind = Kind::Raw {
+            status: 200,
+            content_type: "text/event-stream; charset=utf-8",
+            stream: true,
+            body: body.into(),
+        };
+        reply
+    }
+
+    /// Answers exactly `body`, a recorded whole JSON response, with status
+    /// 200 whatever the route and the request's `stream` flag.
+    pub fn raw_json(body: impl Into<Vec<u8>>) -> Reply {
+        Reply::raw_body(200, body)
+    }
+
+    /// Answers exactly `body` as an `application/json` body with `status`
+    /// (a provider's error body, or its error inside a 200), whatever the
+    /// request asked for.
+    pub fn raw_body(status: u16, body: impl Into<Vec<u8>>) -> Reply {
+        let mut reply = Reply::answer(Vec::new(), Vec::new());
+        reply.kind = Kind::Raw {
+            status,
+            content_type: "application/json",
+            stream: false,
+            body: body.into(),
+        };
+        reply
+    }
+
     /// Reads the request and closes the connection without a byte of answer
     /// (what a crashed server does; SDKs retry it).
     pub fn drop_connection() -> Reply {
@@ -246,15 +308,52 @@ impl Reply {
     }
 
     /// Adds a tool call after the text (ids `call_1`, `call_2`, … in order).
-    pub fn with_tool_call(mut self, name: &str, arguments: Value) -> Reply {
+    pub fn with_tool_call(self, name: &str, arguments: Value) -> Reply {
+        self.push_tool_call(name, arguments, None)
+    }
+
+    /// Adds a tool call whose arguments the model writes exactly as `text`
+    /// (spaced, keys in any order, or not JSON at all, which is then the
+    /// parsed `arguments` as a JSON string).
+    pub fn with_raw_tool_call(self, name: &str, text: &str) -> Reply {
+        let arguments =
+            serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()));
+        self.push_tool_call(name, arguments, Some(text.to_owned()))
+    }
+
+    fn push_tool_call(mut self, name: &str, arguments: Value, raw: Option<String>) -> Reply {
         if let Kind::Answer { tools, .. } = &mut self.kind {
             let id = format!("call_{}", tools.len() + 1);
             tools.push(ToolCall {
                 id,
                 name: name.to_owned(),
                 arguments,
+                raw,
             });
         }
+        self
+    }
+
+    /// Names the tool calls `{prefix}1`, `{prefix}2`, … instead of `call_1`,
+    /// `call_2`, … (a conversation of several turns wants ids unique across
+    /// them, as real ones are).
+    pub fn with_call_ids(mut self, prefix: &str) -> Reply {
+        if let Kind::Answer { tools, .. } = &mut self.kind {
+            for (i, tool) in tools.iter_mut().enumerate() {
+                tool.id = format!("{prefix}{}", i + 1);
+            }
+        }
+        self
+    }
+
+    /// Produces a reasoning item before the output, with this summary and
+    /// this `encrypted_content` (the Responses API only; the other routes
+    /// ignore it).
+    pub fn with_reasoning(mut self, summary: &str, encrypted_content: &str) -> Reply {
+        self.reasoning = Some(Reasoning {
+            summary: summary.to_owned(),
+            encrypted_content: encrypted_content.to_owned(),
+        });
         self
     }
 

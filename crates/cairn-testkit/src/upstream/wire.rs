@@ -4,7 +4,7 @@
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::script::{Kind, RecordedRequest, Reply, ToolCall, Usage};
+use super::script::{Kind, Reasoning, RecordedRequest, Reply, ToolCall, Usage};
 
 /// The `created` time of every answer (2026-01-01T00:00:00Z): fixed, so the
 /// same reply is the same bytes.
@@ -43,6 +43,34 @@ pub(crate) fn named_event(name: &str, data: &Value) -> Vec<u8> {
     format!("event: {name}\ndata: {data}\n\n").into_bytes()
 }
 
+/// `body` cut into its SSE blocks, each with the blank line that ends it
+/// (`\n\n`, `\r\n\r\n` or `\r\r`); bytes after the last blank line are a
+/// last piece. The pieces join to `body`.
+pub(crate) fn sse_blocks(body: &[u8]) -> Vec<Vec<u8>> {
+    let mut blocks = Vec::new();
+    let mut start = 0;
+    let mut i = 0;
+    while i < body.len() {
+        let ends = match &body[i..] {
+            [b'\n', b'\n', ..] | [b'\r', b'\r', ..] => Some(i + 2),
+            [b'\r', b'\n', b'\r', b'\n', ..] => Some(i + 4),
+            _ => None,
+        };
+        match ends {
+            Some(end) => {
+                blocks.push(body[start..end].to_vec());
+                start = end;
+                i = end;
+            }
+            None => i += 1,
+        }
+    }
+    if start < body.len() {
+        blocks.push(body[start..].to_vec());
+    }
+    blocks
+}
+
 /// The content of an answer, with its defaults filled in from the request.
 pub(crate) struct Answer<'a> {
     pub(crate) pieces: &'a [String],
@@ -53,6 +81,7 @@ pub(crate) struct Answer<'a> {
     pub(crate) tag: String,
     pub(crate) id: Option<&'a str>,
     pub(crate) stop: Option<&'a str>,
+    pub(crate) reasoning: Option<&'a Reasoning>,
 }
 
 impl<'a> Answer<'a> {
@@ -69,7 +98,12 @@ impl<'a> Answer<'a> {
         for tool in tools {
             hash.update(tool.id.as_bytes());
             hash.update(tool.name.as_bytes());
-            hash.update(tool.arguments.to_string().as_bytes());
+            hash.update(arguments_text(tool).as_bytes());
+        }
+        if let Some(r) = &reply.reasoning {
+            hash.update(r.summary.as_bytes());
+            hash.update([0]);
+            hash.update(r.encrypted_content.as_bytes());
         }
         let arg_pieces: usize = tools.iter().map(|t| argument_pieces(t).len()).sum();
         let usage = reply.usage.unwrap_or(Usage {
@@ -89,6 +123,7 @@ impl<'a> Answer<'a> {
             tag: hex::encode(&hash.finalize()[..6]),
             id: reply.id.as_deref(),
             stop: reply.stop.as_deref(),
+            reasoning: reply.reasoning.as_ref(),
         })
     }
 
@@ -105,9 +140,13 @@ impl<'a> Answer<'a> {
     }
 }
 
-/// A tool call's arguments as the JSON text OpenAI sends.
+/// A tool call's arguments as the JSON text OpenAI sends: the raw text
+/// when the reply gave one.
 pub(crate) fn arguments_text(tool: &ToolCall) -> String {
-    tool.arguments.to_string()
+    match &tool.raw {
+        Some(raw) => raw.clone(),
+        None => tool.arguments.to_string(),
+    }
 }
 
 /// The arguments' text in pieces of at most 16 bytes, cut at character
@@ -134,11 +173,30 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn sse_blocks_cut_after_each_blank_line_and_join_to_the_body() {
+        let rows: &[(&[u8], &[&[u8]])] = &[
+            (b"", &[]),
+            (b"data: a\n\ndata: b\n\n", &[b"data: a\n\n", b"data: b\n\n"]),
+            (
+                b"event: x\r\ndata: 1\r\n\r\ndata: 2",
+                &[b"event: x\r\ndata: 1\r\n\r\n", b"data: 2"],
+            ),
+            (b"data: a\r\rtail", &[b"data: a\r\r", b"tail"]),
+        ];
+        for (body, want) in rows {
+            let got = sse_blocks(body);
+            assert_eq!(got, *want, "{:?}", String::from_utf8_lossy(body));
+            assert_eq!(got.concat(), *body);
+        }
+    }
+
+    #[test]
     fn argument_pieces_join_to_the_arguments_and_stay_small() {
         let tool = ToolCall {
             id: "call_1".into(),
             name: "write_file".into(),
             arguments: json!({"path": "ä/b.txt", "content": "ünïcödé text that is long"}),
+            raw: None,
         };
         let pieces = argument_pieces(&tool);
         assert!(pieces.len() > 3);

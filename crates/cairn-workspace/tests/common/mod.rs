@@ -45,6 +45,43 @@ impl Fixture {
         fs::write(p, content).unwrap();
     }
 
+    /// Waits until the file system's clock has passed every file's mtime
+    /// and ctime under the root by more than `slack`: from then on a
+    /// capture's racy guard trusts what it caches. A condition, not a
+    /// sleep: a loaded machine only makes it wait longer.
+    pub fn settle(&self, slack: std::time::Duration) {
+        use std::os::unix::fs::MetadataExt;
+        fn newest(dir: &Path, out: &mut i128) {
+            for e in fs::read_dir(dir).unwrap() {
+                let e = e.unwrap();
+                let m = fs::symlink_metadata(e.path()).unwrap();
+                for (s, ns) in [(m.mtime(), m.mtime_nsec()), (m.ctime(), m.ctime_nsec())] {
+                    *out = (*out).max(i128::from(s) * 1_000_000_000 + i128::from(ns));
+                }
+                if m.is_dir() {
+                    newest(&e.path(), out);
+                }
+            }
+        }
+        let mut latest = i128::MIN;
+        newest(&self.root, &mut latest);
+        let probe = self.dir.path().join("clock-probe");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            fs::write(&probe, b"").unwrap();
+            let m = fs::metadata(&probe).unwrap();
+            let now = i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec());
+            if now > latest + slack.as_nanos() as i128 {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the file system's clock did not move"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
     pub fn read(&self, rel: &str) -> Option<String> {
         fs::read_to_string(self.root.join(rel)).ok()
     }

@@ -33,8 +33,9 @@ pub fn run(ctx: &Context, c: CheckpointCommand) -> anyhow::Result<Code> {
     }
 }
 
-pub fn parse_id(s: &str) -> anyhow::Result<CheckpointId> {
-    CheckpointId::parse(s).map_err(|e| coded(Code::Usage, e.to_string()))
+/// The checkpoint a reference names: its id or a unique prefix of it.
+pub fn parse_id(ctx: &Context, s: &str) -> anyhow::Result<CheckpointId> {
+    Ok(cairn_sessions::resolve_checkpoint(&ctx.store, s)?)
 }
 
 #[derive(Serialize)]
@@ -80,8 +81,12 @@ fn save(ctx: &Context, a: &CheckpointSaveArgs) -> anyhow::Result<Code> {
         output::json(&out)?;
     } else {
         let mut s = format!(
-            "checkpoint {} of session {} at seq {}: {} logical bytes, {} new bytes stored\n",
-            out.id, out.run, out.seq, out.logical_bytes, out.stored_bytes
+            "checkpoint {} of session {} at seq {}: {} logical, {} new stored\n",
+            out.id,
+            out.run,
+            out.seq,
+            output::size(out.logical_bytes),
+            output::size(out.stored_bytes)
         );
         for sk in &report.skipped {
             s.push_str(&format!("  not saved: {sk}\n"));
@@ -121,11 +126,11 @@ fn ls(ctx: &Context, a: &SessionJsonArgs) -> anyhow::Result<Code> {
         let mut s = String::new();
         for c in &list {
             s.push_str(&format!(
-                "{}  {}  seq {:>6}  {:>12} bytes\n",
+                "{}  {:<14}  seq {:>6}  {:>10}\n",
                 c.id,
-                c.created.get(..19).unwrap_or(&c.created).replace('T', " "),
+                output::ago(&c.created),
                 c.seq,
-                c.logical_bytes
+                output::size(c.logical_bytes)
             ));
         }
         output::text(&s)?;
@@ -134,7 +139,7 @@ fn ls(ctx: &Context, a: &SessionJsonArgs) -> anyhow::Result<Code> {
 }
 
 fn show(ctx: &Context, a: &CheckpointIdArgs) -> anyhow::Result<Code> {
-    let id = parse_id(&a.checkpoint)?;
+    let id = parse_id(ctx, &a.checkpoint)?;
     let cp = cairn_checkpoint::show(&ctx.store, &id)?;
     if a.json {
         output::json(&cp)?;
@@ -167,7 +172,7 @@ fn show(ctx: &Context, a: &CheckpointIdArgs) -> anyhow::Result<Code> {
 }
 
 fn restore(ctx: &Context, a: &CheckpointIdArgs) -> anyhow::Result<Code> {
-    let cpid = parse_id(&a.checkpoint)?;
+    let cpid = parse_id(ctx, &a.checkpoint)?;
     let store = Store::open(ctx.store.root())?;
     let cp = cairn_checkpoint::show(&store, &cpid)?;
     let run = cp.run_id()?;
@@ -218,7 +223,7 @@ fn restore(ctx: &Context, a: &CheckpointIdArgs) -> anyhow::Result<Code> {
 }
 
 fn verify(ctx: &Context, a: &CheckpointIdArgs) -> anyhow::Result<Code> {
-    let id = parse_id(&a.checkpoint)?;
+    let id = parse_id(ctx, &a.checkpoint)?;
     let report = cairn_checkpoint::verify(&ctx.store, &id, &Bars::new(a.json))?;
     if a.json {
         output::json(&report)?;
@@ -269,10 +274,10 @@ fn stats(ctx: &Context, a: &SessionJsonArgs) -> anyhow::Result<Code> {
         output::json(&out)?;
     } else {
         output::text(&format!(
-            "{} checkpoint(s): {} logical bytes, {} stored bytes, dedup ratio {}\n",
+            "{} checkpoint(s): {} logical, {} stored, dedup ratio {}\n",
             out.checkpoints,
-            out.logical_bytes,
-            out.stored_bytes,
+            output::size(out.logical_bytes),
+            output::size(out.stored_bytes),
             out.dedup_ratio
                 .map_or_else(|| "n/a".into(), |r| format!("{r:.1}x"))
         ))?;

@@ -7,7 +7,8 @@
 //! (128+N for a signal), 126/127 when it cannot be run, and 125 for its own
 //! failures.
 
-use std::io::{Read, Write};
+use std::ffi::OsString;
+use std::io::{IsTerminal, Read, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -19,7 +20,7 @@ use cairn_sessions::{Node, NodeExit, NodeOutcome, Session};
 use cairn_store::Store;
 use cairn_workspace::NodeName;
 
-use crate::cli::ExecArgs;
+use crate::cli::{ExecArgs, UpstreamArgs};
 use crate::cmd::progress::Bars;
 use crate::cmd::run::RunSummary;
 use crate::cmd::workspace::{new_session, tracker};
@@ -30,32 +31,98 @@ use crate::output;
 /// The output tail kept in the journal.
 const TAIL_BYTES: usize = 8 * 1024;
 
-/// Runs `cairn exec`; returns the process exit code.
-pub fn run(ctx: &Context, args: ExecArgs) -> anyhow::Result<Code> {
-    match exec(ctx, &args) {
-        Ok(code) => std::process::exit(code),
-        Err(e) => {
-            output::error("cairn exec", &e);
-            std::process::exit(125)
-        }
-    }
-}
+/// cairn's own failure: the command's status could not be had.
+const OWN_FAILURE: u8 = 125;
 
-fn exec(ctx: &Context, args: &ExecArgs) -> anyhow::Result<i32> {
-    let name = NodeName::parse(&args.node).map_err(|e| coded(Code::Usage, e.to_string()))?;
-    if args.run.is_none() {
-        ctx.refuse_store_inside(&ctx.cwd)?;
-    }
-    let store = Store::open(ctx.store.root())?;
+/// Runs `cairn exec`; returns the process's exit status, for `main` to exit
+/// with once every destructor has run (the session's journal lock, a
+/// shared store's writer lease).
+pub fn run(ctx: &Context, args: ExecArgs) -> u8 {
     let line: Vec<String> = args
         .command
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    let command = line.join(" ");
-    let session = match &args.run {
+    let command = args.command.clone();
+    run_job(
+        ctx,
+        Job {
+            run: args.run.as_deref(),
+            node: &args.node,
+            json: args.json,
+            gateway: args.gateway.then_some(&args.upstream),
+            name: None,
+            shown: line.join(" "),
+            give_terminal: false,
+            launch: Box::new(move |_| {
+                let mut command = command.into_iter();
+                let program = command.next().unwrap_or_default();
+                (program, command.collect(), Vec::new())
+            }),
+        },
+        "cairn exec",
+    )
+}
+
+/// The program, its arguments and the variables to set for it, given the
+/// gateway's address when there is one.
+pub type Launch<'a> = Box<
+    dyn FnOnce(Option<std::net::SocketAddr>) -> (OsString, Vec<OsString>, Vec<(String, String)>)
+        + 'a,
+>;
+
+/// A command to run as a node: what `cairn exec` runs, and what `cairn
+/// wrap` runs through it (an agent, started once the gateway listens).
+pub struct Job<'a> {
+    /// The session to record into; a new one when `None`.
+    pub run: Option<&'a str>,
+    /// The node's name.
+    pub node: &'a str,
+    /// The summary as JSON on stdout, the command's output on stderr.
+    pub json: bool,
+    /// Run a gateway with these upstreams for the command.
+    pub gateway: Option<&'a UpstreamArgs>,
+    /// A new session's name [default: the command line as shown].
+    pub name: Option<String>,
+    /// The command line as shown to the user and kept in the record.
+    pub shown: String,
+    /// When cairn's stdout is a terminal (and not `--json`), the command
+    /// gets it as its own stdout and stderr instead of pipes, and no output
+    /// tail is kept: for programs that are interactive there.
+    pub give_terminal: bool,
+    /// The command itself.
+    pub launch: Launch<'a>,
+}
+
+/// Runs `job`; `who` names cairn in its messages (`cairn exec`). Returns
+/// the exit status, as [`run`].
+pub fn run_job(ctx: &Context, job: Job<'_>, who: &str) -> u8 {
+    match exec(ctx, job, who) {
+        Ok(code) => u8::try_from(code).unwrap_or(OWN_FAILURE),
+        Err(e) => {
+            output::error(who, &e);
+            OWN_FAILURE
+        }
+    }
+}
+
+fn exec(ctx: &Context, job: Job<'_>, who: &str) -> anyhow::Result<i32> {
+    let name = NodeName::parse(job.node).map_err(|e| coded(Code::Usage, e.to_string()))?;
+    if let Some(upstream) = job.gateway {
+        // Refused before anything is journaled or run (a secret in a URL
+        // would reach the record and the agent's errors).
+        gateway_config(upstream)
+            .check_upstreams()
+            .map_err(|e| coded(Code::Usage, e.to_string()))?;
+    }
+    if job.run.is_none() {
+        ctx.refuse_store_inside(&ctx.cwd)?;
+    }
+    let store = Store::open(ctx.store.root())?;
+    let command = job.shown;
+    let session = match job.run {
         Some(id) => Session::open(&store, &ctx.existing_run(id)?)?,
-        None => new_session(ctx, &store, &command)?,
+        None => new_session(ctx, &store, job.name.as_deref().unwrap_or(&command))?,
     };
     // Shared with the gateway, which journals model calls while the command
     // runs; the node protocol locks it around its own records.
@@ -66,29 +133,44 @@ fn exec(ctx: &Context, args: &ExecArgs) -> anyhow::Result<i32> {
     };
     ctx.refuse_store_inside(Path::new(&root))?;
     let ws = tracker(&store, &id, Path::new(&root))?;
-    let bars = Bars::new(args.json);
+    let bars = Bars::new(job.json);
     let node = Node::start(&mut *lock(&session)?, &ws, &name, &bars)?;
     let at = node.at().clone();
-    if !args.json {
+    if !job.json {
         output::note(format!("cairn: {command} in session {id} ({at})"));
     }
-    let gateway = if args.gateway {
-        Some(GatewayThread::start(&store, args, session.clone())?)
-    } else {
-        None
+    let gateway = match job.gateway {
+        Some(upstream) => Some(GatewayThread::start(
+            &store,
+            upstream,
+            session.clone(),
+            who,
+        )?),
+        None => None,
     };
-    let child_env: Vec<(String, String)> = gateway
-        .as_ref()
-        .map(|g| {
+    let addr = gateway.as_ref().map(|g| g.addr);
+    let (program, program_args, own_env) = (job.launch)(addr);
+    let mut child_env: Vec<(String, String)> = addr
+        .map(|addr| {
             vec![
-                ("OPENAI_BASE_URL".into(), format!("http://{}/v1", g.addr)),
-                ("ANTHROPIC_BASE_URL".into(), format!("http://{}", g.addr)),
+                ("OPENAI_BASE_URL".into(), format!("http://{addr}/v1")),
+                ("ANTHROPIC_BASE_URL".into(), format!("http://{addr}")),
             ]
         })
         .unwrap_or_default();
+    child_env.extend(own_env);
 
     let started = Instant::now();
-    let ran = spawn_and_wait(args, &root, &child_env);
+    // An interactive program needs the terminal itself, not a pipe (Claude
+    // Code behind a pipe turns into its print mode and wants a prompt).
+    let output = if job.give_terminal && !job.json && std::io::stdout().is_terminal() {
+        Output::Terminal
+    } else if job.json {
+        Output::Tee { to_stderr: true }
+    } else {
+        Output::Tee { to_stderr: false }
+    };
+    let ran = spawn_and_wait(&program, &program_args, output, &root, &child_env);
     if let Some(g) = gateway {
         g.stop();
     }
@@ -105,7 +187,10 @@ fn exec(ctx: &Context, args: &ExecArgs) -> anyhow::Result<i32> {
                 std::io::ErrorKind::PermissionDenied => 126,
                 _ => 125,
             };
-            output::note(format!("cairn exec: cannot run {}: {e}", line[0]));
+            output::note(format!(
+                "{who}: cannot run {}: {e}",
+                program.to_string_lossy()
+            ));
             (code, NodeExit::NotRun(e.to_string()), String::new())
         }
     };
@@ -117,7 +202,7 @@ fn exec(ctx: &Context, args: &ExecArgs) -> anyhow::Result<i32> {
     };
     let mut session = lock(&session)?;
     let report = node.finish(&mut session, &ws, &outcome, &bars)?;
-    if args.json {
+    if job.json {
         output::json(&RunSummary {
             id: session.id().to_string(),
             status: report.reason.as_str().into(),
@@ -138,20 +223,37 @@ fn exec(ctx: &Context, args: &ExecArgs) -> anyhow::Result<i32> {
     Ok(code)
 }
 
+/// Where the command's output goes.
+#[derive(Clone, Copy)]
+enum Output {
+    /// Through cairn, which keeps its tail: to stdout and stderr as the
+    /// command wrote it, or all to stderr (`--json`).
+    Tee { to_stderr: bool },
+    /// Straight to cairn's terminal; no tail is kept.
+    Terminal,
+}
+
 /// Runs the command in the workspace, passing its output through (to stderr
-/// with `--json`) and keeping its tail.
+/// with `--json`) and keeping its tail, or giving it the terminal.
 fn spawn_and_wait(
-    args: &ExecArgs,
+    program: &OsString,
+    args: &[OsString],
+    output: Output,
     dir: &str,
     env: &[(String, String)],
 ) -> std::io::Result<(std::process::ExitStatus, String)> {
-    let mut child = Command::new(&args.command[0])
-        .args(&args.command[1..])
+    let (out, err) = match output {
+        Output::Terminal => (Stdio::inherit(), Stdio::inherit()),
+        Output::Tee { .. } => (Stdio::piped(), Stdio::piped()),
+    };
+    let json = matches!(output, Output::Tee { to_stderr: true });
+    let mut child = Command::new(program)
+        .args(args)
         .envs(env.iter().map(|(k, v)| (k, v)))
         .current_dir(dir)
         .stdin(Stdio::inherit())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(out)
+        .stderr(err)
         .spawn()?;
     // The terminal's Ctrl-C reaches the command too; cairn outlives it to
     // record how it ended. (Ignored only now, so the command does not
@@ -163,7 +265,6 @@ fn spawn_and_wait(
     let tail = Arc::new(Mutex::new(Vec::<u8>::new()));
     let mut pumps = Vec::new();
     if let Some(out) = child.stdout.take() {
-        let json = args.json;
         pumps.push(pump(out, tail.clone(), move |b| {
             if json {
                 let _ = std::io::stderr().write_all(b);
@@ -212,6 +313,16 @@ fn lock(s: &SharedSession) -> anyhow::Result<MutexGuard<'_, Session>> {
         .map_err(|_| anyhow::anyhow!("the session lock was poisoned by a panic"))
 }
 
+/// The configuration of `exec --gateway`'s gateway: an ephemeral loopback
+/// port, no token.
+fn gateway_config(upstream: &UpstreamArgs) -> cairn_gateway::GatewayConfig {
+    crate::cmd::gateway::config(
+        upstream,
+        std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        None,
+    )
+}
+
 /// The gateway of `exec --gateway`: its own runtime on a thread, on an
 /// ephemeral loopback port, for the command's lifetime.
 struct GatewayThread {
@@ -221,12 +332,13 @@ struct GatewayThread {
 }
 
 impl GatewayThread {
-    fn start(store: &Store, args: &ExecArgs, session: SharedSession) -> anyhow::Result<Self> {
-        let config = crate::cmd::gateway::config(
-            &args.upstream,
-            std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
-            None,
-        );
+    fn start(
+        store: &Store,
+        upstream: &UpstreamArgs,
+        session: SharedSession,
+        who: &str,
+    ) -> anyhow::Result<Self> {
+        let config = gateway_config(upstream);
         let pricing = Arc::new(crate::cmd::prices::load()?);
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -240,12 +352,25 @@ impl GatewayThread {
         ))?;
         let addr = gateway.local_addr();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let grace = upstream.stop_grace;
+        let (what, failed) = (
+            format!("{who}: the gateway"),
+            format!("{who}: the gateway failed"),
+        );
         let thread = std::thread::spawn(move || {
-            let served = rt.block_on(gateway.serve(async {
-                let _ = stopped.await;
-            }));
+            let served = rt.block_on(crate::cmd::gateway::serve_until_stopped(
+                gateway,
+                &what,
+                async {
+                    let _ = stopped.await;
+                },
+                None::<(std::future::Pending<()>, &str)>,
+                grace,
+            ));
+            // Calls still reading a stalled upstream are not waited for.
+            rt.shutdown_background();
             if let Err(e) = served {
-                output::note(format!("cairn exec: the gateway failed: {e}"));
+                output::note(format!("{failed}: {e}"));
             }
         });
         Ok(GatewayThread {
@@ -255,7 +380,8 @@ impl GatewayThread {
         })
     }
 
-    /// Stops it once the calls in flight are done.
+    /// Stops it once the calls in flight are done, or its stop grace is
+    /// over.
     fn stop(mut self) {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());

@@ -65,7 +65,7 @@ fn from_checkpoint(
     parent: &cairn_store::RunId,
     at: &str,
 ) -> anyhow::Result<Code> {
-    let cpid = crate::cmd::checkpoint::parse_id(at)?;
+    let cpid = crate::cmd::checkpoint::parse_id(ctx, at)?;
     if crate::cmd::vm::is_machine(&ctx.store, parent) {
         if args.workspace.is_some() {
             return Err(coded(

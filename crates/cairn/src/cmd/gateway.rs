@@ -2,8 +2,11 @@
 //! URL at, and what `cairn exec --gateway` shares with it.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use cairn_gateway::{Filing, Gateway, GatewayConfig, ReplayMode, ReplayPolicy, SharedSession};
+use cairn_gateway::{
+    Filing, Gateway, GatewayConfig, ReplayMode, ReplayPolicy, SharedSession, Stopped,
+};
 use cairn_journal::{RecordBody, Terminal, TerminalReason};
 use cairn_sessions::Session;
 use cairn_store::Store;
@@ -26,6 +29,7 @@ pub fn config(
     GatewayConfig {
         listen,
         token,
+        admit_guest_host: false,
         openai_upstream: upstream
             .openai_upstream
             .clone()
@@ -45,11 +49,58 @@ pub fn config(
             },
             offline: upstream.offline,
         },
-        max_body: usize::try_from(upstream.max_body_mb.saturating_mul(1 << 20))
-            .unwrap_or(usize::MAX),
+        max_body: mib(upstream.max_body_mb),
+        max_response: mib(upstream.max_response_mb),
+        max_event: mib(upstream.max_event_mb),
+        max_open_sessions: defaults.max_open_sessions,
+        header_timeout: upstream.header_timeout,
+        body_timeout: upstream.body_timeout,
         stall_before_final: std::env::var("CAIRN_FAULT").as_deref()
             == Ok("stall-before-final-event"),
     }
+}
+
+/// A server's listen address: the flag, else the configured one.
+pub fn listen_addr(
+    flag: Option<std::net::SocketAddr>,
+    configured: &cairn_config::Setting<String>,
+) -> anyhow::Result<std::net::SocketAddr> {
+    match flag {
+        Some(a) => Ok(a),
+        None => configured.value.parse().map_err(|e| {
+            coded(
+                Code::Usage,
+                format!(
+                    "listen address {:?} ({}) is not HOST:PORT: {e}",
+                    configured.value, configured.origin
+                ),
+            )
+        }),
+    }
+}
+
+/// Prints one line per model call on stderr (`cairn_gateway`'s `call`
+/// events), and the gateway's warnings; with `quiet`, only the warnings.
+/// `RUST_LOG` overrides the filter.
+fn log_calls(quiet: bool) {
+    let default = if quiet {
+        "cairn_gateway=warn"
+    } else {
+        "cairn_gateway=info"
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_ansi(false)
+        .try_init();
+}
+
+/// `mb` MiB in bytes.
+fn mib(mb: u64) -> usize {
+    usize::try_from(mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX)
 }
 
 /// `cairn gateway`.
@@ -83,55 +134,178 @@ pub fn run(ctx: &Context, args: &GatewayArgs) -> anyhow::Result<Code> {
             None,
         ),
     };
-    let config = config(&args.upstream, args.listen, args.token.clone());
+    // A VM session's guest calls the host's loopback by the name qemu gives
+    // it (10.0.2.2): admitted as a loopback name only by its own gateway.
+    let for_vm = matches!(filing, Filing::Visiting(_));
+    // Flag, environment, configuration file, built-in default; each
+    // upstream is said with where it came from.
+    let eff = ctx.effective(&cairn_config::Flags {
+        openai_base_url: args.upstream.openai_upstream.clone(),
+        anthropic_base_url: args.upstream.anthropic_upstream.clone(),
+        ..cairn_config::Flags::default()
+    });
+    let listen = listen_addr(args.listen, &eff.gateway_listen)?;
+    let mut config = GatewayConfig {
+        admit_guest_host: for_vm,
+        ..config(&args.upstream, listen, args.token.clone())
+    };
+    if let Some(u) = &eff.openai_base_url {
+        config.openai_upstream = u.value.clone();
+    }
+    if let Some(u) = &eff.anthropic_base_url {
+        config.anthropic_upstream = u.value.clone();
+    }
+    let origin = |s: &Option<cairn_config::Setting<String>>| {
+        s.as_ref()
+            .map_or_else(|| "built-in default".to_owned(), |s| s.origin.to_string())
+    };
+    let upstreams = format!(
+        "upstreams {} from {} and {} from {}",
+        config.openai_upstream,
+        origin(&eff.openai_base_url),
+        config.anthropic_upstream,
+        origin(&eff.anthropic_base_url)
+    );
+    log_calls(args.quiet);
     let pricing = Arc::new(prices::load()?);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    rt.block_on(async {
+    let served = rt.block_on(async {
         let gateway = Gateway::bind(config.clone(), &store, filing, pricing)
             .await
             .map_err(|e| coded(Code::Usage, e.to_string()))?;
         let addr = gateway.local_addr();
         output::text(&format!("cairn gateway listening on http://{addr}\n"))?;
         output::note(format!(
-            "cairn: point agents at it: OPENAI_BASE_URL=http://{addr}/v1 ANTHROPIC_BASE_URL=http://{addr} (upstreams {} and {}); stop with Ctrl-C",
-            config.openai_upstream, config.anthropic_upstream
+            "cairn: point agents at it: OPENAI_BASE_URL=http://{addr}/v1 ANTHROPIC_BASE_URL=http://{addr} ({upstreams}); stop with Ctrl-C"
         ));
-        gateway.serve(shutdown_signal()).await?;
-        anyhow::Ok(())
-    })?;
+        let signals = signals();
+        let nth = |n: u32| {
+            let mut seen = signals.clone();
+            async move {
+                if seen.wait_for(|k| *k >= n).await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+        };
+        serve_until_stopped(
+            gateway,
+            "cairn gateway",
+            nth(1),
+            Some((nth(2), "a second SIGINT or SIGTERM")),
+            args.upstream.stop_grace,
+        )
+        .await
+    });
+    // Calls still reading a stalled upstream are not waited for.
+    rt.shutdown_background();
+    let stopped = served?;
     if let Some(s) = fixed {
-        end(&s, "the gateway stopped")?;
+        match stopped.unstored.len() {
+            0 => end(&s, "the gateway stopped", TerminalReason::Completed)?,
+            n => end(
+                &s,
+                &format!("the gateway stopped at once; {n} call(s) it was buying were not stored"),
+                TerminalReason::Interrupted,
+            )?,
+        }
     }
-    Ok(Code::Ok)
+    Ok(if stopped.unstored.is_empty() {
+        Code::Ok
+    } else {
+        Code::Failure
+    })
+}
+
+/// Serves until `stop`, then waits for what is in flight at most `grace`
+/// (or until `again`, a second request to stop, named for the message),
+/// saying what it waits for and, when it stops without it, which calls were
+/// not stored (`who` names the command in those lines).
+pub async fn serve_until_stopped(
+    gateway: Gateway,
+    who: &str,
+    stop: impl std::future::Future<Output = ()> + Send,
+    again: Option<(impl std::future::Future<Output = ()> + Send, &str)>,
+    grace: Duration,
+) -> anyhow::Result<Stopped> {
+    let activity = gateway.activity();
+    let asked = tokio::sync::Notify::new();
+    let (again, hint) = match again {
+        Some((again, hint)) => (Some(again), format!("; {hint} stops at once")),
+        None => (None, String::new()),
+    };
+    let stop = async {
+        stop.await;
+        let purchases = activity.purchases();
+        let others = activity.connections().saturating_sub(purchases.len());
+        if !purchases.is_empty() || others > 0 {
+            output::note(format!(
+                "{who}: stopping (no new connections); waiting up to {} for {} call(s) still reading their upstream and {others} other open connection(s){hint}",
+                humantime::format_duration(grace),
+                purchases.len(),
+            ));
+            for p in &purchases {
+                output::note(format!("  {p}"));
+            }
+        }
+        asked.notify_one();
+    };
+    let now = async {
+        asked.notified().await;
+        match again {
+            Some(again) => tokio::select! {
+                () = again => {}
+                () = tokio::time::sleep(grace) => {}
+            },
+            None => tokio::time::sleep(grace).await,
+        }
+    };
+    let stopped = gateway.serve_until(stop, now).await?;
+    if !stopped.unstored.is_empty() {
+        output::note(format!(
+            "{who}: stopped without waiting longer; {} call(s) were not stored (their upstream had not finished; a retry buys them again):",
+            stopped.unstored.len()
+        ));
+        for p in &stopped.unstored {
+            output::note(format!("  {p}"));
+        }
+    }
+    Ok(stopped)
 }
 
 /// Appends a `terminal` to a session the gateway held.
-pub fn end(session: &SharedSession, detail: &str) -> anyhow::Result<()> {
+pub fn end(session: &SharedSession, detail: &str, reason: TerminalReason) -> anyhow::Result<()> {
     let mut s = session
         .lock()
         .map_err(|_| anyhow::anyhow!("a session lock was poisoned"))?;
     let totals = s.state().totals;
     s.append(RecordBody::Terminal(Terminal {
-        reason: TerminalReason::Completed,
+        reason,
         totals,
         detail: Some(detail.into()),
     }))?;
     Ok(())
 }
 
-/// Completes on the first SIGINT or SIGTERM.
-async fn shutdown_signal() {
+/// How many SIGINTs and SIGTERMs arrived so far; it stays 0 when they
+/// cannot be watched.
+fn signals() -> tokio::sync::watch::Receiver<u32> {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term)) = (
+    let (tx, rx) = tokio::sync::watch::channel(0u32);
+    if let (Ok(mut int), Ok(mut term)) = (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = int.recv() => {}
-        _ = term.recv() => {}
+    ) {
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = int.recv() => {}
+                    _ = term.recv() => {}
+                }
+                tx.send_modify(|n| *n += 1);
+            }
+        });
     }
+    rx
 }

@@ -1,6 +1,7 @@
 //! One module per subcommand, plus what they share.
 
 pub mod checkpoint;
+pub mod config;
 pub mod exec;
 pub mod fork;
 pub mod gateway;
@@ -16,6 +17,7 @@ pub mod tui;
 pub mod verify;
 pub mod vm;
 pub mod workspace;
+pub mod wrap;
 
 use std::path::{Path, PathBuf};
 
@@ -35,12 +37,19 @@ pub struct Context {
     pub objects: Option<String>,
     /// With `--store nats://…`: the shared store the cache mirrors.
     pub shared: Option<std::sync::Arc<shared::SharedStore>>,
+    /// The configuration file (`cairn_config`).
+    pub config: config::Loaded,
 }
 
 impl Context {
-    /// The store named by `--store`, else `CAIRN_STORE`, else the default,
-    /// checked to be usable as a directory.
-    pub fn new(store: Option<PathBuf>, objects: Option<String>) -> anyhow::Result<Self> {
+    /// The store named by `--store`, else `CAIRN_STORE`, else `store` in the
+    /// configuration file, else the default, checked to be usable as a
+    /// directory.
+    pub fn new(
+        store: Option<PathBuf>,
+        objects: Option<String>,
+        config: config::Loaded,
+    ) -> anyhow::Result<Self> {
         let cwd = std::env::current_dir()?;
         let given = match store {
             Some(p) if p.as_os_str().is_empty() => {
@@ -55,7 +64,10 @@ impl Context {
                     ))
                 }
                 Some(v) => Some(PathBuf::from(v)),
-                None => None,
+                None => match config.file.as_ref().and_then(|f| f.store.as_deref()) {
+                    Some(s) => Some(config_store(s, &config)?),
+                    None => None,
+                },
             },
         };
         if let Some(url) = given
@@ -69,6 +81,7 @@ impl Context {
                 cwd,
                 objects,
                 shared: Some(std::sync::Arc::new(shared)),
+                config,
             });
         }
         let root = match given {
@@ -82,6 +95,7 @@ impl Context {
             cwd,
             objects,
             shared: None,
+            config,
         })
     }
 
@@ -103,32 +117,92 @@ impl Context {
         Ok(())
     }
 
-    /// Parses a session id given on the command line and checks it exists.
-    pub fn existing_run(&self, id: &str) -> anyhow::Result<RunId> {
-        let id = RunId::parse(id)?;
+    /// The effective configuration with these flags given.
+    pub fn effective(&self, flags: &cairn_config::Flags) -> cairn_config::Effective {
+        self.config.effective(flags)
+    }
+
+    /// The approval policy: `--approve`, else `CAIRN_APPROVE`, else the
+    /// configuration file's `approve`, else never.
+    pub fn approve(
+        &self,
+        flag: Option<cairn_agent::ApprovePolicy>,
+    ) -> anyhow::Result<cairn_agent::ApprovePolicy> {
+        if let Some(p) = flag {
+            return Ok(p);
+        }
+        let s = self.effective(&cairn_config::Flags::default()).approve;
+        s.value.parse().map_err(|e| {
+            coded(
+                Code::Usage,
+                format!("approve = {:?} ({}): {e}", s.value, s.origin),
+            )
+        })
+    }
+
+    /// The model a new session uses: `--model`, else `CAIRN_MODEL`, else the
+    /// configuration file's `model`, else the default of the provider whose
+    /// key is set (`cairn_config::Effective::resolve`).
+    pub fn model(&self, flag: Option<&str>) -> Option<cairn_config::Setting<String>> {
+        self.effective(&cairn_config::Flags {
+            model: flag.map(str::to_owned),
+            ..cairn_config::Flags::default()
+        })
+        .model
+    }
+
+    /// The base URL of a new session's provider when no `--base-url` is
+    /// given: its environment variable, else the configuration file's.
+    pub fn base_url(&self, kind: cairn_model::ProviderKind) -> Option<String> {
+        let e = self.effective(&cairn_config::Flags::default());
+        match kind {
+            cairn_model::ProviderKind::OpenAi => e.openai_base_url,
+            cairn_model::ProviderKind::Anthropic => e.anthropic_base_url,
+            _ => None,
+        }
+        .map(|s| s.value)
+    }
+
+    /// The session a reference on the command line names: its id, a
+    /// unique prefix, its name, or `@last` (`cairn_sessions::resolve_session`).
+    pub fn existing_run(&self, text: &str) -> anyhow::Result<RunId> {
         if let Some(shared) = &self.shared {
-            // The cache's copy brought to the shared store's records first.
-            if shared.sync(&id)? == cairn_sessions::Synced::Absent {
-                return Err(coded(
-                    Code::Usage,
-                    format!(
-                        "no session {id} in the shared store {}: list sessions with `cairn sessions --all`",
-                        shared.url
-                    ),
-                ));
+            // The cache brought to the shared store's records first: the
+            // one session named by its id, else every session (a prefix or
+            // a name is resolved over all of them).
+            match RunId::parse(text) {
+                Ok(id) if shared.sync(&id)? != cairn_sessions::Synced::Absent => {}
+                _ => shared.sync_all()?,
             }
         }
-        if !self.store.journal_path(&id).is_file() {
-            return Err(coded(
-                Code::Usage,
-                format!(
-                    "no session {id} in store {}: list sessions with `cairn sessions --all`",
-                    self.store.root().display()
-                ),
-            ));
-        }
-        Ok(id)
+        let repository = cairn_sessions::repository_root(&self.cwd);
+        Ok(cairn_sessions::resolve_session(
+            &self.store,
+            text,
+            &repository,
+        )?)
     }
+}
+
+/// The store the configuration file names: a `nats://` URL, an absolute
+/// path, or `~/…` below HOME.
+fn config_store(s: &str, config: &config::Loaded) -> anyhow::Result<PathBuf> {
+    let home = config::env("HOME");
+    let p = match (s.strip_prefix("~/"), home) {
+        (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
+        _ => PathBuf::from(s),
+    };
+    if s.starts_with("nats://") || p.is_absolute() {
+        return Ok(p);
+    }
+    let file = config
+        .path
+        .as_ref()
+        .map_or_else(String::new, |f| format!(" in {}", f.display()));
+    Err(coded(
+        Code::Usage,
+        format!("store = {s:?}{file} is not an absolute path: give /path/to/store, ~/path or nats://HOST:PORT/PREFIX"),
+    ))
 }
 
 /// Refuses, on a shared store, what only a store directory can do.

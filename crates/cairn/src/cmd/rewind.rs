@@ -9,7 +9,7 @@ use std::path::Path;
 
 use cairn_sessions::RewindTarget;
 use cairn_store::Store;
-use cairn_workspace::{NodeRef, RestoreReport, RestoreScope, SnapshotId};
+use cairn_workspace::{NodeRef, RestoreReport, RestoreScope};
 use serde::Serialize;
 
 use crate::cli::{RewindArgs, Scope};
@@ -26,6 +26,9 @@ struct RewindOut<'a> {
     report: &'a RestoreReport,
     #[serde(skip_serializing_if = "Option::is_none")]
     fork: Option<String>,
+    /// Why `--fork` made no fork after the files were restored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fork_error: Option<String>,
 }
 
 pub fn run(ctx: &Context, args: &RewindArgs) -> anyhow::Result<Code> {
@@ -43,11 +46,11 @@ pub fn run(ctx: &Context, args: &RewindArgs) -> anyhow::Result<Code> {
             for x in &list {
                 let labels: Vec<String> = x.labels.iter().map(|l| l.to_string()).collect();
                 s.push_str(&format!(
-                    "{}  {}  {:>6} files {:>10} bytes  {}\n",
+                    "{}  {:<14}  {:>6} files {:>10}  {}\n",
                     x.id,
-                    x.created.get(..19).unwrap_or(&x.created).replace('T', " "),
+                    output::ago(&x.created),
                     x.files,
-                    x.bytes,
+                    output::size(x.bytes),
                     labels.join(" ")
                 ));
             }
@@ -56,6 +59,13 @@ pub fn run(ctx: &Context, args: &RewindArgs) -> anyhow::Result<Code> {
         return Ok(Code::Ok);
     }
 
+    // Bad usage is refused before anything is opened or changed.
+    if args.fork && args.to.is_none() {
+        return Err(coded(
+            Code::Usage,
+            "--fork forks the conversation at a node: give --to NODE[:ITER] (not --restore-snapshot)",
+        ));
+    }
     // Held until the end: no run of this session moves meanwhile.
     let mut session = cairn_sessions::Session::open(&store, &id)?;
     let root = session.state().workspace.clone();
@@ -71,7 +81,7 @@ pub fn run(ctx: &Context, args: &RewindArgs) -> anyhow::Result<Code> {
         node = NodeRef::parse(to).map_err(|e| coded(Code::Usage, e.to_string()))?;
         RewindTarget::Node(&node, scope)
     } else if let Some(s) = &args.restore_snapshot {
-        snap = SnapshotId::parse(s).map_err(|e| coded(Code::Usage, e.to_string()))?;
+        snap = cairn_sessions::resolve_snapshot(&store, &id, s)?;
         if !args.json {
             output::note("cairn: --restore-snapshot restores the whole tree (after banking the current state)");
         }
@@ -82,31 +92,31 @@ pub fn run(ctx: &Context, args: &RewindArgs) -> anyhow::Result<Code> {
             "give --list-snapshots, --to NODE[:ITER] or --restore-snapshot SNAP",
         ));
     };
-    let report = cairn_sessions::rewind(&mut session, &ws, target, &bars)?;
-
-    let fork = if args.fork {
-        let Some(label) = &report.target_label else {
-            return Err(coded(Code::Usage, "--fork needs --to NODE[:ITER]"));
-        };
-        let wanted = label.to_string();
-        let Some(seq) = cairn_sessions::boundary_seq(&store, &id, &wanted)? else {
-            return Err(coded(
-                Code::Usage,
-                format!("session {id} has no journaled `{wanted}` boundary to fork at (--fork works with the agent's turn:N nodes)"),
-            ));
-        };
-        drop(session);
-        let (child, _, _) = cairn_sessions::fork(&store, &id, Some(seq), None)?;
-        Some(child.to_string())
-    } else {
-        None
+    // Every precondition of the fork is checked before the first change;
+    // from the restore on, every path prints the bank.
+    let (report, fork) = match target {
+        RewindTarget::Node(node, scope) if args.fork => {
+            let done = cairn_sessions::rewind_and_fork(&mut session, &ws, node, scope, &bars)?;
+            (done.report, Some(done.fork))
+        }
+        target => (
+            cairn_sessions::rewind(&mut session, &ws, target, &bars)?,
+            None,
+        ),
+    };
+    drop(session);
+    let (fork, fork_error) = match fork {
+        None => (None, None),
+        Some(Ok(child)) => (Some(child.to_string()), None),
+        Some(Err(e)) => (None, Some(e)),
     };
 
     if args.json {
         output::json(&RewindOut {
             run: id.to_string(),
             report: &report,
-            fork,
+            fork: fork.clone(),
+            fork_error: fork_error.as_ref().map(ToString::to_string),
         })?;
     } else {
         let target = report
@@ -141,6 +151,12 @@ pub fn run(ctx: &Context, args: &RewindArgs) -> anyhow::Result<Code> {
             ));
         }
         output::text(&s)?;
+    }
+    if let Some(e) = fork_error {
+        let bank = &report.bank.snapshot;
+        return Err(anyhow::Error::new(e).context(format!(
+            "the files were restored (the state before is banked as {bank}: `cairn rewind {id} --restore-snapshot {bank}` puts it back), but forking the conversation failed"
+        )));
     }
     if !report.is_complete() {
         output::note(format!(

@@ -77,8 +77,31 @@ fn toolbox() -> Toolbox {
     })
 }
 
+/// The task of `cairn run`: its words, or standard input for `-` (all of
+/// it, so a task can span lines; approvals then read no answer and decline).
+fn task_text(words: &[String]) -> anyhow::Result<String> {
+    if words != ["-"] {
+        return Ok(words.join(" "));
+    }
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut text).map_err(|e| {
+        coded(
+            Code::Usage,
+            format!("cannot read the task from standard input (`cairn run -`): {e}"),
+        )
+    })?;
+    if text.trim().is_empty() {
+        return Err(coded(
+            Code::Usage,
+            "`cairn run -` reads the task from standard input, and it was empty: pipe the task in (`echo TASK | cairn run -`) or give it as arguments",
+        ));
+    }
+    Ok(text.trim_end().to_owned())
+}
+
 /// `cairn run`.
 pub fn run(ctx: &Context, args: RunArgs) -> anyhow::Result<Code> {
+    let task = task_text(&args.task)?;
     check_new(
         ctx,
         &NewSession {
@@ -91,14 +114,13 @@ pub fn run(ctx: &Context, args: RunArgs) -> anyhow::Result<Code> {
     let (handle, stop) = stop_pair();
     let rt = runtime()?;
     rt.block_on(async {
-        let task = args.task.join(" ");
         let spec = NewSession {
             model: &args.model,
             system: args.system.as_deref(),
             name: args.name.clone(),
         };
         let agent = new_agent(ctx, &store, &spec, &task, stop)?
-            .with_approval(args.model.approve, Box::new(CliApprover));
+            .with_approval(ctx.approve(args.model.approve)?, Box::new(CliApprover));
         if !args.json {
             output::note(format!(
                 "cairn: session {} in {}",
@@ -121,8 +143,25 @@ pub struct NewSession<'a> {
 /// store included): a bad model spec or budget, a missing key, an
 /// unreadable system prompt, a store inside the workspace.
 pub fn check_new(ctx: &Context, spec: &NewSession<'_>) -> anyhow::Result<()> {
-    let default_model = std::env::var("CAIRN_MODEL").ok();
-    Plan::for_run(&request(spec.model), default_model.as_deref(), spec.system)?;
+    let model = ctx.model(spec.model.model.as_deref());
+    Plan::for_run(
+        &request(spec.model),
+        model.as_ref().map(|m| m.value.as_str()),
+        spec.system,
+    )?;
+    ctx.approve(spec.model.approve)?;
+    // A model chosen because a key is set is said, once, before anything.
+    if let Some(m) = model.filter(|m| matches!(m.origin, cairn_config::Origin::Key { .. })) {
+        output::note(format!(
+            "cairn: no model named, so using {} ({}); choose one with --model, CAIRN_MODEL or `model` in {}",
+            m.value,
+            m.origin,
+            ctx.config
+                .path
+                .as_ref()
+                .map_or_else(|| "config.toml".to_owned(), |p| p.display().to_string())
+        ));
+    }
     ctx.refuse_store_inside(&ctx.cwd)
 }
 
@@ -136,8 +175,15 @@ pub fn new_agent(
     task: &str,
     stop: cairn_agent::Stop,
 ) -> anyhow::Result<Agent> {
-    let default_model = std::env::var("CAIRN_MODEL").ok();
-    let plan = Plan::for_run(&request(spec.model), default_model.as_deref(), spec.system)?;
+    let model = ctx.model(spec.model.model.as_deref());
+    let mut plan = Plan::for_run(
+        &request(spec.model),
+        model.as_ref().map(|m| m.value.as_str()),
+        spec.system,
+    )?;
+    if plan.base_url.is_none() {
+        plan.base_url = ctx.base_url(plan.spec.kind);
+    }
     ctx.refuse_store_inside(&ctx.cwd)?;
     let ws = workspace(&ctx.cwd, store)?;
     let provider = provider_from_spec(&plan.spec, plan.base_url.as_deref(), &provider_config())?;
@@ -217,11 +263,31 @@ impl Approver for CliApprover {
         &'a mut self,
         call: &'a ToolCall,
     ) -> Pin<Box<dyn Future<Output = Decision> + Send + 'a>> {
-        let question = format!(
-            "cairn: run {} {}? [y/N] ",
-            output::one_line(&call.name, 40),
-            output::one_line(&call.arguments.to_string(), 200)
-        );
+        self.ask_previewed(call, None)
+    }
+
+    /// A file write or edit is shown as the diff it would make, not as its
+    /// JSON arguments.
+    fn ask_previewed<'a>(
+        &'a mut self,
+        call: &'a ToolCall,
+        preview: Option<String>,
+    ) -> Pin<Box<dyn Future<Output = Decision> + Send + 'a>> {
+        let path = call.arguments.get("path").and_then(|p| p.as_str());
+        let question = match (&preview, path) {
+            (Some(diff), Some(path)) => format!(
+                "cairn: {} {}:\n{}{}cairn: run it? [y/N] ",
+                output::one_line(&call.name, 40),
+                output::one_line(path, 200),
+                diff,
+                if diff.ends_with('\n') { "" } else { "\n" }
+            ),
+            _ => format!(
+                "cairn: run {} {}? [y/N] ",
+                output::one_line(&call.name, 40),
+                output::one_line(&call.arguments.to_string(), 200)
+            ),
+        };
         Box::pin(async move {
             {
                 let mut err = std::io::stderr().lock();
@@ -321,13 +387,19 @@ fn resume_id(
     rt.block_on(async {
         let mut printer = Printer::new(json);
         let agent = open_agent(ctx, &store, &id, m, force, stop, &mut printer)?
-            .with_approval(m.approve, Box::new(CliApprover));
+            .with_approval(ctx.approve(m.approve)?, Box::new(CliApprover));
         drive(agent, text, json, handle).await
     })
 }
 
+/// The loop runs on the calling thread (`block_on`); the signal watcher
+/// on the one worker, so that a stop request is seen, and said, the moment
+/// it comes, whatever the loop is blocked on (a journal append's fdatasync
+/// or publish), and two requests are never folded into one.
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_current_thread()
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("cairn-runtime")
         .enable_all()
         .build()?)
 }
@@ -397,13 +469,18 @@ fn report(
         e.reason.as_str(),
         t.turns,
         t.tool_calls,
-        t.input_tokens + t.output_tokens,
-        output::cost(&t.cost)
+        t.tokens(),
+        t.cost.for_people()
     );
     if let Some(d) = &e.detail {
         s.push_str(&format!("  {d}\n"));
     }
-    if e.reason != TerminalReason::Completed {
+    // A budget stop's detail names the resume that raises the limit; a
+    // plain resume would stop again at once.
+    if !matches!(
+        e.reason,
+        TerminalReason::Completed | TerminalReason::BudgetExhausted
+    ) {
         s.push_str(&format!("  resume with: cairn resume {id}\n"));
     }
     output::text(&s)?;
@@ -482,14 +559,21 @@ impl Events for Printer {
         ));
     }
     fn tool_finished(&mut self, _call: &ToolCall, outcome: Outcome, out: &str) {
-        let first = out.lines().next().unwrap_or("");
+        // An unknown outcome's notice is shown whole: it says what to check.
+        let (first, width) = match outcome {
+            Outcome::Unknown => (out, usize::MAX),
+            _ => (out.lines().next().unwrap_or(""), 100),
+        };
         let label = match outcome {
             Outcome::Ok => "ok",
             Outcome::Error => "error",
             Outcome::Unknown => "UNKNOWN",
             Outcome::Refused => "refused",
         };
-        self.out(&format!("  ← {label}: {}\n", output::one_line(first, 100)));
+        self.out(&format!(
+            "  ← {label}: {}\n",
+            output::one_line(first, width)
+        ));
     }
     fn notice(&mut self, message: &str) {
         self.finish_line();

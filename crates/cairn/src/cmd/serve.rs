@@ -40,16 +40,23 @@ pub fn run(ctx: &Context, args: ServeArgs) -> anyhow::Result<Code> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    let with_token = args.token.is_some();
+    let listen = crate::cmd::gateway::listen_addr(
+        args.listen,
+        &ctx.effective(&cairn_config::Flags::default()).serve_listen,
+    )?;
     rt.block_on(async {
         let config = ServeConfig {
             store,
-            listen: args.listen,
-            token: args.token.filter(|t| !t.is_empty()),
+            listen,
+            token: args.token,
             runner: Some(Arc::new(CliRunner { ctx: ctx.clone() })),
         };
         let (addr, server) = match cairn_server::bind(config).await {
             Ok(x) => x,
-            Err(e @ ServeError::NeedsToken(_)) => return Err(coded(Code::Usage, e.to_string())),
+            Err(e @ (ServeError::NeedsToken(_) | ServeError::EmptyToken)) => {
+                return Err(coded(Code::Usage, e.to_string()))
+            }
             Err(e @ ServeError::Bind { .. }) => return Err(coded(Code::Usage, e.to_string())),
             Err(e) => return Err(e.into()),
         };
@@ -57,6 +64,11 @@ pub fn run(ctx: &Context, args: ServeArgs) -> anyhow::Result<Code> {
             "cairn: serving {} on http://{addr}/ (the viewer at /, the API at /v1, its description at /openapi.json)",
             ctx.store.root().display()
         ));
+        if with_token {
+            output::note(
+                "cairn: every request needs the token; a browser logs in at / (or opens /?token=TOKEN once)",
+            );
+        }
         use tokio::signal::unix::{signal, SignalKind};
         let mut int = signal(SignalKind::interrupt())?;
         let mut term = signal(SignalKind::terminate())?;

@@ -1,7 +1,7 @@
 //! `cairn sessions`, `cairn session ls|show|rm`.
 
 use cairn_journal::Entry;
-use cairn_sessions::{in_repository, repository_root, Summary};
+use cairn_sessions::{repository_root, ListFilter, Summary};
 use serde::Serialize;
 
 use crate::cli::{RmArgs, SessionsArgs, ShowArgs};
@@ -9,45 +9,70 @@ use crate::cmd::Context;
 use crate::exit::Code;
 use crate::output;
 
-/// The sessions `cairn sessions` shows: this repository's, or all.
-pub fn visible(ctx: &Context, all: bool) -> anyhow::Result<Vec<Summary>> {
+/// Every session of the store, newest first; on a shared store, with the
+/// cache brought to the shared store's sessions first.
+fn everything(ctx: &Context) -> anyhow::Result<Vec<Summary>> {
     let mut list = cairn_sessions::list(&ctx.store)?;
     if let Some(shared) = &ctx.shared {
-        // The cache brought to the shared store's sessions: the listing's
-        // record counts (each checked against its journal's tail) say
-        // which differ; listed again only if one was brought in.
+        // The listing's record counts (each checked against its journal's
+        // tail) say which differ; listed again only if one was brought in.
         if shared.sync_listed(&list)? > 0 {
             list = cairn_sessions::list(&ctx.store)?;
         }
     }
-    if !all {
-        let root = repository_root(&ctx.cwd);
-        list.retain(|s| in_repository(&s.workspace, &root));
-    }
     Ok(list)
 }
 
+/// The sessions of this repository (or all), newest first.
+pub fn visible(ctx: &Context, all: bool) -> anyhow::Result<Vec<Summary>> {
+    let filter = ListFilter {
+        repository: (!all).then(|| repository_root(&ctx.cwd)),
+        ..ListFilter::default()
+    };
+    Ok(filter.apply(everything(ctx)?))
+}
+
 pub fn list(ctx: &Context, args: &SessionsArgs) -> anyhow::Result<Code> {
-    let list = visible(ctx, args.all)?;
+    let repository = match (&args.repo, args.all) {
+        (_, true) => None,
+        (Some(dir), false) => {
+            let dir = ctx.cwd.join(dir);
+            if !dir.is_dir() {
+                return Err(crate::exit::coded(
+                    Code::Usage,
+                    format!("--repo {}: no such directory", dir.display()),
+                ));
+            }
+            Some(repository_root(&dir))
+        }
+        (None, false) => Some(repository_root(&ctx.cwd)),
+    };
+    let filter = ListFilter {
+        repository: repository.clone(),
+        statuses: args.status.clone(),
+        limit: args.limit,
+    };
+    let list = filter.apply(everything(ctx)?);
     if args.json {
         output::json(&list)?;
         return Ok(Code::Ok);
     }
     if list.is_empty() {
-        let scope = if args.all {
-            "in this store".to_string()
-        } else {
-            format!(
-                "for {} (use --all for every repository)",
-                repository_root(&ctx.cwd).display()
-            )
+        let scope = match &repository {
+            None => "in this store".to_string(),
+            Some(r) => format!("for {} (use --all for every repository)", r.display()),
         };
-        output::text(&format!("no sessions {scope}\n"))?;
+        let status = if args.status.is_empty() {
+            String::new()
+        } else {
+            format!(" with status {}", args.status.join(" or "))
+        };
+        output::text(&format!("no sessions{status} {scope}\n"))?;
         return Ok(Code::Ok);
     }
     let mut s = format!(
-        "{:<26}  {:<16}  {:>5}  {:>9}  {:<20}  {}\n",
-        "ID", "STATUS", "TURNS", "COST", "UPDATED", "NAME"
+        "{:<26}  {:<16}  {:>5}  {:>9}  {:>9}  {:<14}  {}\n",
+        "ID", "STATUS", "TURNS", "COST", "SIZE", "UPDATED", "NAME"
     );
     for x in &list {
         let status = if x.valid {
@@ -56,12 +81,13 @@ pub fn list(ctx: &Context, args: &SessionsArgs) -> anyhow::Result<Code> {
             "INVALID".into()
         };
         s.push_str(&format!(
-            "{:<26}  {:<16}  {:>5}  {:>9}  {:<20}  {}\n",
+            "{:<26}  {:<16}  {:>5}  {:>9}  {:>9}  {:<14}  {}\n",
             x.id,
             status,
             x.turns,
-            output::cost(&x.cost),
-            x.updated.get(..19).unwrap_or(&x.updated).replace('T', " "),
+            x.cost.for_people(),
+            output::size(x.bytes),
+            output::ago(&x.updated),
             output::one_line(x.name.as_deref().unwrap_or(""), 40),
         ));
     }
@@ -119,13 +145,22 @@ pub fn show(ctx: &Context, args: &ShowArgs) -> anyhow::Result<Code> {
     }
     s.push_str(&format!("status    {}\n", summary.status));
     s.push_str(&format!("workspace {}\n", summary.workspace));
-    s.push_str(&format!("created   {}\n", summary.created));
-    s.push_str(&format!("updated   {}\n", summary.updated));
     s.push_str(&format!(
-        "turns     {}   records {}   cost {}\n",
+        "created   {} ({})\n",
+        summary.created,
+        output::ago(&summary.created)
+    ));
+    s.push_str(&format!(
+        "updated   {} ({})\n",
+        summary.updated,
+        output::ago(&summary.updated)
+    ));
+    s.push_str(&format!(
+        "turns     {}   records {}   journal {}   cost {}\n",
         summary.turns,
         summary.records,
-        output::cost(&summary.cost)
+        output::size(summary.bytes),
+        summary.cost.for_people()
     ));
     if let Some(p) = &summary.parent {
         s.push_str(&format!("forked    from {} at seq {}\n", p.id, p.seq));
@@ -191,12 +226,13 @@ pub fn show(ctx: &Context, args: &ShowArgs) -> anyhow::Result<Code> {
 
 fn conversation_line(e: &Entry) -> String {
     match e {
-        Entry::User { text } => format!("user      {}\n", output::one_line(text, 100)),
+        Entry::User { text, .. } => format!("user      {}\n", output::one_line(text, 100)),
         Entry::Assistant {
             text,
             tool_calls,
             thinking,
             reasoning,
+            ..
         } => {
             let mut s = String::new();
             if !thinking.is_empty() {
@@ -235,8 +271,18 @@ fn conversation_line(e: &Entry) -> String {
             "  <- {} {}: {}\n",
             name,
             outcome_str(*outcome),
-            output::one_line(out, 90)
+            output::one_line(out, result_width(*outcome, 90))
         ),
+    }
+}
+
+/// How much of a tool's output a line shows: `width` characters, but the
+/// whole of an unknown outcome's notice, which says what to check before
+/// going on and must not lose its end (DESIGN §9).
+fn result_width(o: cairn_journal::Outcome, width: usize) -> usize {
+    match o {
+        cairn_journal::Outcome::Unknown => usize::MAX,
+        _ => width,
     }
 }
 
@@ -282,7 +328,7 @@ fn describe(body: &cairn_journal::RecordBody) -> String {
                 },
                 a.usage.input_tokens,
                 a.usage.output_tokens,
-                output::cost(&a.cost),
+                a.cost.for_people(),
                 notes.iter().map(|n| format!(", {n}")).collect::<String>()
             );
             if let Some(r) = &a.refusal {
@@ -295,7 +341,7 @@ fn describe(body: &cairn_journal::RecordBody) -> String {
             "{} ({}): {}",
             outcome_str(t.outcome),
             t.call,
-            output::one_line(&t.output, 70)
+            output::one_line(&t.output, result_width(t.outcome, 70))
         ),
         B::Snapshot(s) => format!("{} {}", s.label, s.snapshot),
         B::Reconcile(r) => match &r.unknown {
@@ -329,16 +375,31 @@ fn describe(body: &cairn_journal::RecordBody) -> String {
 
 pub fn rm(ctx: &Context, args: &RmArgs) -> anyhow::Result<Code> {
     crate::cmd::refuse_shared(ctx, "`cairn session rm`")?;
-    let id = ctx.existing_run(&args.id)?;
+    // A removal that stopped part-way left no session to find by prefix or
+    // name; given by its whole id, this one finishes it (and says so when
+    // there is nothing to finish either).
+    let id = match ctx.existing_run(&args.id) {
+        Ok(id) => id,
+        Err(e) => match (
+            e.downcast_ref::<cairn_sessions::SessionError>(),
+            cairn_store::RunId::parse(&args.id),
+        ) {
+            (Some(cairn_sessions::SessionError::NoMatch { .. }), Ok(id)) => id,
+            _ => return Err(e),
+        },
+    };
     let options = cairn_sessions::RemoveOptions::new().with_forks(args.with_forks);
-    let removed = cairn_sessions::remove(&ctx.store, &id, options)?;
-    // Their stored model responses hold prompts: they go too.
-    let responses = cairn_gateway::ResponseStore::new(&ctx.store);
-    let mut dropped = 0;
-    for run in &removed.runs {
-        dropped += responses.remove_run(run)?;
-    }
+    // Their stored model responses hold prompts: they go too, first.
+    let responses = StoredResponses(cairn_gateway::ResponseStore::new(&ctx.store));
+    let removed = cairn_sessions::remove(&ctx.store, &id, options, &[&responses])?;
     let mut s = String::new();
+    for run in &removed.finished {
+        if *run != id {
+            s.push_str(&format!(
+                "finished the interrupted removal of session {run}\n"
+            ));
+        }
+    }
     for run in &removed.runs {
         if *run == id {
             s.push_str(&format!("removed session {run}"));
@@ -346,12 +407,34 @@ pub fn rm(ctx: &Context, args: &RmArgs) -> anyhow::Result<Code> {
             s.push_str(&format!("removed fork {run}\n"));
         }
     }
-    if dropped > 0 {
-        s.push_str(&format!(", and {dropped} stored model response(s)"));
+    if removed.finished.contains(&id) {
+        s.push_str(" (finishing its interrupted removal)");
+    }
+    for (what, n) in &removed.data {
+        if *n > 0 {
+            s.push_str(&format!(", and {n} {what}"));
+        }
     }
     s.push_str(" (workspace objects stay in the store until `cairn prune`)\n");
     output::text(&s)?;
     Ok(Code::Ok)
+}
+
+/// The gateway's response store, as what a session owns outside its
+/// directory (`cairn_sessions::RunData`).
+struct StoredResponses(cairn_gateway::ResponseStore);
+
+impl cairn_sessions::RunData for StoredResponses {
+    fn name(&self) -> String {
+        "stored model response(s)".into()
+    }
+
+    fn remove_run(
+        &self,
+        run: &cairn_store::RunId,
+    ) -> Result<usize, Box<dyn std::error::Error + Send + Sync>> {
+        Ok(self.0.remove_run(run)?)
+    }
 }
 
 /// The size of a turn's thinking, for a folded line: blocks and characters.
@@ -379,7 +462,7 @@ fn model_call_line(m: &cairn_journal::ModelCall) -> String {
         m.status,
         m.usage.input_tokens,
         m.usage.output_tokens,
-        output::cost(&m.cost)
+        m.cost.for_people()
     );
     if let Some(a) = &m.answered_by {
         line.push_str(&format!(", answered by {a}"));

@@ -52,9 +52,15 @@ impl SharedStore {
     }
 
     /// Gives up the writer leases this process took: at the end of a
-    /// command (a process killed leaves them to lapse).
+    /// command (a process killed leaves them to lapse). One that cannot be
+    /// given up is said on stderr: another host is refused that session
+    /// until it lapses.
     pub fn close(&self) {
-        self.journals.release_held();
+        if let Err(e) = self.journals.release_held() {
+            crate::output::note(format!(
+                "cairn: warning: {e}; the writer lease lapses on its own within a minute"
+            ));
+        }
     }
 
     /// Brings the cache's copy of `id` to the shared store's records.

@@ -107,11 +107,10 @@ fn launch(
     force: bool,
 ) -> anyhow::Result<Code> {
     let store = Store::open(ctx.store.root())?;
-    let approve: ApprovePolicy = model.approve;
-    let shown = model
-        .model
-        .clone()
-        .or_else(|| std::env::var("CAIRN_MODEL").ok())
+    let approve: ApprovePolicy = ctx.approve(model.approve)?;
+    let shown = ctx
+        .model(model.model.as_deref())
+        .map(|m| m.value)
         .unwrap_or_default();
     let last_error = std::sync::Arc::new(std::sync::Mutex::new(None));
     let opener = CliOpener {

@@ -45,6 +45,11 @@ impl Scratch {
             .env_remove("OPENAI_BASE_URL")
             .env_remove("ANTHROPIC_BASE_URL")
             .env_remove("CAIRN_FAULT")
+            // No model is chosen for a test by a key or a config file of
+            // the machine it runs on.
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .env("XDG_CONFIG_HOME", self.dir.path().join("config"))
             .env("CAIRN_PRICES", self.dir.path().join("no-prices.json"))
             .current_dir(&self.ws);
         c
@@ -116,6 +121,82 @@ pub fn kill(child: &mut Child, signal: i32) {
     }
 }
 
+/// What a child writes to stderr, gathered as it comes (on a thread of its
+/// own), to wait on: a test sends its next signal once the last one was
+/// seen, never after a guessed pause.
+pub struct Stderr {
+    text: std::sync::Arc<std::sync::Mutex<String>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Stderr {
+    /// Takes `child`'s piped stderr.
+    pub fn of(child: &mut Child) -> Stderr {
+        use std::io::Read;
+        let mut from = child.stderr.take().expect("stderr is piped");
+        let text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let to = text.clone();
+        let reader = std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = from.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                to.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Stderr {
+            text,
+            reader: Some(reader),
+        }
+    }
+
+    /// Everything so far.
+    pub fn text(&self) -> String {
+        self.text.lock().unwrap().clone()
+    }
+
+    /// Waits until `needle` has been written (or panics after `secs`, with
+    /// what was).
+    pub fn wait_for(&self, secs: u64, needle: &str) {
+        let start = Instant::now();
+        while !self.text().contains(needle) {
+            assert!(
+                start.elapsed() < Duration::from_secs(secs),
+                "timed out waiting for {needle:?} on stderr: {}",
+                self.text()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Everything, once the child has closed its stderr.
+    pub fn finish(mut self) -> String {
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        self.text()
+    }
+}
+
+/// Waits for `child` to exit within `secs`; kills it and panics if not.
+pub fn exits_within(child: &mut Child, secs: u64, what: &str) -> std::process::ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if start.elapsed() > Duration::from_secs(secs) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}: still running after {secs} s");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 pub fn json(out: &[u8]) -> Value {
     serde_json::from_slice(out).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(out)))
 }
@@ -162,9 +243,15 @@ pub struct Served {
 
 impl Served {
     pub fn start(s: &Scratch, env: &[(&str, &str)]) -> Served {
+        Served::start_with(s, &["--listen", "127.0.0.1:0"], env)
+    }
+
+    /// `cairn serve ARGS…` (its address as it prints it: `0.0.0.0:PORT`
+    /// for a server on every address).
+    pub fn start_with(s: &Scratch, args: &[&str], env: &[(&str, &str)]) -> Served {
         use std::io::{BufRead, BufReader, Read};
         let mut cmd = s.cmd();
-        cmd.args(["serve", "--listen", "127.0.0.1:0"]);
+        cmd.arg("serve").args(args);
         for (k, v) in env {
             cmd.env(k, v);
         }
