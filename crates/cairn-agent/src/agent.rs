@@ -51,7 +51,7 @@ use crate::offload::{Offloaded, Work};
 use crate::responses;
 use crate::stop::{Stop, StopLevel};
 use crate::{AgentError, Pricing, Session};
-use cairn_gateway::ResponseStore;
+use cairn_calls::ResponseStore;
 
 /// What the model is asked with, besides the conversation.
 #[derive(Clone, Debug, Default)]
@@ -400,7 +400,7 @@ impl Agent {
                 self.provider.vendor(),
                 answered,
                 self.provider.base_url(),
-                response.usage,
+                convert::usage(response.usage),
             );
             if let Some(refusal) = &response.refusal {
                 ev.refusal(refusal);

@@ -137,6 +137,15 @@ pub fn unfinished(stop_reason: Option<&str>, refusal: Option<&str>) -> Option<St
     }
 }
 
+/// The usage a provider reported, as the journal records it (`None`: it
+/// reported none, and the call's cost is unknown, never zero).
+pub(crate) fn usage(reported: Option<cairn_model::Usage>) -> Option<Usage> {
+    reported.map(|u| Usage {
+        input_tokens: u.input_tokens,
+        output_tokens: u.output_tokens,
+    })
+}
+
 /// The `assistant` record of `response`, asked of model `requested`.
 pub fn assistant_record(
     response: ModelResponse,
@@ -162,10 +171,7 @@ pub fn assistant_record(
             })
             .collect(),
         // No usage reported: zero tokens counted, and the cost says unknown.
-        usage: response.usage.map_or_else(Usage::default, |u| Usage {
-            input_tokens: u.input_tokens,
-            output_tokens: u.output_tokens,
-        }),
+        usage: usage(response.usage).unwrap_or_default(),
         cost,
         replay,
         model: answered,

@@ -47,7 +47,7 @@ pub enum AgentError {
     },
     /// The response store failed.
     #[error(transparent)]
-    Gateway(#[from] cairn_gateway::GatewayError),
+    Calls(#[from] cairn_calls::CallsError),
     /// The system prompt file could not be read.
     #[error("cannot read the system prompt {path}: {source}")]
     SystemPrompt {

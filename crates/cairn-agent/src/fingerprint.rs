@@ -9,7 +9,7 @@
 //! Anything added after the fingerprint is computed (memory, cache hints,
 //! reminders) never blocks a resume.
 
-use cairn_gateway::canonical;
+use cairn_calls::canonical;
 use cairn_journal::{Budgets, Fingerprint, ForcedField};
 use cairn_tools::ToolInfo;
 

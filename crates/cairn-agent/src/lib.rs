@@ -48,8 +48,8 @@ mod stop;
 
 pub use agent::{Agent, Config, Ending, Faults};
 pub use approve::{ApprovePolicy, Approver, Decision, UnknownPolicy};
-pub use cairn_gateway::ResponseStore;
-pub use cairn_gateway::{is_local, Price, PriceTable, Pricing};
+pub use cairn_calls::ResponseStore;
+pub use cairn_calls::{is_local, Price, PriceTable, Pricing};
 pub use cairn_sessions::Session;
 pub use error::AgentError;
 pub use events::{Events, Silent};

@@ -12,7 +12,7 @@
 //! request is a different call and is never served a stored answer. The body
 //! stored is the response as JSON.
 
-use cairn_gateway::{Entry, ResponseStore};
+use cairn_calls::{Entry, ResponseStore};
 use cairn_model::{ModelRequest, ModelResponse};
 use serde::Serialize;
 
@@ -38,7 +38,7 @@ pub(crate) fn key(
     base_url: Option<&str>,
     request: &ModelRequest,
 ) -> Result<String, AgentError> {
-    cairn_gateway::canonical::hash(
+    cairn_calls::canonical::hash(
         "cairn/response/v1\n",
         &KeyParts {
             run,
@@ -58,7 +58,7 @@ pub(crate) fn key(
 /// The stored response for `key`, if any.
 ///
 /// # Errors
-/// [`AgentError::Gateway`] when an entry exists but does not read.
+/// [`AgentError::Calls`] when an entry exists but does not read.
 pub(crate) fn get(store: &ResponseStore, key: &str) -> Result<Option<ModelResponse>, AgentError> {
     let Some(stored) = store.get(key)? else {
         return Ok(None);

@@ -15,7 +15,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cairn_gateway::{Filing, Gateway, GatewayConfig, PriceTable, SharedSession};
+use cairn_calls::PriceTable;
+use cairn_gateway::{Filing, Gateway, GatewayConfig, SharedSession};
 use cairn_sessions::Session;
 use cairn_store::Store;
 use cairn_testkit::upstream::{Reply, Script, Upstream};

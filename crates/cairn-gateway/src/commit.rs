@@ -22,8 +22,9 @@ use cairn_journal::{ModelCall, RecordBody};
 use tokio::sync::oneshot;
 
 use crate::filing::Filed;
-use crate::store::{Entry, GroupPut};
-use crate::{GatewayError, ResponseStore};
+use cairn_calls::{Entry, GroupPut, ResponseStore};
+
+use crate::GatewayError;
 
 /// From this many calls in a group on, the pool's barrier replaces the
 /// per-file fsyncs.
@@ -222,8 +223,7 @@ mod tests {
 
     use super::{commit_group, Job};
     use crate::filing::Filed;
-    use crate::store::Entry;
-    use crate::ResponseStore;
+    use cairn_calls::{Entry, ResponseStore};
 
     fn job(session: Filed, key: &str) -> Job {
         let (done, _) = tokio::sync::oneshot::channel();

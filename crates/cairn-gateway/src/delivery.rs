@@ -49,7 +49,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::ResponseStore;
+use cairn_calls::ResponseStore;
 
 /// How long a connection the gateway closed waits for its client's close
 /// (rule 2).

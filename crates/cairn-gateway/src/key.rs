@@ -34,7 +34,7 @@
 //! | `openai-beta` | values trimmed, joined with `,` |
 //! | `openai-organization` | values trimmed, joined with `,` |
 //! | `openai-project` | values trimmed, joined with `,` |
-//! | `body-json` | when the body parses as JSON: its canonical bytes ([`crate::canonical`]), after the top-level keys `stream` and `stream_options` of an object are removed |
+//! | `body-json` | when the body parses as JSON: its canonical bytes ([`cairn_calls::canonical`]), after the top-level keys `stream` and `stream_options` of an object are removed |
 //! | `body-raw` | otherwise: the body's bytes as received (always present, possibly empty) |
 //!
 //! A header absent and a header present with an empty value differ (the
@@ -128,7 +128,7 @@ impl Key {
         match json {
             Some(v) => {
                 let mut canonical = Vec::with_capacity(body.len());
-                crate::canonical::write_without_keys(v, &DELIVERY_KEYS, &mut canonical);
+                cairn_calls::canonical::write_without_keys(v, &DELIVERY_KEYS, &mut canonical);
                 field(&mut bytes, "body-json", &canonical);
             }
             None => field(&mut bytes, "body-raw", body),

@@ -4,22 +4,18 @@
 #![deny(missing_docs)]
 
 mod agents;
-pub mod canonical;
 mod commit;
 mod delivery;
 mod error;
 mod filing;
 mod forms;
 mod inflight;
-mod journaled;
 mod key;
 mod path;
-mod pricing;
 mod purchase;
 mod replay;
 mod serve;
 mod server;
-mod store;
 
 pub use agents::{Agent, AgentLaunch, UnknownAgent};
 pub use error::GatewayError;
@@ -32,16 +28,13 @@ pub use forms::{
     parse_whole, stream_to_whole, whole_to_stream, Api, FormError, Parsed, StreamWatch,
 };
 pub use inflight::InFlightPurchase;
-pub use journaled::{check_model_call_objects, model_call_objects, JournaledCalls};
 pub use key::{
     client_session, idempotency_key, requested_model, retry_marker, strip_credentials,
     wants_stream, ClientSession, Key, KeyParseError, RequestFacts, SessionHeader,
 };
-pub use pricing::{is_local, Price, PriceTable, Pricing};
 pub use replay::{decide, Decision, Match, ReplayMode, ReplayPolicy};
 pub use serve::{Activity, Stopped};
 pub use server::{
     Gateway, GatewayConfig, DEFAULT_MAX_BODY, DEFAULT_MAX_EVENT, DEFAULT_MAX_OPEN_SESSIONS,
     DEFAULT_MAX_RESPONSE,
 };
-pub use store::{Entry, GroupPut, ResponseStore, Stored};

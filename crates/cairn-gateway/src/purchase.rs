@@ -54,8 +54,8 @@ use crate::server::{
     client_headers, error, header, read_request, unreachable_upstream, upstream_for,
     upstream_headers, Inner, Upstream,
 };
-use crate::store::{Entry, Stored};
 use crate::GatewayError;
+use cairn_calls::{Entry, Stored};
 
 /// Rule 3 of the server: a recorded route.
 pub(crate) async fn recorded(g: Arc<Inner>, api: Api, req: Request) -> Response {
@@ -504,15 +504,8 @@ fn price(
         .as_deref()
         .or(facts.model.as_deref())
         .unwrap_or("");
-    g.pricing.price_reported(
-        up.provider,
-        model,
-        Some(&up.shown),
-        parsed.usage.map(|u| cairn_model::Usage {
-            input_tokens: u.input_tokens,
-            output_tokens: u.output_tokens,
-        }),
-    )
+    g.pricing
+        .price_reported(up.provider, model, Some(&up.shown), parsed.usage)
 }
 
 /// A stored response served again; `None` when it cannot be served in the
@@ -598,14 +591,15 @@ fn append(session: &Filed, record: ModelCall) -> Result<(), GatewayError> {
 }
 
 /// Runs blocking IO (the store, the journal) off the async threads.
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, GatewayError> + Send + 'static,
+async fn blocking<T: Send + 'static, E: Into<GatewayError> + Send + 'static>(
+    f: impl FnOnce() -> Result<T, E> + Send + 'static,
 ) -> Result<T, GatewayError> {
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| GatewayError::Internal {
             reason: format!("a storage task failed: {e}"),
         })?
+        .map_err(Into::into)
 }
 
 fn internal(e: &GatewayError) -> Response {

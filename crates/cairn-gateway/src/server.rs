@@ -42,7 +42,9 @@ use crate::filing::{Filing, Sessions};
 use crate::forms::Api;
 use crate::inflight::{InFlight, Running};
 use crate::replay::ReplayPolicy;
-use crate::{GatewayError, Pricing, ResponseStore};
+use cairn_calls::{Pricing, ResponseStore};
+
+use crate::GatewayError;
 
 /// The largest request body accepted by default: 32 MiB.
 pub const DEFAULT_MAX_BODY: usize = 32 << 20;

@@ -5,7 +5,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use cairn_gateway::{Filing, Gateway, GatewayConfig, PriceTable, SharedSession};
+use cairn_calls::PriceTable;
+use cairn_gateway::{Filing, Gateway, GatewayConfig, SharedSession};
 use cairn_sessions::Session;
 use cairn_store::Store;
 use serde_json::{json, Value};

@@ -3,7 +3,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use cairn_gateway::{Filing, Gateway, GatewayConfig, PriceTable, SharedSession};
+use cairn_calls::PriceTable;
+use cairn_gateway::{Filing, Gateway, GatewayConfig, SharedSession};
 use cairn_journal::RecordBody;
 use cairn_sessions::Session;
 use cairn_store::Store;

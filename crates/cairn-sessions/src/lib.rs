@@ -69,6 +69,6 @@ pub use summary::{
     WorkspaceReindex,
 };
 pub use transfer::{
-    pull_remote, push_remote, transfer, RecordObjects, RecordObjectsFn, RemoteStore,
-    SessionTransfer, Shared, Synced, TransferReport, TransferStatus,
+    pull_remote, push_remote, transfer, RemoteStore, SessionTransfer, Shared, Synced,
+    TransferReport, TransferStatus,
 };

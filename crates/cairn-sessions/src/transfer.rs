@@ -36,8 +36,8 @@
 //!    copied then) and the journal compared again under it.
 //! 2. **Objects.** Every object the session names — in its snapshot
 //!    manifests, in its checkpoint manifests, and in its records (the
-//!    caller says which: [`RecordObjects`], the gateway's `model_call`
-//!    bodies) — that the destination lacks is read from the source,
+//!    bodies `model_call` records name: [`cairn_calls::model_call_objects`])
+//!    — that the destination lacks is read from the source,
 //!    copied into the destination in its stored encoding (compression and
 //!    chunk lists unchanged, chunks before their list), each checked against
 //!    its name before it becomes visible there: the path of a fetch from any
@@ -132,7 +132,7 @@ mod store;
 
 use files::ManifestFile;
 pub use remote::{pull_remote, push_remote, RemoteStore};
-pub use shared::{RecordObjectsFn, Shared, Synced};
+pub use shared::{Shared, Synced};
 use store::{StoreDest, StoreSource};
 // Names the tests of this module use that the copy itself does not.
 #[cfg(test)]
@@ -141,11 +141,6 @@ use {
     cairn_objects::StoreLock,
     std::path::Path,
 };
-
-/// Names the objects a record needs besides those of manifests (for
-/// `model_call` records, their bodies: `cairn_gateway::model_call_objects`),
-/// or says why a name it holds is not one.
-pub type RecordObjects<'a> = &'a (dyn Fn(&Record) -> Result<Vec<ObjectHash>, String> + Sync);
 
 /// How a session's journal stands in the destination after the transfer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -198,8 +193,7 @@ pub struct TransferReport {
 
 /// Copies `runs`, each with its ancestors, from the store `from` to the
 /// store `to` (which must exist: see [`Store::open`]), in the steps of the
-/// module documentation. `record_objects` names the objects records need
-/// besides manifests; `progress` hears the objects being read
+/// module documentation. `progress` hears the objects being read
 /// ([`Phase::Verify`]) and stored ([`Phase::Store`]).
 ///
 /// # Errors
@@ -223,17 +217,10 @@ pub fn transfer(
     from: &Store,
     to: &Store,
     runs: &[RunId],
-    record_objects: RecordObjects<'_>,
     progress: &dyn Progress,
 ) -> Result<TransferReport, SessionError> {
     let source = StoreSource::new(from);
-    copy_sessions(
-        &source,
-        &mut StoreDest::new(to),
-        runs,
-        record_objects,
-        progress,
-    )
+    copy_sessions(&source, &mut StoreDest::new(to), runs, progress)
 }
 
 /// Where a transfer reads sessions from: a store directory
@@ -404,13 +391,12 @@ fn copy_sessions<D: Destination>(
     from: &dyn Source,
     to: &mut D,
     runs: &[RunId],
-    record_objects: RecordObjects<'_>,
     progress: &dyn Progress,
 ) -> Result<TransferReport, SessionError> {
     let order = lineage_order(from, runs)?;
     let mut report = TransferReport::default();
     for id in &order {
-        let s = copy_session(from, to, id, record_objects, progress)?;
+        let s = copy_session(from, to, id, progress)?;
         report.objects_copied += s.objects_copied;
         report.bytes_copied += s.bytes_copied;
         report.sessions.push(s);
@@ -423,7 +409,6 @@ fn copy_session<D: Destination>(
     from: &dyn Source,
     to: &mut D,
     id: &RunId,
-    record_objects: RecordObjects<'_>,
     progress: &dyn Progress,
 ) -> Result<SessionTransfer, SessionError> {
     // 1. Check the source, then compare the destination's journal and
@@ -449,7 +434,7 @@ fn copy_session<D: Destination>(
     if let Plan::Diverged(seq) = planned {
         return Err(diverged(id, seq));
     }
-    let (manifests, named) = named_by(from, id, &src, record_objects)?;
+    let (manifests, named) = named_by(from, id, &src)?;
     // A link where either end keeps objects is refused now, with nothing
     // written.
     from.check_objects(&named)?;
@@ -638,33 +623,28 @@ fn plan(src: &[ChainHash], dst: Option<&[ChainHash]>) -> Plan {
     Plan::Diverged(k.max(1) as u64)
 }
 
-/// Every object `records` of session `id` name besides manifests, by
-/// `record_objects`; a name that is not one is refused with its seq.
-fn objects_of_records(
-    id: &RunId,
-    records: &[Record],
-    record_objects: RecordObjects<'_>,
-) -> Result<Vec<ObjectHash>, SessionError> {
+/// Every object `records` of session `id` name besides manifests (the
+/// bodies of `model_call` records); a name that is not one is refused with its seq.
+fn objects_of_records(id: &RunId, records: &[Record]) -> Result<Vec<ObjectHash>, SessionError> {
     let mut out = Vec::new();
     for r in records {
-        let found = record_objects(r).map_err(|reason| SessionError::BadObjectName {
-            run: id.to_string(),
-            seq: r.seq,
-            reason,
-        })?;
+        let found =
+            cairn_calls::model_call_objects(r).map_err(|reason| SessionError::BadObjectName {
+                run: id.to_string(),
+                seq: r.seq,
+                reason,
+            })?;
         out.extend(found);
     }
     Ok(out)
 }
 
 /// The manifests of session `id` in `from` (snapshots, then checkpoints)
-/// and every object the session names: in them, and in its records `scan`
-/// by `record_objects`.
+/// and every object the session names: in them, and in its records `scan`.
 fn named_by(
     from: &dyn Source,
     id: &RunId,
     scan: &Scan,
-    record_objects: RecordObjects<'_>,
 ) -> Result<(Vec<ManifestFile>, BTreeSet<ObjectHash>), SessionError> {
     let mut manifests = from.snapshot_manifests(id)?;
     manifests.extend(from.checkpoint_manifests(id, scan)?);
@@ -672,7 +652,7 @@ fn named_by(
     for m in &manifests {
         named.extend(m.objects.iter().copied());
     }
-    named.extend(objects_of_records(id, &scan.records, record_objects)?);
+    named.extend(objects_of_records(id, &scan.records)?);
     Ok((manifests, named))
 }
 

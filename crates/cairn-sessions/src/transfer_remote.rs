@@ -49,8 +49,8 @@ use serde::Deserialize;
 
 use super::files::{checkpoint_manifest, rel, snapshot_manifest};
 use super::{
-    conflict, copy_sessions, diverged, Claimed, Destination, Found, ManifestFile, Plan,
-    RecordObjects, Source, SourceObjects, Stands, StoreDest, StoreSource, TransferReport,
+    conflict, copy_sessions, diverged, Claimed, Destination, Found, ManifestFile, Plan, Source,
+    SourceObjects, Stands, StoreDest, StoreSource, TransferReport,
 };
 use crate::SessionError;
 
@@ -77,17 +77,10 @@ pub fn pull_remote(
     from: &RemoteStore<'_>,
     to: &Store,
     runs: &[RunId],
-    record_objects: RecordObjects<'_>,
     progress: &dyn Progress,
 ) -> Result<TransferReport, SessionError> {
     let source = RemoteSource::new(*from, to, HashMap::new());
-    copy_sessions(
-        &source,
-        &mut StoreDest::new(to),
-        runs,
-        record_objects,
-        progress,
-    )
+    copy_sessions(&source, &mut StoreDest::new(to), runs, progress)
 }
 
 /// Copies `runs`, each with its ancestors, from the store `from` to the
@@ -104,12 +97,11 @@ pub fn push_remote(
     from: &Store,
     to: &RemoteStore<'_>,
     runs: &[RunId],
-    record_objects: RecordObjects<'_>,
     progress: &dyn Progress,
 ) -> Result<TransferReport, SessionError> {
     let source = StoreSource::new(from);
     let mut dest = RemoteDest::new(*to, from);
-    copy_sessions(&source, &mut dest, runs, record_objects, progress)
+    copy_sessions(&source, &mut dest, runs, progress)
 }
 
 /// Takes the shared pool's shared lease, waiting up to a minute for a

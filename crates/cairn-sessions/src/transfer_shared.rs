@@ -52,10 +52,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Names the objects a record needs besides manifests
-/// (`cairn_gateway::model_call_objects`).
-pub type RecordObjectsFn = fn(&Record) -> Result<Vec<ObjectHash>, String>;
-
 /// A shared store: journals, objects and manifests elsewhere.
 pub struct Shared {
     /// Session journals (JetStream).
@@ -64,8 +60,6 @@ pub struct Shared {
     pub objects: Arc<dyn RemoteObjects>,
     /// Snapshot and checkpoint manifests (S3).
     pub files: Arc<dyn RemoteFiles>,
-    /// The objects records name besides manifests.
-    pub record_objects: RecordObjectsFn,
 }
 
 /// What [`Shared::sync`] found.
@@ -231,9 +225,8 @@ impl Shared {
         known: HashMap<String, Option<Vec<u8>>>,
     ) -> Result<TransferReport, SessionError> {
         let source = RemoteSource::new(self.remote(), cache, known);
-        let record_objects = self.record_objects;
         let mut dest = StoreDest::new(cache);
-        copy_sessions(&source, &mut dest, runs, &record_objects, &NoProgress)
+        copy_sessions(&source, &mut dest, runs, &NoProgress)
     }
 
     /// Uploads what `lines` name, then appends them: the body of
@@ -273,11 +266,7 @@ impl Shared {
                 }
                 _ => {}
             }
-            named.extend(objects_of_records(
-                run,
-                std::slice::from_ref(&record),
-                &self.record_objects,
-            )?);
+            named.extend(objects_of_records(run, std::slice::from_ref(&record))?);
         }
         for m in &manifests {
             named.extend(m.objects.iter().copied());
@@ -342,7 +331,7 @@ impl Shared {
             };
             let shown = PathBuf::from(format!("{}/{id}", self.journals.name()));
             let scan = scan_journal_bytes(&shown, &bytes, id.as_str())?;
-            named.extend(named_by(&source, &id, &scan, &self.record_objects)?.1);
+            named.extend(named_by(&source, &id, &scan)?.1);
         }
         let named: Vec<ObjectHash> = named.into_iter().collect();
         Ok(cairn_objects::prune_remote(

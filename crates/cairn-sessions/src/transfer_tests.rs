@@ -71,19 +71,6 @@ fn call(request: &ObjectHash, response: &ObjectHash) -> RecordBody {
     })
 }
 
-/// What the gateway's `model_call_objects` names, for these tests (this
-/// crate cannot depend on the gateway).
-fn bodies(r: &Record) -> Result<Vec<ObjectHash>, String> {
-    match &r.body {
-        RecordBody::ModelCall(m) => [&m.request, &m.response]
-            .into_iter()
-            .flatten()
-            .map(|h| ObjectHash::parse(h).map_err(|e| e.to_string()))
-            .collect(),
-        _ => Ok(Vec::new()),
-    }
-}
-
 fn noise(len: usize, mut x: u64) -> Vec<u8> {
     (0..len)
         .map(|_| {
@@ -100,7 +87,6 @@ fn copy(from: &Store, to: &Store, id: &RunId) -> Result<TransferReport, SessionE
         from,
         to,
         std::slice::from_ref(id),
-        &bodies,
         &cairn_objects::NoProgress,
     )
 }

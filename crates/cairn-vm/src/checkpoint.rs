@@ -461,7 +461,7 @@ fn boot_from(
 /// so when it retries one the gateway serves it again instead of buying it
 /// (DESIGN §7's rule for a call that was cut).
 fn serve_again(store: &Store, records: &[Record], at_seq: u64) -> Result<(), VmError> {
-    let responses = cairn_gateway::ResponseStore::new(store);
+    let responses = cairn_calls::ResponseStore::new(store);
     for r in records.iter().filter(|r| r.seq > at_seq) {
         if let RecordBody::ModelCall(m) = &r.body {
             responses.mark_undelivered(&m.key)?;

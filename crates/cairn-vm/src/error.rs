@@ -99,9 +99,9 @@ pub enum VmError {
     /// A store error (a durable write that failed).
     #[error(transparent)]
     Store(#[from] cairn_store::StoreError),
-    /// The gateway's response store.
+    /// The response store.
     #[error(transparent)]
-    Gateway(#[from] cairn_gateway::GatewayError),
+    Calls(#[from] cairn_calls::CallsError),
 }
 
 impl VmError {

@@ -5,6 +5,7 @@
 //! and uses 125 for its own failures.
 
 use cairn_agent::AgentError;
+use cairn_calls::CallsError;
 use cairn_journal::JournalError;
 use cairn_model::ModelError;
 use cairn_sessions::SessionError;
@@ -81,9 +82,7 @@ pub fn classify(err: &anyhow::Error) -> Code {
                 AgentError::Session(s) => session_code(s),
                 AgentError::Guard { .. } => Code::Refused,
                 AgentError::StoredResponse { .. }
-                | AgentError::Gateway(cairn_gateway::GatewayError::StoredResponse { .. }) => {
-                    Code::Integrity
-                }
+                | AgentError::Calls(CallsError::StoredResponse { .. }) => Code::Integrity,
                 AgentError::NotResumable { .. }
                 | AgentError::SystemPrompt { .. }
                 | AgentError::Plan { .. } => Code::Usage,
@@ -91,6 +90,9 @@ pub fn classify(err: &anyhow::Error) -> Code {
                 AgentError::Model(m) => model_code(m),
                 _ => Code::Failure,
             };
+        }
+        if let Some(CallsError::StoredResponse { .. }) = cause.downcast_ref::<CallsError>() {
+            return Code::Integrity;
         }
         if let Some(m) = cause.downcast_ref::<ModelError>() {
             return model_code(m);

@@ -6,9 +6,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cairn_gateway::{
-    Activity, Filing, Gateway, GatewayConfig, PriceTable, ResponseStore, SharedSession,
-};
+use cairn_calls::{PriceTable, ResponseStore};
+use cairn_gateway::{Activity, Filing, Gateway, GatewayConfig, SharedSession};
 use cairn_journal::{ModelCall, RecordBody};
 use cairn_sessions::Session;
 use cairn_store::Store;

@@ -390,7 +390,7 @@ pub fn rm(ctx: &Context, args: &RmArgs) -> anyhow::Result<Code> {
     };
     let options = cairn_sessions::RemoveOptions::new().with_forks(args.with_forks);
     // Their stored model responses hold prompts: they go too, first.
-    let responses = StoredResponses(cairn_gateway::ResponseStore::new(&ctx.store));
+    let responses = StoredResponses(cairn_calls::ResponseStore::new(&ctx.store));
     let removed = cairn_sessions::remove(&ctx.store, &id, options, &[&responses])?;
     let mut s = String::new();
     for run in &removed.finished {
@@ -422,7 +422,7 @@ pub fn rm(ctx: &Context, args: &RmArgs) -> anyhow::Result<Code> {
 
 /// The gateway's response store, as what a session owns outside its
 /// directory (`cairn_sessions::RunData`).
-struct StoredResponses(cairn_gateway::ResponseStore);
+struct StoredResponses(cairn_calls::ResponseStore);
 
 impl cairn_sessions::RunData for StoredResponses {
     fn name(&self) -> String {

@@ -39,7 +39,6 @@ impl SharedStore {
             journals: journals.clone(),
             objects: objects.clone(),
             files: objects,
-            record_objects: cairn_gateway::model_call_objects,
         });
         let cache = Store::open(cache_root(url)?)?;
         cairn_journal::install_mirror(cache.root(), shared.clone());

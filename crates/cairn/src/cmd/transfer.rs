@@ -57,14 +57,8 @@ pub fn push(ctx: &Context, a: &PushArgs) -> anyhow::Result<Code> {
         let ids = ids_of(id)?;
         let shared = Shared::open(remote, ctx.objects.as_deref())?;
         let bars = Bars::new(a.json);
-        let report = cairn_sessions::push_remote(
-            &ctx.store,
-            &shared.store(),
-            &ids,
-            &cairn_gateway::model_call_objects,
-            &bars,
-        )
-        .with_context(|| format!("pushing to {remote}"))?;
+        let report = cairn_sessions::push_remote(&ctx.store, &shared.store(), &ids, &bars)
+            .with_context(|| format!("pushing to {remote}"))?;
         return show(&report, remote, a.json);
     }
     let dir = remote_dir(ctx, remote)?;
@@ -93,14 +87,8 @@ pub fn pull(ctx: &Context, a: &PullArgs) -> anyhow::Result<Code> {
         let shared = Shared::open(&a.remote, ctx.objects.as_deref())?;
         let to = Store::open(ctx.store.root())?;
         let bars = Bars::new(a.json);
-        let report = cairn_sessions::pull_remote(
-            &shared.store(),
-            &to,
-            &[id],
-            &cairn_gateway::model_call_objects,
-            &bars,
-        )
-        .with_context(|| format!("pulling from {}", a.remote))?;
+        let report = cairn_sessions::pull_remote(&shared.store(), &to, &[id], &bars)
+            .with_context(|| format!("pulling from {}", a.remote))?;
         return show(&report, &to.root().display().to_string(), a.json);
     }
     let dir = remote_dir(ctx, &a.remote)?;
@@ -126,7 +114,6 @@ pub fn pull(ctx: &Context, a: &PullArgs) -> anyhow::Result<Code> {
             &from,
             &shared.shared.remote(),
             std::slice::from_ref(&id),
-            &cairn_gateway::model_call_objects,
             &bars,
         )
         .with_context(|| format!("pulling from {} into {}", dir.display(), shared.url))?;
@@ -234,14 +221,13 @@ fn refuse_same_store(store: &Path, remote: &Path) -> anyhow::Result<()> {
 
 fn copy(from: &Store, to: &Store, ids: &[RunId], json: bool) -> anyhow::Result<Code> {
     let bars = Bars::new(json);
-    let report = cairn_sessions::transfer(from, to, ids, &cairn_gateway::model_call_objects, &bars)
-        .with_context(|| {
-            format!(
-                "copying from {} to {}",
-                from.root().display(),
-                to.root().display()
-            )
-        })?;
+    let report = cairn_sessions::transfer(from, to, ids, &bars).with_context(|| {
+        format!(
+            "copying from {} to {}",
+            from.root().display(),
+            to.root().display()
+        )
+    })?;
     show(&report, &to.root().display().to_string(), json)
 }
 

@@ -48,7 +48,7 @@ pub fn run(ctx: &Context, args: &VerifyArgs) -> anyhow::Result<Code> {
         if report.ok {
             // The chain holds: check the bodies its model calls name.
             let scan = cairn_journal::read_journal(&ctx.store.journal_path(id), id.as_str())?;
-            let problems = cairn_gateway::check_model_call_objects(&ctx.store, &scan.records);
+            let problems = cairn_calls::check_model_call_objects(&ctx.store, &scan.records);
             if !problems.is_empty() {
                 report.ok = false;
                 report.problem = Some(problems.join("; "));

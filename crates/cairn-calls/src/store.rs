@@ -32,7 +32,7 @@ use cairn_objects::{NoProgress, ObjectHash, ObjectPool, StoreLock};
 use cairn_store::{durable, RunId, Store};
 use serde::{Deserialize, Serialize};
 
-use crate::GatewayError;
+use crate::CallsError;
 
 /// One stored response.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -127,9 +127,9 @@ impl ResponseStore {
     /// The entry for `key`, if any.
     ///
     /// # Errors
-    /// [`GatewayError::StoredResponse`] when the entry exists but does not
+    /// [`CallsError::StoredResponse`] when the entry exists but does not
     /// read or names another key.
-    pub fn get(&self, key: &str) -> Result<Option<Stored>, GatewayError> {
+    pub fn get(&self, key: &str) -> Result<Option<Stored>, CallsError> {
         let path = self.path(key);
         let bytes = match std::fs::read(&path) {
             Ok(b) => b,
@@ -175,8 +175,8 @@ impl ResponseStore {
     /// The response body of `stored`, verified against its hash.
     ///
     /// # Errors
-    /// [`GatewayError::StoredResponse`] when the body is missing or damaged.
-    pub fn body(&self, stored: &Stored) -> Result<Vec<u8>, GatewayError> {
+    /// [`CallsError::StoredResponse`] when the body is missing or damaged.
+    pub fn body(&self, stored: &Stored) -> Result<Vec<u8>, CallsError> {
         if let Some(b) = &stored.inline {
             return Ok(b.clone());
         }
@@ -198,7 +198,7 @@ impl ResponseStore {
         mut entry: Entry,
         body: &[u8],
         request: Option<&[u8]>,
-    ) -> Result<Entry, GatewayError> {
+    ) -> Result<Entry, CallsError> {
         let (b, r) = self.put_bodies(body, request)?;
         entry.body = b;
         entry.request = r;
@@ -220,11 +220,7 @@ impl ResponseStore {
     ///
     /// # Errors
     /// Any write fails: then none of the group's entries is visible.
-    pub fn put_group(
-        &self,
-        group: &mut [GroupPut],
-        barrier_from: usize,
-    ) -> Result<(), GatewayError> {
+    pub fn put_group(&self, group: &mut [GroupPut], barrier_from: usize) -> Result<(), CallsError> {
         let lock = StoreLock::shared(&self.store)?;
         let batch = self
             .pool
@@ -270,7 +266,7 @@ impl ResponseStore {
         &self,
         body: &[u8],
         request: Option<&[u8]>,
-    ) -> Result<(String, Option<String>), GatewayError> {
+    ) -> Result<(String, Option<String>), CallsError> {
         let lock = StoreLock::shared(&self.store)?;
         let batch = self.pool.batch(&lock);
         let b = batch.put_body(body)?;
@@ -289,7 +285,7 @@ impl ResponseStore {
     ///
     /// # Errors
     /// The marker cannot be created.
-    pub fn mark_delivered(&self, key: &str) -> Result<(), GatewayError> {
+    pub fn mark_delivered(&self, key: &str) -> Result<(), CallsError> {
         let path = fan(&self.dir, key, ".delivered");
         match std::fs::OpenOptions::new()
             .write(true)
@@ -311,7 +307,7 @@ impl ResponseStore {
     ///
     /// # Errors
     /// The marker cannot be removed.
-    pub fn mark_undelivered(&self, key: &str) -> Result<(), GatewayError> {
+    pub fn mark_undelivered(&self, key: &str) -> Result<(), CallsError> {
         let path = fan(&self.dir, key, ".delivered");
         match std::fs::remove_file(&path) {
             Ok(()) => {}
@@ -324,7 +320,7 @@ impl ResponseStore {
         Ok(())
     }
 
-    fn write(&self, entry: &Entry) -> Result<(), GatewayError> {
+    fn write(&self, entry: &Entry) -> Result<(), CallsError> {
         let path = self.path(&entry.key);
         create_parents(&path)?;
         let bytes = serde_json::to_vec(entry).map_err(|e| damaged(&path, e.to_string()))?;
@@ -342,7 +338,7 @@ impl ResponseStore {
     ///
     /// # Errors
     /// The record exists but does not read.
-    pub fn idempotency(&self, idem: &str) -> Result<Option<String>, GatewayError> {
+    pub fn idempotency(&self, idem: &str) -> Result<Option<String>, CallsError> {
         let path = self.idempotency_path(idem);
         match std::fs::read_to_string(&path) {
             Ok(k) => Ok(Some(k.trim().to_owned())),
@@ -351,7 +347,7 @@ impl ResponseStore {
         }
     }
 
-    fn remember_idempotency(&self, idem: &str, key: &str) -> Result<(), GatewayError> {
+    fn remember_idempotency(&self, idem: &str, key: &str) -> Result<(), CallsError> {
         let path = self.idempotency_path(idem);
         if path.exists() {
             return Ok(());
@@ -365,7 +361,7 @@ impl ResponseStore {
     ///
     /// # Errors
     /// A directory cannot be listed, or an entry does not read.
-    pub fn entries(&self) -> Result<Vec<Stored>, GatewayError> {
+    pub fn entries(&self) -> Result<Vec<Stored>, CallsError> {
         let mut out = Vec::new();
         for fan in read_dir_if_any(&self.dir)? {
             for file in read_dir_if_any(&fan)? {
@@ -389,7 +385,7 @@ impl ResponseStore {
     ///
     /// # Errors
     /// As [`ResponseStore::entries`], or a removal fails.
-    pub fn remove_run(&self, run: &RunId) -> Result<usize, GatewayError> {
+    pub fn remove_run(&self, run: &RunId) -> Result<usize, CallsError> {
         let mut n = 0;
         for s in self.entries()? {
             if s.entry.run == run.as_str() {
@@ -437,7 +433,7 @@ fn fan(dir: &Path, name: &str, suffix: &str) -> PathBuf {
         .join(format!("{name}{suffix}"))
 }
 
-fn create_parents(path: &Path) -> Result<(), GatewayError> {
+fn create_parents(path: &Path) -> Result<(), CallsError> {
     if let Some(parent) = path.parent() {
         if let Some(grand) = parent.parent() {
             durable::create_dir_private(grand)?;
@@ -447,7 +443,7 @@ fn create_parents(path: &Path) -> Result<(), GatewayError> {
     Ok(())
 }
 
-fn read_dir_if_any(dir: &Path) -> Result<Vec<PathBuf>, GatewayError> {
+fn read_dir_if_any(dir: &Path) -> Result<Vec<PathBuf>, CallsError> {
     match std::fs::read_dir(dir) {
         Ok(entries) => entries
             .map(|e| e.map(|e| e.path()))
@@ -458,8 +454,8 @@ fn read_dir_if_any(dir: &Path) -> Result<Vec<PathBuf>, GatewayError> {
     }
 }
 
-fn damaged(path: &Path, reason: String) -> GatewayError {
-    GatewayError::StoredResponse {
+fn damaged(path: &Path, reason: String) -> CallsError {
+    CallsError::StoredResponse {
         path: path.to_owned(),
         reason,
     }

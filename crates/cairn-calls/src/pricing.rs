@@ -13,8 +13,7 @@
 
 use std::collections::BTreeMap;
 
-use cairn_journal::Cost;
-use cairn_model::Usage;
+use cairn_journal::{Cost, Usage};
 use serde::{Deserialize, Serialize};
 
 /// Prices a model call.
