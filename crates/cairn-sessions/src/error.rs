@@ -104,15 +104,13 @@ pub enum SessionError {
     /// What a session owns outside its directory (its stored model
     /// responses) could not be removed; its records were not (a removal
     /// removes them last).
-    #[error("removing the {what} of session {run} failed ({source}); its records were not removed: fix the cause and run `cairn session rm {run}` again")]
-    RunData {
+    #[error("removing the stored model responses of session {run} failed ({source}); its records were not removed: fix the cause and run `cairn session rm {run}` again")]
+    StoredResponses {
         /// The session.
         run: String,
-        /// What could not be removed, e.g. `stored model responses`.
-        what: String,
         /// Why.
         #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
+        source: cairn_calls::CallsError,
     },
     /// Checkpoints could not be read.
     #[error(transparent)]

@@ -18,7 +18,7 @@
 //!   problem, never dropped.
 //! - A removal ([`remove`]) and a fork exclude each other, so no fork ever
 //!   pins a removed parent; a removal deletes what the session owns outside
-//!   its directory (stored model responses, [`RunData`]) first and its
+//!   its directory (its stored model responses) first and its
 //!   records last, and one that stopped part-way is finished by the next.
 //! - A session copied to another store ([`transfer`]: `cairn push`, `cairn
 //!   pull`) arrives with its ancestors, every object and manifest it names
@@ -39,6 +39,7 @@ mod lineage_lock;
 mod load;
 mod node;
 mod projection;
+mod prune;
 mod remove;
 mod repo;
 mod resolve;
@@ -53,7 +54,8 @@ pub use fork::{check_receipt, fork, lineage, pin_at, Pin, MAX_DEPTH};
 pub use load::{load, state_for_resume, verify, Loaded};
 pub use node::{Node, NodeExit, NodeOutcome, NodeReport};
 pub use projection::{read_index, read_meta, Binding, Projection, MAX_INDEX_BYTES, MAX_META_BYTES};
-pub use remove::{remove, RemoveOptions, Removed, RunData};
+pub use prune::prune;
+pub use remove::{remove, RemoveOptions, Removed};
 pub use repo::{in_repository, repository_root};
 pub use resolve::{
     pick, resolve_checkpoint, resolve_session, resolve_snapshot, Candidate, Picked, LAST,

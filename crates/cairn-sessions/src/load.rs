@@ -145,10 +145,12 @@ fn ancestor_mismatch(id: &RunId, receipt: &[Pin], i: usize, m: TotalsMismatch) -
 }
 
 /// Verifies session `id` as `cairn verify` reports it: its own chain and
-/// records (the journal's check, [`verify_bytes`]), and, for a fork, every
+/// records (the journal's check, [`verify_bytes`]); for a fork, every
 /// terminal against the fold of its whole lineage, whose pinned prefixes must
-/// verify too. A fork whose ancestry does not verify is reported at seq 1:
-/// its `meta` pins a prefix that is no longer there.
+/// verify too (a fork whose ancestry does not verify is reported at seq 1:
+/// its `meta` pins a prefix that is no longer there); and, once the records
+/// hold, every body a `model_call` record names, present in the pool and
+/// hashing to its name ([`cairn_calls::check_model_call_objects`]).
 ///
 /// # Errors
 /// Only when the journal cannot be read.
@@ -160,32 +162,45 @@ pub fn verify(store: &Store, id: &RunId) -> Result<VerifyReport, SessionError> {
         source,
     })?;
     let report = verify_bytes(&bytes, id.as_str());
-    if !report.ok() || !is_fork(&bytes) {
-        // A root run's terminals were checked against its own fold.
+    if !report.ok() {
         return Ok(report);
     }
     let scan = scan_journal_bytes(&path, &bytes, id.as_str())?;
-    let failed = |seq: u64, problem: String| {
-        let kept = usize::try_from(seq.saturating_sub(1)).unwrap_or(usize::MAX);
-        VerifyReport {
-            records: kept as u64,
-            tail: scan.records.get(kept).map_or(report.tail, |r| r.prev),
-            first_bad_seq: Some(seq),
-            torn_tail: report.torn_tail,
-            preallocated_tail: report.preallocated_tail,
-            problem: Some(problem),
+    if is_fork(&bytes) {
+        // A root run's terminals were checked against its own fold.
+        let failed = |seq: u64, problem: String| {
+            let kept = usize::try_from(seq.saturating_sub(1)).unwrap_or(usize::MAX);
+            VerifyReport {
+                records: kept as u64,
+                tail: scan.records.get(kept).map_or(report.tail, |r| r.prev),
+                first_bad_seq: Some(seq),
+                torn_tail: report.torn_tail,
+                preallocated_tail: report.preallocated_tail,
+                problem: Some(problem),
+            }
+        };
+        match state_for_resume(store, id, &scan) {
+            Ok(_) => {}
+            Err(SessionError::Journal(JournalError::Damaged {
+                seq,
+                offset,
+                reason,
+                ..
+            })) => return Ok(failed(seq, format!("seq {seq} (byte {offset}): {reason}"))),
+            Err(e @ SessionError::ForkPrefix { .. }) => {
+                return Ok(failed(1, format!("seq 1: {e}")))
+            }
+            Err(e) => return Err(e),
         }
-    };
-    Ok(match state_for_resume(store, id, &scan) {
-        Ok(_) => report,
-        Err(SessionError::Journal(JournalError::Damaged {
-            seq,
-            offset,
-            reason,
-            ..
-        })) => failed(seq, format!("seq {seq} (byte {offset}): {reason}")),
-        Err(e @ SessionError::ForkPrefix { .. }) => failed(1, format!("seq 1: {e}")),
-        Err(e) => return Err(e),
+    }
+    let problems = cairn_calls::check_model_call_objects(store, &scan.records);
+    Ok(if problems.is_empty() {
+        report
+    } else {
+        VerifyReport {
+            problem: Some(problems.join("; ")),
+            ..report
+        }
     })
 }
 

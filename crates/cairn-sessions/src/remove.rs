@@ -20,8 +20,9 @@
 //! # The order of deletion, and what a failure or crash leaves
 //! Sessions go deepest fork first, so no failure leaves a fork without its
 //! parent. For each:
-//! 1. what it owns outside its directory is removed ([`RunData`]: the
-//!    gateway's stored responses, which hold its prompts), durably;
+//! 1. what it owns outside its directory is removed, durably: its stored
+//!    model responses ([`cairn_calls::ResponseStore`]: they hold its
+//!    prompts), whether the gateway or cairn's own loop bought them;
 //! 2. its directory `runs/<id>` is renamed to `runs/.removing-<id>`
 //!    ([`Store::removing_dir`]) and `runs/` fsynced: from here on no reader
 //!    sees a session (the name is not a run id), and nothing can fork it;
@@ -42,25 +43,10 @@ use std::collections::BTreeSet;
 use cairn_journal::{read_head_record, JournalError, RecordBody, RunLock};
 use cairn_store::{RunId, Store, StoreError, REMOVING_PREFIX};
 
+use cairn_calls::ResponseStore;
+
 use crate::lineage_lock::LineageLock;
 use crate::SessionError;
-
-/// What a session owns outside its directory and [`remove`] removes with
-/// it: the gateway's stored responses (their store lives above this crate,
-/// so the caller passes it in).
-pub trait RunData {
-    /// What it is, for messages: `stored model responses`.
-    fn name(&self) -> String;
-
-    /// Removes, durably, everything of this kind that session `run` owns,
-    /// and says how many items went. Run again when nothing is left, it
-    /// removes nothing and returns 0.
-    ///
-    /// # Errors
-    /// Anything that stopped the removal; what was removed before stays
-    /// removed.
-    fn remove_run(&self, run: &RunId) -> Result<usize, Box<dyn std::error::Error + Send + Sync>>;
-}
 
 /// Options of [`remove`].
 #[derive(Clone, Copy, Debug, Default)]
@@ -88,15 +74,14 @@ impl RemoveOptions {
 pub struct Removed {
     /// Every session removed, deepest fork first, the one asked for last.
     pub runs: Vec<RunId>,
-    /// For each [`RunData`] given, in order: its name and how many items of
-    /// the removed sessions went.
-    pub data: Vec<(String, usize)>,
+    /// How many stored model responses of the removed sessions went.
+    pub responses: usize,
     /// Sessions whose earlier removal had stopped part-way (a
     /// `runs/.removing-<id>` directory) and is now finished.
     pub finished: Vec<RunId>,
 }
 
-/// Removes session `id` and what it owns in `data`, by the policy and in
+/// Removes session `id` and its stored model responses, by the policy and in
 /// the order of the module doc. A session whose earlier removal stopped
 /// part-way is finished.
 ///
@@ -105,21 +90,17 @@ pub struct Removed {
 /// removal of it to finish); [`SessionError::PinnedByForks`],
 /// [`SessionError::NamedByCheckpoints`], [`SessionError::Unreadable`]; a
 /// lock held elsewhere ([`JournalError::Locked`]);
-/// [`SessionError::RunData`] when a `data` removal fails (the session is
+/// [`SessionError::StoredResponses`] when they cannot be removed (the session is
 /// then whole); IO errors.
-pub fn remove(
-    store: &Store,
-    id: &RunId,
-    options: RemoveOptions,
-    data: &[&dyn RunData],
-) -> Result<Removed, SessionError> {
+pub fn remove(store: &Store, id: &RunId, options: RemoveOptions) -> Result<Removed, SessionError> {
     let _lineage = LineageLock::exclusive(store)?;
-    let finished = finish_leftovers(store, data)?;
+    let responses = ResponseStore::new(store);
+    let finished = finish_leftovers(store, &responses)?;
     if !store.run_dir(id).is_dir() {
         if finished.contains(id) {
             return Ok(Removed {
                 runs: vec![id.clone()],
-                data: data.iter().map(|d| (d.name(), 0)).collect(),
+                responses: 0,
                 finished,
             });
         }
@@ -166,11 +147,9 @@ pub fn remove(
     }
     // Deepest first: a failure part-way leaves no fork without its parent.
     doomed.reverse();
-    let mut counts: Vec<(String, usize)> = data.iter().map(|d| (d.name(), 0)).collect();
+    let mut removed_responses = 0;
     for run in &doomed {
-        for (d, count) in data.iter().zip(counts.iter_mut()) {
-            count.1 += remove_data(*d, run)?;
-        }
+        removed_responses += remove_responses(&responses, run)?;
         let (from, to) = (store.run_dir(run), store.removing_dir(run));
         std::fs::rename(&from, &to).map_err(|source| StoreError::Io {
             action: "moving aside for removal",
@@ -183,18 +162,19 @@ pub fn remove(
     drop(locks);
     Ok(Removed {
         runs: doomed,
-        data: counts,
+        responses: removed_responses,
         finished,
     })
 }
 
-/// Step 1 of the removal of `run` for one kind of data.
-fn remove_data(d: &dyn RunData, run: &RunId) -> Result<usize, SessionError> {
-    d.remove_run(run).map_err(|source| SessionError::RunData {
-        run: run.to_string(),
-        what: d.name(),
-        source,
-    })
+/// Step 1 of the removal of `run`.
+fn remove_responses(responses: &ResponseStore, run: &RunId) -> Result<usize, SessionError> {
+    responses
+        .remove_run(run)
+        .map_err(|source| SessionError::StoredResponses {
+            run: run.to_string(),
+            source,
+        })
 }
 
 /// Deletes a directory moved aside by step 2, then makes that durable.
@@ -215,10 +195,10 @@ fn delete(store: &Store, dir: &std::path::Path) -> Result<(), SessionError> {
     Ok(())
 }
 
-/// Finishes every removal that stopped after step 2: the `data` of each
+/// Finishes every removal that stopped after step 2: the stored responses of each
 /// (again: a crash may have come before step 1 was durable), then its
 /// directory. Returns their sessions.
-fn finish_leftovers(store: &Store, data: &[&dyn RunData]) -> Result<Vec<RunId>, SessionError> {
+fn finish_leftovers(store: &Store, responses: &ResponseStore) -> Result<Vec<RunId>, SessionError> {
     let runs = store.runs_dir();
     let entries = match std::fs::read_dir(&runs) {
         Ok(e) => e,
@@ -247,9 +227,7 @@ fn finish_leftovers(store: &Store, data: &[&dyn RunData]) -> Result<Vec<RunId>, 
         else {
             continue;
         };
-        for d in data {
-            remove_data(*d, &run)?;
-        }
+        remove_responses(responses, &run)?;
         delete(store, &store.removing_dir(&run))?;
         out.push(run);
     }

@@ -1,37 +1,43 @@
-//! Removing sessions: what a session owns outside its directory goes
-//! first, a removal that stopped part-way is finished by the next, and a
-//! removal and a fork of the same parent exclude each other.
+//! Removing sessions: what a session owns outside its directory (its
+//! stored model responses) goes first, a removal that stopped part-way is
+//! finished by the next, and a removal and a fork of the same parent
+//! exclude each other.
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Barrier};
 
+use cairn_calls::{Entry, ResponseStore};
 use cairn_journal::{JournalError, TerminalReason};
-use cairn_sessions::{remove, RemoveOptions, RunData, SessionError};
+use cairn_sessions::{remove, RemoveOptions, SessionError};
 use cairn_store::{RunId, Store};
 use common::*;
 
-/// Stands for the gateway's stored responses: records what it removed,
-/// and fails while `fail` is set.
-#[derive(Default)]
-struct Responses {
-    fail: AtomicBool,
-    removed: Mutex<Vec<RunId>>,
+/// Stores a model response bought by `run` (what the gateway or cairn's
+/// own loop keeps), under a key made from `n`; returns the key.
+fn stored_response(store: &Store, run: &RunId, n: u8) -> String {
+    let key = format!("{n:02x}").repeat(32);
+    let entry = Entry {
+        key: key.clone(),
+        run: run.to_string(),
+        endpoint: "/v1/chat/completions".into(),
+        status: 200,
+        stream: false,
+        content_type: "application/json".into(),
+        body: String::new(),
+        request: None,
+        idempotency_key: None,
+        delivered: false,
+        stored: "2026-01-01T00:00:00Z".into(),
+    };
+    ResponseStore::new(store)
+        .put(entry, b"{\"prompt\": \"secret\"}", Some(b"{}"))
+        .unwrap();
+    key
 }
 
-impl RunData for Responses {
-    fn name(&self) -> String {
-        "stored model response(s)".into()
-    }
-
-    fn remove_run(&self, run: &RunId) -> Result<usize, Box<dyn std::error::Error + Send + Sync>> {
-        if self.fail.load(Ordering::SeqCst) {
-            return Err("the disk said no".into());
-        }
-        self.removed.lock().unwrap().push(run.clone());
-        Ok(1)
-    }
+fn has_response(store: &Store, key: &str) -> bool {
+    ResponseStore::new(store).get(key).unwrap().is_some()
 }
 
 fn finished(store: &Store, name: &str) -> RunId {
@@ -54,32 +60,48 @@ fn a_failed_removal_of_what_a_session_owns_keeps_it_and_the_next_rm_completes() 
     let d = tempfile::tempdir().unwrap();
     let store = Store::open(d.path()).unwrap();
     let id = finished(&store, "doomed");
-    let responses = Responses::default();
-    responses.fail.store(true, Ordering::SeqCst);
-    let err = remove(&store, &id, RemoveOptions::new(), &[&responses]).unwrap_err();
-    assert!(matches!(err, SessionError::RunData { .. }), "{err}");
+    // The response store cannot be read: its directory is a file.
+    let responses_dir = store.gateway_dir().join("responses");
+    std::fs::create_dir_all(store.gateway_dir()).unwrap();
+    std::fs::write(&responses_dir, b"not a directory").unwrap();
+    let err = remove(&store, &id, RemoveOptions::new()).unwrap_err();
+    assert!(matches!(err, SessionError::StoredResponses { .. }), "{err}");
     assert!(err.to_string().contains("cairn session rm"), "{err}");
     // The session is whole: listed, verifying.
     assert_eq!(listed(&store), [id.to_string()]);
-    assert!(cairn_sessions::verify(&store, &id).is_ok());
+    assert!(cairn_sessions::verify(&store, &id).unwrap().ok());
 
-    responses.fail.store(false, Ordering::SeqCst);
-    let done = remove(&store, &id, RemoveOptions::new(), &[&responses]).unwrap();
+    // The cause fixed, the next rm removes the session and its response.
+    std::fs::remove_file(&responses_dir).unwrap();
+    let key = stored_response(&store, &id, 0xab);
+    let done = remove(&store, &id, RemoveOptions::new()).unwrap();
     assert_eq!(done.runs, std::slice::from_ref(&id));
-    assert_eq!(done.data, [("stored model response(s)".to_string(), 1)]);
-    assert_eq!(
-        *responses.removed.lock().unwrap(),
-        std::slice::from_ref(&id)
-    );
+    assert_eq!(done.responses, 1);
+    assert!(!has_response(&store, &key));
     assert!(!store.run_dir(&id).exists());
     assert!(!store.removing_dir(&id).exists());
     assert!(listed(&store).is_empty());
     // Nothing left: a third is "no such session".
-    let err = remove(&store, &id, RemoveOptions::new(), &[&responses]).unwrap_err();
+    let err = remove(&store, &id, RemoveOptions::new()).unwrap_err();
     assert!(
         matches!(err, SessionError::Journal(JournalError::NotFound { .. })),
         "{err}"
     );
+}
+
+#[test]
+fn a_removal_leaves_the_responses_of_other_sessions() {
+    let d = tempfile::tempdir().unwrap();
+    let store = Store::open(d.path()).unwrap();
+    let (a, b) = (finished(&store, "a"), finished(&store, "b"));
+    let (ka, kb) = (
+        stored_response(&store, &a, 1),
+        stored_response(&store, &b, 2),
+    );
+    let done = remove(&store, &a, RemoveOptions::new()).unwrap();
+    assert_eq!(done.responses, 1);
+    assert!(!has_response(&store, &ka));
+    assert!(has_response(&store, &kb), "b's response went with a");
 }
 
 #[test]
@@ -88,6 +110,11 @@ fn a_removal_stopped_after_the_move_is_no_session_and_the_next_rm_finishes_it() 
     let store = Store::open(d.path()).unwrap();
     let a = finished(&store, "a");
     let b = finished(&store, "b");
+    // A crash before step 1 was durable: their responses are still there.
+    let (ka, kb) = (
+        stored_response(&store, &a, 1),
+        stored_response(&store, &b, 2),
+    );
     // What a crash after step 2 leaves, for both.
     for id in [&a, &b] {
         std::fs::rename(store.run_dir(id), store.removing_dir(id)).unwrap();
@@ -100,17 +127,17 @@ fn a_removal_stopped_after_the_move_is_no_session_and_the_next_rm_finishes_it() 
     assert_eq!(listed(&store), [c.to_string()]);
 
     // `rm a` finishes a (and b, whose prompts must not stay either).
-    let responses = Responses::default();
-    let done = remove(&store, &a, RemoveOptions::new(), &[&responses]).unwrap();
+    let done = remove(&store, &a, RemoveOptions::new()).unwrap();
     assert_eq!(done.runs, std::slice::from_ref(&a));
     let mut finished_now = done.finished.clone();
     finished_now.sort();
     let mut want = vec![a.clone(), b.clone()];
     want.sort();
     assert_eq!(finished_now, want);
-    let mut cleaned = responses.removed.lock().unwrap().clone();
-    cleaned.sort();
-    assert_eq!(cleaned, want, "their responses are removed again");
+    assert!(
+        !has_response(&store, &ka) && !has_response(&store, &kb),
+        "their responses are removed again"
+    );
     for id in [&a, &b] {
         assert!(!store.removing_dir(id).exists());
     }
@@ -133,7 +160,7 @@ fn rm_and_fork_of_one_parent_never_leave_a_fork_without_its_parent() {
                 let (store, parent) = (store.clone(), parent.clone());
                 move || {
                     start.wait();
-                    remove(&store, &parent, RemoveOptions::new(), &[])
+                    remove(&store, &parent, RemoveOptions::new())
                 }
             });
             let fork = scope.spawn({

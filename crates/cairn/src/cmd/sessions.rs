@@ -390,8 +390,7 @@ pub fn rm(ctx: &Context, args: &RmArgs) -> anyhow::Result<Code> {
     };
     let options = cairn_sessions::RemoveOptions::new().with_forks(args.with_forks);
     // Their stored model responses hold prompts: they go too, first.
-    let responses = StoredResponses(cairn_calls::ResponseStore::new(&ctx.store));
-    let removed = cairn_sessions::remove(&ctx.store, &id, options, &[&responses])?;
+    let removed = cairn_sessions::remove(&ctx.store, &id, options)?;
     let mut s = String::new();
     for run in &removed.finished {
         if *run != id {
@@ -410,31 +409,15 @@ pub fn rm(ctx: &Context, args: &RmArgs) -> anyhow::Result<Code> {
     if removed.finished.contains(&id) {
         s.push_str(" (finishing its interrupted removal)");
     }
-    for (what, n) in &removed.data {
-        if *n > 0 {
-            s.push_str(&format!(", and {n} {what}"));
-        }
+    if removed.responses > 0 {
+        s.push_str(&format!(
+            ", and {} stored model response(s)",
+            removed.responses
+        ));
     }
     s.push_str(" (workspace objects stay in the store until `cairn prune`)\n");
     output::text(&s)?;
     Ok(Code::Ok)
-}
-
-/// The gateway's response store, as what a session owns outside its
-/// directory (`cairn_sessions::RunData`).
-struct StoredResponses(cairn_calls::ResponseStore);
-
-impl cairn_sessions::RunData for StoredResponses {
-    fn name(&self) -> String {
-        "stored model response(s)".into()
-    }
-
-    fn remove_run(
-        &self,
-        run: &cairn_store::RunId,
-    ) -> Result<usize, Box<dyn std::error::Error + Send + Sync>> {
-        Ok(self.0.remove_run(run)?)
-    }
 }
 
 /// The size of a turn's thinking, for a folded line: blocks and characters.

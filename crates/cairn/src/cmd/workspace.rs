@@ -261,16 +261,8 @@ pub fn prune(ctx: &Context, args: &PruneArgs) -> anyhow::Result<Code> {
         ));
     }
     let store = Store::open(ctx.store.root())?;
-    let pool = cairn_objects::ObjectPool::open(&store)?;
-    let snapshots = cairn_workspace::SnapshotManifests::new(&store);
-    let checkpoints = cairn_checkpoint::CheckpointManifests::new(&store);
-    let responses = cairn_calls::ResponseStore::new(&store);
-    let calls = cairn_calls::JournaledCalls::new(&store);
-    let sources: Vec<&dyn cairn_objects::ManifestSource> =
-        vec![&snapshots, &checkpoints, &responses, &calls];
-    let report = cairn_objects::prune(
-        &pool,
-        &sources,
+    let report = cairn_sessions::prune(
+        &store,
         &cairn_objects::PruneOptions::new()
             .dry_run(args.dry_run)
             .wait(true),
