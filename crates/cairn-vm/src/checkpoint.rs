@@ -198,8 +198,13 @@ fn wait_migration(qmp: &mut Qmp) -> Result<(), VmError> {
     }
 }
 
-/// What a killed save may have left: a migration running (cancelled) and a
-/// paused guest (continued once the save is done, as every save does).
+/// What a killed save may have left: a migration running (cancelled), and
+/// a guest paused — `paused` by a save killed before its stream completed,
+/// `postmigrate` by one killed after, which qemu refuses to migrate again
+/// ("Can't migrate the vm that was paused due to previous migration"). The
+/// guest is continued, as every save leaves it; this save pauses it again.
+/// (The session's lock, held by the caller, rules out a save or restore in
+/// progress elsewhere.)
 fn recover(qmp: &mut Qmp) -> Result<(), VmError> {
     let info = qmp.migration()?;
     let active = !matches!(
@@ -219,6 +224,9 @@ fn recover(qmp: &mut Qmp) -> Result<(), VmError> {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+    if matches!(qmp.status()?.as_str(), "paused" | "postmigrate") {
+        qmp.execute("cont", json!({}))?;
     }
     Ok(())
 }
