@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use cairn_journal::ForcedField;
+use cairn_store::ErrorKind;
 
 /// What stopped the agent from working or recording.
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +81,49 @@ pub enum AgentError {
         /// Why.
         reason: String,
     },
+    /// The store is inside the session's workspace.
+    #[error("the store {} is inside the workspace {}: the session's tools and commands could rewrite the journal that records them, and a rewind could not undo it. Put the store outside the workspace (--store DIR or CAIRN_STORE), or work in another directory", store.display(), workspace.display())]
+    StoreInsideWorkspace {
+        /// The store, resolved.
+        store: PathBuf,
+        /// The workspace, resolved.
+        workspace: PathBuf,
+    },
+    /// The workspace cannot be worked in (missing, not a directory).
+    #[error("{reason}")]
+    BadWorkspace {
+        /// The directory.
+        dir: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The workspace versioning failed.
+    #[error(transparent)]
+    Workspace(#[from] cairn_workspace::WorkspaceError),
+}
+
+impl AgentError {
+    /// What kind of failure this is ([`ErrorKind`]).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            AgentError::Journal(j) => j.kind(),
+            AgentError::Session(s) => s.kind(),
+            AgentError::Guard { .. } => ErrorKind::Refused,
+            AgentError::StoredResponse { .. }
+            | AgentError::Calls(cairn_calls::CallsError::StoredResponse { .. })
+            | AgentError::RecordedRouting { .. } => ErrorKind::Integrity,
+            AgentError::NotResumable { .. }
+            | AgentError::SystemPrompt { .. }
+            | AgentError::Plan { .. }
+            | AgentError::StoreInsideWorkspace { .. }
+            | AgentError::BadWorkspace { .. } => ErrorKind::Usage,
+            AgentError::Model(m) => model_error_kind(m),
+            AgentError::Workspace(w) => {
+                ErrorKind::from_flags(w.is_integrity(), w.is_refusal(), w.is_usage())
+            }
+            _ => ErrorKind::Failure,
+        }
+    }
 }
 
 fn describe(changes: &[ForcedField]) -> String {
@@ -95,5 +139,20 @@ fn raised_note(raised: &[ForcedField]) -> String {
         String::new()
     } else {
         format!(". Raising a budget needs no --force: {}", describe(raised))
+    }
+}
+
+/// What kind of failure a model error is: a spec, key, base URL or script
+/// that cannot work is bad usage; everything else happened while working.
+/// (`cairn-model` knows no store, so its errors' kinds are said here.)
+pub fn model_error_kind(m: &cairn_model::ModelError) -> ErrorKind {
+    use cairn_model::ModelError;
+    match m {
+        ModelError::InvalidSpec { .. }
+        | ModelError::MissingApiKey { .. }
+        | ModelError::InvalidBaseUrl { .. }
+        | ModelError::ScriptRead { .. }
+        | ModelError::ScriptParse { .. } => ErrorKind::Usage,
+        _ => ErrorKind::Failure,
     }
 }

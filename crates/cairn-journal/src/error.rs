@@ -7,6 +7,8 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use cairn_store::ErrorKind;
+
 /// Who holds a journal's writer lock.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LockHolder {
@@ -181,5 +183,19 @@ impl JournalError {
                 | JournalError::Shrank { .. }
                 | JournalError::Fold { .. }
         )
+    }
+
+    /// What kind of failure this is ([`ErrorKind`]).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            JournalError::Locked { .. } => ErrorKind::Refused,
+            JournalError::Unpublished { source, .. } => match source.kind() {
+                ErrorKind::Refused => ErrorKind::Refused,
+                _ => ErrorKind::Failure,
+            },
+            JournalError::NotFound { .. } | JournalError::NewerSchema { .. } => ErrorKind::Usage,
+            e if e.is_integrity() => ErrorKind::Integrity,
+            _ => ErrorKind::Failure,
+        }
     }
 }

@@ -220,3 +220,20 @@ pub enum RemoteJournalError {
         reason: String,
     },
 }
+
+impl RemoteJournalError {
+    /// What kind of failure this is ([`cairn_store::ErrorKind`]): another
+    /// writer's record or lease is a refusal, a shared journal that does not
+    /// verify is damage, a malformed location is bad usage.
+    pub fn kind(&self) -> cairn_store::ErrorKind {
+        use cairn_store::ErrorKind;
+        match self {
+            RemoteJournalError::Conflict { .. } | RemoteJournalError::Leased { .. } => {
+                ErrorKind::Refused
+            }
+            RemoteJournalError::Damaged { .. } => ErrorKind::Integrity,
+            RemoteJournalError::BadUrl { .. } => ErrorKind::Usage,
+            _ => ErrorKind::Failure,
+        }
+    }
+}

@@ -591,7 +591,7 @@ async fn run() {
         store: store.clone(),
         listen: "127.0.0.1:0".parse().unwrap(),
         token: None,
-        runner: None,
+        launcher: None,
     })
     .await
     .expect("start the server");
@@ -653,7 +653,7 @@ async fn run() {
         token: None,
         login: None,
         streams: Mutex::new(HashMap::new()),
-        runner: None,
+        launcher: None,
         runs: Default::default(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -94,6 +94,27 @@ impl ApiError {
         }
     }
 
+    /// An error of the session service, by its kind.
+    pub fn agent(e: &cairn_agent::AgentError) -> ApiError {
+        use cairn_store::ErrorKind;
+        let (status, code, class) = match e.kind() {
+            ErrorKind::Usage => (StatusCode::BAD_REQUEST, "bad_request", Class::Usage),
+            ErrorKind::Refused => (StatusCode::CONFLICT, "refused", Class::Refused),
+            ErrorKind::Integrity => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "integrity",
+                Class::Integrity,
+            ),
+            _ => (StatusCode::INTERNAL_SERVER_ERROR, "failed", Class::Failure),
+        };
+        ApiError {
+            status,
+            code,
+            class,
+            message: error_chain(e),
+        }
+    }
+
     /// A journal error, by its class.
     pub fn journal(e: cairn_journal::JournalError) -> ApiError {
         ApiError::session(&cairn_sessions::SessionError::Journal(e))
@@ -149,6 +170,22 @@ pub fn describe(e: &(dyn std::error::Error + 'static)) -> String {
         if !out.contains(&t) {
             out.push_str(": ");
             out.push_str(&t);
+        }
+        cause = c.source();
+    }
+    out
+}
+
+/// An error with its causes, `: `-separated (as the CLI prints them).
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        // A transparent wrapper repeats its source's text.
+        if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
         }
         cause = c.source();
     }

@@ -38,7 +38,7 @@ pub struct ServeConfig {
     pub token: Option<String>,
     /// Starts and resumes runs; without one, the server only reads,
     /// forks, rewinds and checkpoints.
-    pub runner: Option<Arc<dyn crate::runs::Runner>>,
+    pub launcher: Option<cairn_agent::Launcher>,
 }
 
 /// Why the server could not start.
@@ -75,7 +75,7 @@ pub struct AppState {
     /// The live streams of the sessions being watched, by id.
     pub streams: Mutex<HashMap<String, Arc<Followed>>>,
     /// Starts and resumes runs.
-    pub runner: Option<Arc<dyn crate::runs::Runner>>,
+    pub launcher: Option<cairn_agent::Launcher>,
     /// The runs this server drives.
     pub runs: crate::runs::Runs,
 }
@@ -201,7 +201,7 @@ pub async fn bind(
         token: config.token,
         login,
         streams: Mutex::new(HashMap::new()),
-        runner: config.runner,
+        launcher: config.launcher,
         runs: crate::runs::Runs::default(),
     });
     let app = router(state);

@@ -23,4 +23,4 @@ pub mod viewer;
 
 pub use error::{ApiError, Class};
 pub use http::{bind, router, AppState, ServeConfig, ServeError, Shared};
-pub use runs::{RunError, RunHooks, Runner, StartRequest};
+pub use runs::StartRequest;

@@ -1,15 +1,18 @@
 //! Runs the server drives (DESIGN §8): start a session, resume one with a
-//! follow-up, suspend one — through a [`Runner`] the binary implements
-//! with the same code as `cairn run` and `cairn resume`, so a run started
-//! over HTTP is planned, guarded, journaled and versioned exactly as one
-//! started on the command line.
+//! follow-up, suspend one — with the session service's launcher
+//! ([`cairn_agent::Launcher`]), so a run started over HTTP is planned,
+//! guarded, journaled and versioned exactly as one started on the command
+//! line.
 //!
 //! Invariants: the server holds the stop handle of every run it started
-//! until the run ends; a suspend asks the run to stop after the step in
-//! flight (as Ctrl-C once); a run of another process is never stopped from
-//! here (its journal lock says who holds it).
+//! from before the run's first step until the run ends; a suspend asks the
+//! run to stop after the step in flight (as Ctrl-C once); a run of another
+//! process is never stopped from here (its journal lock says who holds
+//! it); each run works on a thread of its own, so no run holds up the
+//! server's runtime.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use axum::extract::{Path as UrlPath, State};
@@ -17,40 +20,13 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use cairn_agent::StopHandle;
+use cairn_agent::{stop_pair, Agent, AgentError, Events, Launcher, NewSession, Request, Stop};
 use cairn_store::RunId;
 use serde::{Deserialize, Serialize};
 
 use crate::api::session_id;
 use crate::error::{ApiError, Class};
 use crate::http::Shared;
-
-/// Why a run could not start: what to say, and its exit-code class (the
-/// binary classifies its errors as the CLI does).
-#[derive(Clone, Debug, thiserror::Error)]
-#[error("{message}")]
-pub struct RunError {
-    /// The class.
-    pub class: Class,
-    /// The message, with its causes.
-    pub message: String,
-}
-
-impl From<RunError> for ApiError {
-    fn from(e: RunError) -> ApiError {
-        let (status, code) = match e.class {
-            Class::Usage => (StatusCode::BAD_REQUEST, "bad_request"),
-            Class::Refused => (StatusCode::CONFLICT, "refused"),
-            Class::Integrity => (StatusCode::INTERNAL_SERVER_ERROR, "integrity"),
-            Class::Failure => (StatusCode::INTERNAL_SERVER_ERROR, "failed"),
-        };
-        ApiError {
-            status,
-            code,
-            class: e.class,
-            message: e.message,
-        }
-    }
-}
 
 /// What `POST /v1/sessions` asks for: `cairn run`'s arguments.
 #[derive(Clone, Debug, Deserialize)]
@@ -71,40 +47,6 @@ pub struct StartRequest {
     pub max_tokens: Option<u64>,
 }
 
-/// What a run tells the server as it goes. The runner calls `started`
-/// once the session exists and before any work, so the server holds the
-/// run's stop handle before the run can end; then `text` for each piece
-/// of streamed model text, and `ended` when the run is over.
-pub trait RunHooks: Send {
-    /// The session exists; `stop` stops it (once: after the step in flight).
-    fn started(&mut self, run: &RunId, stop: StopHandle);
-    /// Streamed model text.
-    fn text(&mut self, run: &RunId, delta: &str);
-    /// The run is over (whatever its ending).
-    fn ended(&mut self, run: &RunId);
-}
-
-/// How the server starts and resumes runs; the binary implements it.
-pub trait Runner: Send + Sync {
-    /// Starts a new session and its run in the background; returns its id
-    /// once the session exists.
-    ///
-    /// # Errors
-    /// Whatever stops `cairn run` from starting.
-    fn start(&self, req: StartRequest, hooks: Box<dyn RunHooks>) -> Result<RunId, RunError>;
-
-    /// Resumes session `id` in the background with an optional follow-up.
-    ///
-    /// # Errors
-    /// Whatever stops `cairn resume` (the guard, a writer holding it).
-    fn resume(
-        &self,
-        id: &RunId,
-        text: Option<String>,
-        hooks: Box<dyn RunHooks>,
-    ) -> Result<(), RunError>;
-}
-
 /// The runs this server drives, by session id.
 #[derive(Default)]
 pub struct Runs {
@@ -122,49 +64,84 @@ impl Runs {
     }
 }
 
-fn runner(state: &Shared) -> Result<Arc<dyn Runner>, ApiError> {
-    state.runner.clone().ok_or_else(|| ApiError {
+fn launcher(state: &Shared) -> Result<Launcher, ApiError> {
+    state.launcher.clone().ok_or_else(|| ApiError {
         status: StatusCode::CONFLICT,
         code: "refused",
         class: Class::Refused,
-        message: "this server was started without a runner, so it cannot run sessions".into(),
+        message: "this server was started without a launcher, so it cannot run sessions".into(),
     })
 }
 
-/// The server's side of a run: its stop handle in [`Runs`], its text into
-/// its live stream.
-struct Hooks {
+/// A run's streamed text, into its live stream (made on the first piece).
+struct Streamed {
     state: Shared,
+    run: RunId,
     stream: Option<Arc<crate::live::Followed>>,
 }
 
-impl Hooks {
-    fn boxed(state: &Shared) -> Box<dyn RunHooks> {
-        Box::new(Hooks {
-            state: state.clone(),
-            stream: None,
-        })
-    }
-}
-
-impl RunHooks for Hooks {
-    fn started(&mut self, run: &RunId, stop: StopHandle) {
-        self.state.runs.lock().insert(run.to_string(), stop);
-    }
-
-    fn text(&mut self, run: &RunId, delta: &str) {
+impl Events for Streamed {
+    fn text(&mut self, delta: &str) {
         if self.stream.is_none() {
-            self.stream = crate::live::followed(&self.state, run).ok();
+            self.stream = crate::live::followed(&self.state, &self.run).ok();
         }
         if let Some(f) = &self.stream {
             f.stream
                 .publish_delta(&serde_json::json!({ "text": delta }).to_string());
         }
     }
+}
 
-    fn ended(&mut self, run: &RunId) {
-        self.state.runs.lock().remove(run.as_str());
-    }
+/// Makes an agent with `make` and drives it with `text` on a thread of its
+/// own; returns the session's id once the agent exists (or why it could
+/// not be made). The run's stop handle is in [`Runs`] before its first
+/// step, and leaves when the run ends.
+fn spawn(
+    state: &Shared,
+    text: Option<String>,
+    make: impl FnOnce(Stop) -> Result<Agent, AgentError> + Send + 'static,
+) -> Result<RunId, ApiError> {
+    let (tx, rx) = std::sync::mpsc::channel::<Result<RunId, ApiError>>();
+    let state = state.clone();
+    std::thread::Builder::new()
+        .name("cairn-serve-run".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = tx.send(Err(ApiError::failed(e.to_string())));
+                    return;
+                }
+            };
+            rt.block_on(async {
+                let (handle, stop) = stop_pair();
+                let mut agent = match make(stop) {
+                    Ok(agent) => agent,
+                    Err(e) => {
+                        let _ = tx.send(Err(ApiError::agent(&e)));
+                        return;
+                    }
+                };
+                let run = agent.session().id().clone();
+                state.runs.lock().insert(run.to_string(), handle);
+                let _ = tx.send(Ok(run.clone()));
+                let mut ev = Streamed {
+                    state: state.clone(),
+                    run: run.clone(),
+                    stream: None,
+                };
+                if let Err(e) = agent.drive(text, &mut ev).await {
+                    tracing::warn!("a served run of session {run} stopped: {e}");
+                }
+                state.runs.lock().remove(run.as_str());
+            });
+        })
+        .map_err(|e| ApiError::failed(format!("cannot start the run's thread: {e}")))?;
+    rx.recv()
+        .map_err(|_| ApiError::failed("the run's thread ended before the session existed"))?
 }
 
 /// What a start or resume answers.
@@ -181,16 +158,40 @@ pub async fn start(
     State(state): State<Shared>,
     Json(req): Json<StartRequest>,
 ) -> Result<Response, ApiError> {
-    let runner = runner(&state)?;
+    let launcher = launcher(&state)?;
     if req.task.trim().is_empty() {
         return Err(ApiError::bad_request(
             "task is empty: say what the agent should do",
         ));
     }
     let st = state.clone();
-    let started =
-        crate::api::blocking(move || runner.start(req, Hooks::boxed(&st)).map_err(ApiError::from))
-            .await?;
+    let started = crate::api::blocking(move || {
+        let workspace = std::fs::canonicalize(&req.workspace)
+            .map_err(|e| ApiError::bad_request(format!("workspace {}: {e}", req.workspace)))?;
+        if !workspace.is_dir() {
+            return Err(ApiError::bad_request(format!(
+                "workspace {}: not a directory",
+                req.workspace
+            )));
+        }
+        let spec = NewSession {
+            request: Request {
+                model: req.model,
+                max_turns: req.max_turns,
+                max_tokens: req.max_tokens,
+                ..Request::default()
+            },
+            system: None::<PathBuf>,
+            name: req.name,
+            workspace,
+        };
+        let task = req.task;
+        spawn(&st, Some(task.clone()), move |stop| {
+            launcher.check_new(&spec)?;
+            launcher.create(&spec, &task, stop)
+        })
+    })
+    .await?;
     Ok((
         StatusCode::CREATED,
         Json(Accepted {
@@ -216,7 +217,7 @@ pub async fn resume(
     crate::api::MaybeJson(body): crate::api::MaybeJson<ResumeBody>,
 ) -> Result<Response, ApiError> {
     let id = session_id(&state, &id)?;
-    let runner = runner(&state)?;
+    let launcher = launcher(&state)?;
     if state.runs.is_running(id.as_str()) {
         return Err(ApiError {
             status: StatusCode::CONFLICT,
@@ -232,10 +233,16 @@ pub async fn resume(
         // The stream exists before the run writes, so it starts at the
         // journal as it is now and every new record is a frame.
         crate::live::followed(&st, &id2)?;
-        runner
-            .resume(&id2, text, Hooks::boxed(&st))
-            .map_err(ApiError::from)?;
-        Ok(())
+        spawn(&st, text, move |stop| {
+            launcher.open(
+                &id2,
+                &Request::default(),
+                false,
+                stop,
+                &mut cairn_agent::Silent,
+            )
+        })
+        .map(drop)
     })
     .await?;
     Ok((

@@ -25,7 +25,7 @@ async fn start(token: Option<&str>) -> Server {
         store: store.clone(),
         listen: "127.0.0.1:0".parse().unwrap(),
         token: token.map(str::to_owned),
-        runner: None,
+        launcher: None,
     })
     .await
     .unwrap();
@@ -447,7 +447,7 @@ async fn an_empty_token_is_refused_at_start() {
             store,
             listen: "127.0.0.1:0".parse().unwrap(),
             token: Some(token.into()),
-            runner: None,
+            launcher: None,
         })
         .await;
         let Err(e) = r else {

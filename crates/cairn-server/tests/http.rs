@@ -47,7 +47,7 @@ async fn start(token: Option<&str>) -> Server {
         store: store.clone(),
         listen: "127.0.0.1:0".parse().unwrap(),
         token: token.map(str::to_owned),
-        runner: None,
+        launcher: None,
     })
     .await
     .unwrap();
@@ -175,7 +175,7 @@ async fn a_non_loopback_address_needs_a_token() {
         store,
         listen: "0.0.0.0:0".parse().unwrap(),
         token: None,
-        runner: None,
+        launcher: None,
     })
     .await;
     assert!(matches!(r, Err(cairn_server::ServeError::NeedsToken(_))));

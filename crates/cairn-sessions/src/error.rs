@@ -1,5 +1,7 @@
 //! Errors of loading sessions and forks.
 
+use cairn_store::ErrorKind;
+
 /// What went wrong with a session as a whole (beyond its own journal).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -35,6 +37,15 @@ pub enum SessionError {
         run: String,
         /// The boundary, e.g. `pre:turn:2`.
         label: String,
+    },
+    /// Files were to go back to before a message, but no model turn ran
+    /// after it, so there is nothing to put back.
+    #[error("no model turn ran after message {message} of session {run}, so there are no files to put back; nothing was changed (go back in the conversation only)")]
+    NoTurnAfter {
+        /// The session.
+        run: String,
+        /// The message's number among the person's messages, from 1.
+        message: usize,
     },
     /// The files were restored, but the record of the restore (its bank)
     /// could not be journaled.
@@ -194,4 +205,40 @@ pub enum SessionError {
         /// What the store keeps there: `file` or `directory`.
         expected: &'static str,
     },
+}
+
+impl SessionError {
+    /// What kind of failure this is ([`ErrorKind`]).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            SessionError::Journal(j) => j.kind(),
+            SessionError::ForkPrefix { .. }
+            | SessionError::PinnedByForks { .. }
+            | SessionError::NamedByCheckpoints { .. }
+            | SessionError::Diverged { .. }
+            | SessionError::ManifestConflict { .. }
+            | SessionError::NotPlain { .. } => ErrorKind::Refused,
+            SessionError::BadForkPoint { .. }
+            | SessionError::NoForkBoundary { .. }
+            | SessionError::NoTurnAfter { .. }
+            | SessionError::NoMatch { .. }
+            | SessionError::Ambiguous { .. }
+            | SessionError::RunId(_) => ErrorKind::Usage,
+            SessionError::RemoteJournal(r) => r.kind(),
+            SessionError::Unreadable { .. }
+            | SessionError::SourceObjectMissing { .. }
+            | SessionError::ManifestUnreadable { .. }
+            | SessionError::BadObjectName { .. } => ErrorKind::Integrity,
+            SessionError::Objects(o) => {
+                ErrorKind::from_flags(o.is_integrity(), o.is_refusal(), false)
+            }
+            SessionError::Workspace(w) => {
+                ErrorKind::from_flags(w.is_integrity(), w.is_refusal(), w.is_usage())
+            }
+            SessionError::Checkpoint(c) => {
+                ErrorKind::from_flags(c.is_integrity(), c.is_refusal(), c.is_usage())
+            }
+            _ => ErrorKind::Failure,
+        }
+    }
 }

@@ -184,3 +184,23 @@ impl Store {
         Ok(ids)
     }
 }
+
+/// `path` with its longest existing prefix resolved (links and `..`
+/// followed) and the rest appended as given: where a store that may not
+/// exist yet would be, for comparing it with a workspace.
+pub fn canonical_prefix(path: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut at = path;
+    loop {
+        if let Ok(c) = std::fs::canonicalize(at) {
+            return rest.iter().rev().fold(c, |acc, part| acc.join(part));
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                at = parent;
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}

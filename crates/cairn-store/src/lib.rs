@@ -57,6 +57,6 @@ pub mod durable {
         write_atomic_with, DIR_MODE, FILE_MODE,
     };
 }
-pub use error::StoreError;
+pub use error::{ErrorKind, StoreError};
 pub use id::{RunId, RunIdError};
-pub use layout::{default_store_root, Store, REMOVING_PREFIX};
+pub use layout::{canonical_prefix, default_store_root, Store, REMOVING_PREFIX};

@@ -18,7 +18,7 @@ pub mod view;
 pub mod worker;
 
 pub use term::{run, Options};
-pub use worker::{BoxError, Opener, Start};
+pub use worker::{BoxError, Sessions, Start};
 
 /// Why the TUI could not run.
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +28,6 @@ pub enum TuiError {
     #[error("the terminal could not be used: {0}")]
     Terminal(#[source] std::io::Error),
     /// The session it was started on could not be opened.
-    #[error("{0}")]
-    Open(String),
+    #[error(transparent)]
+    Open(cairn_agent::AgentError),
 }

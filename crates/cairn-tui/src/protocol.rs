@@ -64,60 +64,7 @@ pub enum Cmd {
     Quit,
 }
 
-/// The three ways back (DESIGN §11).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RewindAction {
-    /// Files and conversation: a scoped restore, then a fork before the turn.
-    Both,
-    /// Conversation only: a fork before the turn, files untouched.
-    Conversation,
-    /// Files only: the scoped restore of §5.4.
-    Code,
-}
-
-impl RewindAction {
-    /// The words on the menu.
-    pub fn describe(self) -> &'static str {
-        match self {
-            RewindAction::Both => "code and conversation",
-            RewindAction::Conversation => "conversation only (fork before this turn)",
-            RewindAction::Code => "code only (put the files back)",
-        }
-    }
-
-    /// True when the action changes files.
-    pub fn touches_files(self) -> bool {
-        !matches!(self, RewindAction::Conversation)
-    }
-}
-
-/// A user turn a rewind can go back to.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RewindPoint {
-    /// 1 for the first user message of this session's own journal.
-    pub number: usize,
-    /// Seq of its `user` record.
-    pub seq: u64,
-    /// What the user wrote.
-    pub text: String,
-    /// The first model turn it started, whose `pre:` is the state to go
-    /// back to; `None` when no model turn ran after it.
-    pub turn: Option<u64>,
-    /// The files its turns changed (by content, shell commands included).
-    pub files: Vec<String>,
-}
-
-impl RewindPoint {
-    /// The point as the command line names it: `turn:N`, the model turn
-    /// it began (`cairn rewind ID --to turn:N` goes to the same place), or
-    /// `message K` when no model turn ran after it.
-    pub fn name(&self) -> String {
-        match self.turn {
-            Some(t) => format!("turn:{t}"),
-            None => format!("message {}", self.number),
-        }
-    }
-}
+pub use cairn_sessions::{RewindAction, RewindPoint};
 
 /// What a rewind would do.
 #[derive(Clone, Debug, PartialEq)]

@@ -27,13 +27,15 @@ use ratatui::Terminal;
 
 use crate::app::App;
 use crate::protocol::{Cmd, Ev};
-use crate::worker::{Opener, Start, Worker};
+use crate::worker::{Sessions, Start, Worker};
 use crate::TuiError;
 
 /// How the TUI starts.
 pub struct Options {
     /// Where to start.
     pub start: Start,
+    /// How sessions are opened and made.
+    pub sessions: Sessions,
     /// Which calls wait for a yes.
     pub approve: cairn_agent::ApprovePolicy,
     /// The model spec shown before a session exists.
@@ -74,7 +76,15 @@ fn frame(
 ///
 /// # Errors
 /// The terminal cannot be set up, or a thread cannot be started.
-pub fn run(opener: Box<dyn Opener>, options: Options) -> Result<Option<String>, TuiError> {
+pub fn run(options: Options) -> Result<Option<String>, TuiError> {
+    let Options {
+        start,
+        sessions,
+        approve,
+        model,
+        workspace,
+        color,
+    } = options;
     let (tx, rx) = mpsc::channel::<Ev>();
     let (cmd_tx, cmd_rx) = mpsc::channel::<Cmd>();
 
@@ -98,8 +108,8 @@ pub fn run(opener: Box<dyn Opener>, options: Options) -> Result<Option<String>, 
         })
         .map_err(TuiError::Terminal)?;
 
-    let worker = Worker::new(opener, tx.clone(), options.approve).map_err(TuiError::Terminal)?;
-    let start = options.start.clone();
+    let worker = Worker::new(sessions, tx.clone(), approve).map_err(TuiError::Terminal)?;
+    let opening = matches!(start, Start::Open(_));
     let worker = std::thread::Builder::new()
         .name("cairn-tui-worker".into())
         .spawn(move || worker.run(start, cmd_rx))
@@ -139,8 +149,8 @@ pub fn run(opener: Box<dyn Opener>, options: Options) -> Result<Option<String>, 
         .map_err(TuiError::Terminal)?;
     drop(tx);
 
-    let mut app = App::new(&options.workspace, &options.model, options.color);
-    if matches!(options.start, Start::Open(_)) {
+    let mut app = App::new(&workspace, &model, color);
+    if opening {
         app.activity = crate::app::Activity::Opening;
     }
     let backend = CrosstermBackend::new(std::io::stdout());
@@ -180,11 +190,11 @@ pub fn run(opener: Box<dyn Opener>, options: Options) -> Result<Option<String>, 
         }
     }
     let _ = cmd_tx.send(Cmd::Quit);
-    let _ = worker.join();
+    let not_opened = worker.join().ok().flatten();
     sig_handle.close();
     restore_terminal();
-    if let Some(why) = app.open_failed {
-        return Err(TuiError::Open(why));
+    if let Some(e) = not_opened {
+        return Err(TuiError::Open(e));
     }
     Ok(app.session.clone())
 }

@@ -13,9 +13,12 @@
 use std::path::Path;
 use std::sync::mpsc::{Receiver, Sender};
 
-use cairn_agent::{Agent, ApprovePolicy, Approver, Decision, Events};
-use cairn_journal::{Entry, Outcome, RecordBody, ToolCall};
-use cairn_store::{RunId, Store};
+use cairn_agent::{
+    stop_pair, Agent, AgentError, ApprovePolicy, Approver, Decision, Events, Launcher, NewSession,
+    Request,
+};
+use cairn_journal::{Entry, Outcome, ToolCall};
+use cairn_store::RunId;
 use cairn_workspace::{NodeRef, RestoreScope, SnapshotId};
 
 use crate::protocol::{Cmd, Ev, Opened, Preview, RewindAction, RewindPoint};
@@ -24,30 +27,29 @@ use crate::text::one_line;
 /// An error to show, with its causes.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// How the worker opens sessions: the binary implements it with the same
-/// code as `cairn run` and `cairn resume` (the plan, the provider, the
-/// tools, the resume guard), so the TUI opens a session exactly as the CLI
-/// does.
-pub trait Opener: Send {
-    /// The store.
-    fn store(&self) -> &Store;
-    /// Starts a new session in the current directory, `first` being the
-    /// first message (it names the session).
-    ///
-    /// # Errors
-    /// Whatever stops `cairn run` from starting.
-    fn create(&mut self, first: &str) -> Result<Agent, BoxError>;
-    /// Opens session `id` to continue it (the resume guard applied);
-    /// notices go to `notices`.
-    ///
-    /// # Errors
-    /// Whatever stops `cairn resume` from starting.
-    fn open(&mut self, id: &RunId, notices: &mut Vec<String>) -> Result<Agent, BoxError>;
-    /// The workspace versioning of run `id` in `root`.
-    ///
-    /// # Errors
-    /// The workspace index cannot be opened.
-    fn tracker(&self, id: &RunId, root: &Path) -> Result<cairn_workspace::Workspace, BoxError>;
+/// How the worker opens sessions: with the library's launcher, exactly as
+/// `cairn run` and `cairn resume` do (the plan, the provider, the tools,
+/// the resume guard).
+pub struct Sessions {
+    /// The launcher of the store.
+    pub launcher: Launcher,
+    /// What a new session is made with (its task is the first message).
+    pub new: NewSession,
+    /// What an opened session is resumed with (overrides of its record).
+    pub request: Request,
+    /// Override the resume guard, once: a forced resume is recorded once,
+    /// and switching back later needs no force.
+    pub force: bool,
+}
+
+/// Collects the notices of opening a session, to show on the screen.
+struct Notices<'a>(&'a mut Vec<String>);
+
+impl Events for Notices<'_> {
+    fn text(&mut self, _delta: &str) {}
+    fn notice(&mut self, message: &str) {
+        self.0.push(message.to_owned());
+    }
 }
 
 /// Where the worker starts.
@@ -61,7 +63,7 @@ pub enum Start {
 
 /// The worker's state.
 pub struct Worker {
-    opener: Box<dyn Opener>,
+    sessions: Sessions,
     tx: Sender<Ev>,
     agent: Option<Agent>,
     policy: ApprovePolicy,
@@ -161,7 +163,7 @@ impl Worker {
     /// # Errors
     /// The async runtime cannot be built.
     pub fn new(
-        opener: Box<dyn Opener>,
+        sessions: Sessions,
         tx: Sender<Ev>,
         policy: ApprovePolicy,
     ) -> std::io::Result<Worker> {
@@ -169,7 +171,7 @@ impl Worker {
             .enable_all()
             .build()?;
         Ok(Worker {
-            opener,
+            sessions,
             tx,
             agent: None,
             policy,
@@ -187,13 +189,14 @@ impl Worker {
         self.send(Ev::Failed(format!("{what}: {}", describe(e))));
     }
 
-    /// Runs commands until [`Cmd::Quit`] or the screen goes away.
-    pub fn run(mut self, start: Start, rx: Receiver<Cmd>) {
+    /// Runs commands until [`Cmd::Quit`] or the screen goes away; returns
+    /// why the session it was started on did not open, if it did not.
+    pub fn run(mut self, start: Start, rx: Receiver<Cmd>) -> Option<AgentError> {
         let _guard = self.rt.enter();
         if let Start::Open(id) = start {
-            if let Err(why) = self.switch(&id, None) {
-                self.send(Ev::OpenFailed(why));
-                return;
+            if let Err(e) = self.switch(&id, None) {
+                self.send(Ev::OpenFailed(describe(&e)));
+                return Some(e);
             }
         }
         for cmd in rx {
@@ -204,6 +207,7 @@ impl Worker {
         }
         self.agent = None;
         self.send(Ev::Closed);
+        None
     }
 
     fn handle(&mut self, cmd: Cmd) {
@@ -229,8 +233,11 @@ impl Worker {
             Cmd::Sessions => self.sessions(),
             // An id, a unique prefix, a name or @last, as on the command line.
             Cmd::Resume(id) => {
-                match cairn_sessions::resolve_session(self.opener.store(), &id, &self.repository())
-                {
+                match cairn_sessions::resolve_session(
+                    self.sessions.launcher.store(),
+                    &id,
+                    &self.repository(),
+                ) {
                     Ok(id) => drop(self.switch(&id, None)),
                     Err(e) => self.fail(&format!("resume {id}"), &e),
                 }
@@ -241,10 +248,19 @@ impl Worker {
 
     /// Closes the session held (releasing its lock) and opens `id`; on
     /// failure the screen is told and the reason returned.
-    fn switch(&mut self, id: &RunId, prefill: Option<String>) -> Result<(), String> {
+    fn switch(&mut self, id: &RunId, prefill: Option<String>) -> Result<(), AgentError> {
         self.agent = None;
         let mut notices = Vec::new();
-        match self.opener.open(id, &mut notices) {
+        // The stop is replaced before every stretch of work.
+        let (_, stop) = stop_pair();
+        let s = &mut self.sessions;
+        let opened = s
+            .launcher
+            .open(id, &s.request, s.force, stop, &mut Notices(&mut notices));
+        if opened.is_ok() {
+            s.force = false;
+        }
+        match opened {
             Ok(agent) => {
                 let agent = agent.with_approval(self.policy, Box::new(AskScreen(self.tx.clone())));
                 self.announce(&agent, prefill);
@@ -256,8 +272,8 @@ impl Worker {
                 Ok(())
             }
             Err(e) => {
-                self.fail(&format!("opening session {id}"), e.as_ref());
-                Err(describe(e.as_ref()))
+                self.fail(&format!("opening session {id}"), &e);
+                Err(e)
             }
         }
     }
@@ -292,7 +308,8 @@ impl Worker {
         let Some(agent) = &self.agent else { return };
         let s = agent.session();
         let n = self
-            .opener
+            .sessions
+            .launcher
             .tracker(s.id(), Path::new(&s.state().workspace))
             .ok()
             .and_then(|t| t.list_snapshots().ok())
@@ -307,7 +324,12 @@ impl Worker {
             let Some(first) = text.as_deref() else {
                 return;
             };
-            match self.opener.create(first) {
+            let (_, first_stop) = stop_pair();
+            let created = self
+                .sessions
+                .launcher
+                .create(&self.sessions.new, first, first_stop);
+            match created {
                 Ok(agent) => {
                     let agent =
                         agent.with_approval(self.policy, Box::new(AskScreen(self.tx.clone())));
@@ -315,7 +337,7 @@ impl Worker {
                     self.agent = Some(agent);
                 }
                 Err(e) => {
-                    self.fail("starting the session", e.as_ref());
+                    self.fail("starting the session", &e);
                     return;
                 }
             }
@@ -366,7 +388,7 @@ impl Worker {
         };
         // The parent is released first: a fork only reads it.
         self.agent = None;
-        let store = self.opener.store().clone();
+        let store = self.sessions.launcher.store().clone();
         // The fork's writer (its lock) is let go before the fork is opened.
         let forked = cairn_sessions::fork(&store, &id, None, None).map(|(child, _, _)| child);
         match forked {
@@ -389,7 +411,7 @@ impl Worker {
         let Some((id, _)) = self.current() else {
             return self.no_session();
         };
-        let store = self.opener.store();
+        let store = self.sessions.launcher.store();
         let all = match cairn_sessions::list(store) {
             Ok(l) => l,
             Err(e) => return self.fail("tree", &e),
@@ -450,68 +472,12 @@ impl Worker {
         let Some((id, root)) = self.current() else {
             return Err("there is no session yet: send a message to start one".into());
         };
-        let store = self.opener.store();
-        let records = cairn_sessions::load(store, &id)?.scan.records;
-        let tracker = self.opener.tracker(&id, Path::new(&root))?;
-        let mut points: Vec<RewindPoint> = Vec::new();
-        // pre: snapshot of the turn in progress, by turn number.
-        let mut open: Option<(u64, SnapshotId)> = None;
-        for r in &records {
-            match &r.body {
-                // The loop's own notes to the model are not the user's turns.
-                RecordBody::User(u) if !u.is_note(r.v) => {
-                    points.push(RewindPoint {
-                        number: points.len() + 1,
-                        seq: r.seq,
-                        text: u.text.clone(),
-                        turn: None,
-                        files: Vec::new(),
-                    });
-                }
-                RecordBody::Snapshot(s) => {
-                    let Ok(label) = cairn_workspace::Label::parse(&s.label) else {
-                        continue;
-                    };
-                    let Ok(snap) = SnapshotId::parse(&s.snapshot) else {
-                        continue;
-                    };
-                    let turn = label
-                        .node_iter()
-                        .filter(|n| n.node.as_str() == "turn")
-                        .map(|n| u64::from(n.iter));
-                    match (label.kind(), turn) {
-                        (cairn_workspace::LabelKind::Pre, Some(t)) => {
-                            if let Some(p) = points.last_mut() {
-                                p.turn.get_or_insert(t);
-                            }
-                            open = Some((t, snap));
-                        }
-                        (
-                            cairn_workspace::LabelKind::Post | cairn_workspace::LabelKind::Fail,
-                            Some(t),
-                        ) => {
-                            if let Some((t0, pre)) = open.take() {
-                                if t0 == t {
-                                    let changed = tracker.run_changed_paths(&pre, &snap)?;
-                                    if let Some(p) = points.last_mut() {
-                                        for path in changed {
-                                            if !p.files.contains(&path) {
-                                                p.files.push(path);
-                                            }
-                                        }
-                                    }
-                                } else {
-                                    open = Some((t0, pre));
-                                }
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-                _ => {}
-            }
-        }
-        Ok(points)
+        let tracker = self.sessions.launcher.tracker(&id, Path::new(&root))?;
+        Ok(cairn_sessions::rewind_points(
+            self.sessions.launcher.store(),
+            &id,
+            &tracker,
+        )?)
     }
 
     fn point(&self, i: usize) -> Result<(RewindPoint, NodeRef), BoxError> {
@@ -520,10 +486,9 @@ impl Worker {
             .get(i)
             .cloned()
             .ok_or("that turn is no longer listed; open /rewind again")?;
-        let turn = p
-            .turn
+        let node = p
+            .node()
             .ok_or("no model turn ran after that message, so there are no files to put back")?;
-        let node = NodeRef::parse(&format!("turn:{turn}"))?;
         Ok((p, node))
     }
 
@@ -531,7 +496,7 @@ impl Worker {
         let mut run = || -> Result<Preview, BoxError> {
             let (_, node) = self.point(i)?;
             let (id, root) = self.current().ok_or("no session")?;
-            let tracker = self.opener.tracker(&id, Path::new(&root))?;
+            let tracker = self.sessions.launcher.tracker(&id, Path::new(&root))?;
             let agent = self.agent.as_mut().ok_or("no session")?;
             let p = cairn_sessions::preview(
                 agent.session_mut(),
@@ -564,95 +529,82 @@ impl Worker {
         let Some((id, root)) = self.current() else {
             return self.no_session();
         };
-        let (point, node) = match (self.point(i), action) {
-            (Ok(x), _) => x,
-            // A fork before a message that started no turn needs no node.
-            (Err(_), RewindAction::Conversation) if self.points.get(i).is_some() => {
-                let p = self.points[i].clone();
-                return self.fork_before(&id, &p);
-            }
-            (Err(e), _) => return self.fail("rewind", e.as_ref()),
+        let Some(point) = self.points.get(i).cloned() else {
+            let e: BoxError = "that turn is no longer listed; open /rewind again".into();
+            return self.fail("rewind", e.as_ref());
         };
-        let mut info = None;
-        if action.touches_files() {
-            let restored = (|| -> Result<cairn_workspace::RestoreReport, BoxError> {
-                let tracker = self.opener.tracker(&id, Path::new(&root))?;
-                let agent = self.agent.as_mut().ok_or("no session")?;
-                Ok(cairn_sessions::rewind(
-                    agent.session_mut(),
-                    &tracker,
-                    cairn_sessions::RewindTarget::Node(&node, RestoreScope::Run),
-                    &cairn_workspace::NoProgress,
-                )?)
-            })();
-            match restored {
-                Ok(r) => {
-                    self.last_bank = Some((id.clone(), r.bank.snapshot.clone()));
-                    let mut lines = vec![format!(
-                        "{} written, {} deleted, {} mode change(s)",
-                        r.written.len(),
-                        r.deleted.len(),
-                        r.modes.len()
-                    )];
-                    for l in &r.left_alone {
-                        lines.push(format!("left alone: {} ({})", l.path, l.reason));
-                    }
-                    for l in &r.failed {
-                        lines.push(format!("NOT RESTORED: {} ({})", l.path, l.reason));
-                    }
-                    lines.push(format!(
-                        "the state before is banked as {} ({}); /undo puts it back",
-                        r.bank.label, r.bank.snapshot
-                    ));
-                    info = Some(Ev::Info {
-                        title: format!("files put back to before {}", point.name()),
-                        lines,
-                    });
-                }
-                Err(e) => return self.fail("rewind", e.as_ref()),
+        let done = (|| -> Result<cairn_sessions::PointRewound, BoxError> {
+            let tracker = self.sessions.launcher.tracker(&id, Path::new(&root))?;
+            let agent = self.agent.as_mut().ok_or("no session")?;
+            Ok(cairn_sessions::rewind_to_point(
+                agent.session_mut(),
+                &tracker,
+                &point,
+                action,
+                &cairn_workspace::NoProgress,
+            )?)
+        })();
+        let done = match done {
+            Ok(d) => d,
+            Err(e) => return self.fail("rewind", e.as_ref()),
+        };
+        let info = done.report.map(|r| {
+            self.last_bank = Some((id.clone(), r.bank.snapshot.clone()));
+            let mut lines = vec![format!(
+                "{} written, {} deleted, {} mode change(s)",
+                r.written.len(),
+                r.deleted.len(),
+                r.modes.len()
+            )];
+            for l in &r.left_alone {
+                lines.push(format!("left alone: {} ({})", l.path, l.reason));
             }
+            for l in &r.failed {
+                lines.push(format!("NOT RESTORED: {} ({})", l.path, l.reason));
+            }
+            lines.push(format!(
+                "the state before is banked as {} ({}); /undo puts it back",
+                r.bank.label, r.bank.snapshot
+            ));
+            Ev::Info {
+                title: format!("files put back to before {}", point.name()),
+                lines,
+            }
+        });
+        if info.is_some() {
             self.count_snapshots();
         }
         // The fork's screen replaces the transcript: what the restore did
         // is shown on it.
-        if action != RewindAction::Code {
-            self.fork_before(&id, &point);
+        match done.fork {
+            None => {}
+            Some(Ok(child)) => self.open_fork(&id, &child, &point),
+            Some(Err(e)) => self.fail("fork", &e),
         }
         if let Some(info) = info {
             self.send(info);
         }
     }
 
-    /// Forks `id` just before `point`'s message and switches to the fork,
+    /// Switches to `child`, the fork of `id` just before `point`'s message,
     /// the message put back in the composer.
-    fn fork_before(&mut self, id: &RunId, point: &RewindPoint) {
+    fn open_fork(&mut self, id: &RunId, child: &RunId, point: &RewindPoint) {
         self.agent = None;
-        let store = self.opener.store().clone();
-        let at = point.seq.saturating_sub(1).max(1);
-        // The fork's writer (its lock) is let go before the fork is opened.
-        let forked = cairn_sessions::fork(&store, id, Some(at), None).map(|(child, _, _)| child);
-        match forked {
-            Ok(child) => {
-                if self.switch(&child, Some(point.text.clone())).is_err() {
-                    return;
-                }
-                self.send(Ev::Notice(format!(
-                    "the conversation goes back to before {}: this is fork {child} of {id} (the parent keeps every turn: cairn resume {id})",
-                    point.name()
-                )));
-            }
-            Err(e) => {
-                self.fail("fork", &e);
-                let _ = self.switch(id, None);
-            }
+        if self.switch(child, Some(point.text.clone())).is_err() {
+            let _ = self.switch(id, None);
+            return;
         }
+        self.send(Ev::Notice(format!(
+            "the conversation goes back to before {}: this is fork {child} of {id} (the parent keeps every turn: cairn resume {id})",
+            point.name()
+        )));
     }
 
     fn undo(&mut self) {
         let Some((id, root)) = self.current() else {
             return self.no_session();
         };
-        let store = self.opener.store().clone();
+        let store = self.sessions.launcher.store().clone();
         let bank = match self.last_bank.clone() {
             Some(b) => Some(b),
             None => match cairn_sessions::last_bank(&store, &id) {
@@ -671,7 +623,7 @@ impl Worker {
             } else {
                 cairn_sessions::load(&store, &run)?.state.workspace
             };
-            let tracker = self.opener.tracker(&run, Path::new(&root))?;
+            let tracker = self.sessions.launcher.tracker(&run, Path::new(&root))?;
             let target = cairn_sessions::RewindTarget::Snapshot(&bank);
             if run == id {
                 let agent = self.agent.as_mut().ok_or("no session")?;
@@ -719,7 +671,7 @@ impl Worker {
         let run = || -> Result<(String, Vec<String>), BoxError> {
             let points = self.rewind_points()?;
             let (id, root) = self.current().ok_or("no session")?;
-            let tracker = self.opener.tracker(&id, Path::new(&root))?;
+            let tracker = self.sessions.launcher.tracker(&id, Path::new(&root))?;
             let point = match n {
                 Some(n) => points.iter().find(|p| p.number == n).ok_or_else(|| {
                     format!(
@@ -763,7 +715,7 @@ impl Worker {
             return self.no_session();
         };
         let result = (|| -> Result<cairn_checkpoint::SaveReport, BoxError> {
-            let tracker = self.opener.tracker(&id, Path::new(&root))?;
+            let tracker = self.sessions.launcher.tracker(&id, Path::new(&root))?;
             let agent = self.agent.as_mut().ok_or("no session")?;
             Ok(cairn_sessions::save_checkpoint(
                 agent.session_mut(),
@@ -789,7 +741,7 @@ impl Worker {
         let Some((id, _)) = self.current() else {
             return self.no_session();
         };
-        match cairn_checkpoint::list(self.opener.store(), &id) {
+        match cairn_checkpoint::list(self.sessions.launcher.store(), &id) {
             Ok(list) => {
                 let mut lines: Vec<String> = list
                     .iter()
@@ -820,8 +772,8 @@ impl Worker {
             return self.no_session();
         };
         let result = (|| -> Result<cairn_checkpoint::RestoreReport, BoxError> {
-            let cpid = cairn_sessions::resolve_checkpoint(self.opener.store(), cp)?;
-            let cp = cairn_checkpoint::show(self.opener.store(), &cpid)?;
+            let cpid = cairn_sessions::resolve_checkpoint(self.sessions.launcher.store(), cp)?;
+            let cp = cairn_checkpoint::show(self.sessions.launcher.store(), &cpid)?;
             if cp.run_id()? != id {
                 return Err(format!(
                     "checkpoint {cpid} belongs to session {}, not this one",
@@ -829,7 +781,7 @@ impl Worker {
                 )
                 .into());
             }
-            let tracker = self.opener.tracker(&id, Path::new(&root))?;
+            let tracker = self.sessions.launcher.tracker(&id, Path::new(&root))?;
             let agent = self.agent.as_mut().ok_or("no session")?;
             Ok(cairn_sessions::restore_checkpoint(
                 agent.session_mut(),
@@ -875,7 +827,7 @@ impl Worker {
     }
 
     fn sessions(&self) {
-        let store = self.opener.store();
+        let store = self.sessions.launcher.store();
         let repo = self.repository();
         match cairn_sessions::list(store) {
             Ok(list) => {

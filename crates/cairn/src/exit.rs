@@ -9,6 +9,7 @@ use cairn_calls::CallsError;
 use cairn_journal::JournalError;
 use cairn_model::ModelError;
 use cairn_sessions::SessionError;
+use cairn_store::ErrorKind;
 
 /// A process exit code of the contract.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,31 +72,19 @@ pub fn classify(err: &anyhow::Error) -> Code {
             return c.code;
         }
         if let Some(j) = cause.downcast_ref::<JournalError>() {
-            return journal_code(j);
+            return kind_code(j.kind());
         }
         if let Some(s) = cause.downcast_ref::<SessionError>() {
-            return session_code(s);
+            return kind_code(s.kind());
         }
         if let Some(a) = cause.downcast_ref::<AgentError>() {
-            return match a {
-                AgentError::Journal(j) => journal_code(j),
-                AgentError::Session(s) => session_code(s),
-                AgentError::Guard { .. } => Code::Refused,
-                AgentError::StoredResponse { .. }
-                | AgentError::Calls(CallsError::StoredResponse { .. }) => Code::Integrity,
-                AgentError::NotResumable { .. }
-                | AgentError::SystemPrompt { .. }
-                | AgentError::Plan { .. } => Code::Usage,
-                AgentError::RecordedRouting { .. } => Code::Integrity,
-                AgentError::Model(m) => model_code(m),
-                _ => Code::Failure,
-            };
+            return kind_code(a.kind());
         }
         if let Some(CallsError::StoredResponse { .. }) = cause.downcast_ref::<CallsError>() {
             return Code::Integrity;
         }
         if let Some(m) = cause.downcast_ref::<ModelError>() {
-            return model_code(m);
+            return kind_code(cairn_agent::model_error_kind(m));
         }
         if let Some(w) = cause.downcast_ref::<cairn_workspace::WorkspaceError>() {
             return flags(w.is_integrity(), w.is_refusal(), w.is_usage());
@@ -108,8 +97,8 @@ pub fn classify(err: &anyhow::Error) -> Code {
         }
         if let Some(v) = cause.downcast_ref::<cairn_vm::VmError>() {
             return match v {
-                cairn_vm::VmError::Session(s) => session_code(s),
-                cairn_vm::VmError::Journal(j) => journal_code(j),
+                cairn_vm::VmError::Session(s) => kind_code(s.kind()),
+                cairn_vm::VmError::Journal(j) => kind_code(j.kind()),
                 cairn_vm::VmError::Checkpoint(c) => {
                     flags(c.is_integrity(), c.is_refusal(), c.is_usage())
                 }
@@ -124,71 +113,15 @@ pub fn classify(err: &anyhow::Error) -> Code {
 }
 
 fn flags(integrity: bool, refusal: bool, usage: bool) -> Code {
-    if integrity {
-        Code::Integrity
-    } else if refusal {
-        Code::Refused
-    } else if usage {
-        Code::Usage
-    } else {
-        Code::Failure
-    }
+    kind_code(ErrorKind::from_flags(integrity, refusal, usage))
 }
 
-fn journal_code(j: &JournalError) -> Code {
-    match j {
-        JournalError::Locked { .. } => Code::Refused,
-        JournalError::Unpublished { source, .. } => match source.as_ref() {
-            cairn_journal::RemoteJournalError::Conflict { .. }
-            | cairn_journal::RemoteJournalError::Leased { .. } => Code::Refused,
-            _ => Code::Failure,
-        },
-        JournalError::NotFound { .. } | JournalError::NewerSchema { .. } => Code::Usage,
-        e if e.is_integrity() => Code::Integrity,
-        _ => Code::Failure,
-    }
-}
-
-fn session_code(s: &SessionError) -> Code {
-    match s {
-        SessionError::Journal(j) => journal_code(j),
-        SessionError::ForkPrefix { .. }
-        | SessionError::PinnedByForks { .. }
-        | SessionError::NamedByCheckpoints { .. }
-        | SessionError::Diverged { .. }
-        | SessionError::ManifestConflict { .. }
-        | SessionError::NotPlain { .. } => Code::Refused,
-        SessionError::BadForkPoint { .. }
-        | SessionError::NoForkBoundary { .. }
-        | SessionError::NoMatch { .. }
-        | SessionError::Ambiguous { .. }
-        | SessionError::RunId(_) => Code::Usage,
-        SessionError::RemoteJournal(r) => match r {
-            cairn_journal::RemoteJournalError::Conflict { .. }
-            | cairn_journal::RemoteJournalError::Leased { .. } => Code::Refused,
-            cairn_journal::RemoteJournalError::Damaged { .. } => Code::Integrity,
-            cairn_journal::RemoteJournalError::BadUrl { .. } => Code::Usage,
-            _ => Code::Failure,
-        },
-        SessionError::RemoteFile { .. } => Code::Failure,
-        SessionError::Unreadable { .. }
-        | SessionError::SourceObjectMissing { .. }
-        | SessionError::ManifestUnreadable { .. }
-        | SessionError::BadObjectName { .. } => Code::Integrity,
-        SessionError::Objects(o) => flags(o.is_integrity(), o.is_refusal(), false),
-        SessionError::Workspace(w) => flags(w.is_integrity(), w.is_refusal(), w.is_usage()),
-        SessionError::Checkpoint(c) => flags(c.is_integrity(), c.is_refusal(), c.is_usage()),
-        _ => Code::Failure,
-    }
-}
-
-fn model_code(m: &ModelError) -> Code {
-    match m {
-        ModelError::InvalidSpec { .. }
-        | ModelError::MissingApiKey { .. }
-        | ModelError::InvalidBaseUrl { .. }
-        | ModelError::ScriptRead { .. }
-        | ModelError::ScriptParse { .. } => Code::Usage,
+/// The exit code of an error's kind (DESIGN §10).
+fn kind_code(kind: ErrorKind) -> Code {
+    match kind {
+        ErrorKind::Usage => Code::Usage,
+        ErrorKind::Refused => Code::Refused,
+        ErrorKind::Integrity => Code::Integrity,
         _ => Code::Failure,
     }
 }

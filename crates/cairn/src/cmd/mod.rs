@@ -102,19 +102,7 @@ impl Context {
     /// Refuses a workspace that holds the store: a model's tools or a
     /// command run there could rewrite the journals that record them.
     pub fn refuse_store_inside(&self, workspace: &Path) -> anyhow::Result<()> {
-        let ws = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
-        let store = canonical_prefix(self.store.root());
-        if store.starts_with(&ws) {
-            return Err(coded(
-                Code::Usage,
-                format!(
-                    "the store {} is inside the workspace {}: the session's tools and commands could rewrite the journal that records them, and a rewind could not undo it. Put the store outside the workspace (--store DIR or CAIRN_STORE), or work in another directory",
-                    store.display(),
-                    ws.display()
-                ),
-            ));
-        }
-        Ok(())
+        Ok(cairn_agent::refuse_store_inside(&self.store, workspace)?)
     }
 
     /// The effective configuration with these flags given.
@@ -240,23 +228,4 @@ fn check_store_path(root: &Path) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// `path` with its longest existing prefix canonicalised (the store may not
-/// exist yet).
-fn canonical_prefix(path: &Path) -> PathBuf {
-    let mut rest = Vec::new();
-    let mut at = path;
-    loop {
-        if let Ok(c) = std::fs::canonicalize(at) {
-            return rest.iter().rev().fold(c, |acc, part| acc.join(part));
-        }
-        match (at.parent(), at.file_name()) {
-            (Some(parent), Some(name)) => {
-                rest.push(name.to_owned());
-                at = parent;
-            }
-            _ => return path.to_path_buf(),
-        }
-    }
 }

@@ -14,13 +14,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_agent::{
-    stop_pair, Agent, Approver, Decision, Ending, Events, Faults, Plan, Request, ResponseStore,
-    Session, StopHandle, StopLevel,
+    stop_pair, Agent, Approver, Decision, Ending, Events, Faults, Launch, Launcher, NewSession,
+    Request, StopHandle, StopLevel,
 };
 use cairn_journal::{Outcome, TerminalReason, ToolCall};
-use cairn_model::{provider_from_spec, ProviderConfig, ProviderKind};
-use cairn_store::{RunId, Store};
-use cairn_tools::{ShellEnv, ToolConfig, Toolbox, Workspace};
+use cairn_model::{ProviderConfig, ProviderKind};
+use cairn_store::RunId;
+use cairn_tools::ShellEnv;
 use serde::Serialize;
 
 use crate::cli::{ContinueArgs, ModelArgs, ResumeArgs, RunArgs};
@@ -37,7 +37,8 @@ pub struct RunSummary {
     pub tail: String,
 }
 
-fn request(m: &ModelArgs) -> Request {
+/// What `--model`, `--base-url`, the budgets and `--thinking` ask for.
+pub fn request(m: &ModelArgs) -> Request {
     Request {
         model: m.model.clone(),
         base_url: m.base_url.clone(),
@@ -59,22 +60,40 @@ fn provider_config() -> ProviderConfig {
     c
 }
 
-/// The tools' view of `dir`, with the store protected: no tool may reach
-/// it, whatever path or mount leads there.
-fn workspace(dir: &Path, store: &Store) -> anyhow::Result<Workspace> {
-    Workspace::new(dir)
-        .and_then(|ws| ws.protect(store.root()))
-        .map_err(|e| coded(Code::Usage, e.to_string()))
+/// The launcher of this store (`cairn_agent::Launcher`) with this
+/// machine's settings: the price table, the capture limits, the names the
+/// shell passes through (`CAIRN_SHELL_PASS_ENV`), the base URLs of the
+/// environment and the configuration file, test faults. Every front end
+/// of the binary (run, resume, the TUI, serve) opens sessions with it.
+pub fn launcher(ctx: &Context) -> anyhow::Result<Launcher> {
+    Ok(Launcher::new(
+        ctx.store.clone(),
+        Launch {
+            pricing: Arc::new(prices::load()?),
+            provider: provider_config(),
+            capture: crate::cmd::workspace::capture_config()?,
+            shell_pass_env: std::env::var(ShellEnv::PASS_THROUGH_VAR).unwrap_or_default(),
+            openai_base_url: ctx.base_url(ProviderKind::OpenAi),
+            anthropic_base_url: ctx.base_url(ProviderKind::Anthropic),
+            default_model: ctx.model(None).map(|m| m.value),
+            faults: Faults::from_env(),
+        },
+    ))
 }
 
-/// The built-in tools, the shell's environment scrubbed but for the names
-/// in `CAIRN_SHELL_PASS_ENV`.
-fn toolbox() -> Toolbox {
-    let pass = std::env::var(ShellEnv::PASS_THROUGH_VAR).unwrap_or_default();
-    Toolbox::builtin(ToolConfig {
-        shell_env: ShellEnv::default().pass_through_list(&pass),
-        ..ToolConfig::default()
-    })
+/// A new session in the current directory from `run`'s flags.
+pub fn new_session(
+    ctx: &Context,
+    model: &ModelArgs,
+    system: Option<&Path>,
+    name: Option<String>,
+) -> NewSession {
+    NewSession {
+        request: request(model),
+        system: system.map(Path::to_path_buf),
+        name,
+        workspace: ctx.cwd.clone(),
+    }
 }
 
 /// The task of `cairn run`: its words, or standard input for `-` (all of
@@ -102,24 +121,14 @@ fn task_text(words: &[String]) -> anyhow::Result<String> {
 /// `cairn run`.
 pub fn run(ctx: &Context, args: RunArgs) -> anyhow::Result<Code> {
     let task = task_text(&args.task)?;
-    check_new(
-        ctx,
-        &NewSession {
-            model: &args.model,
-            system: args.system.as_deref(),
-            name: None,
-        },
-    )?;
-    let store = Store::open(ctx.store.root())?;
+    let launcher = launcher(ctx)?;
+    let spec = new_session(ctx, &args.model, args.system.as_deref(), args.name.clone());
+    check_new(ctx, &launcher, &spec, args.model.approve)?;
     let (handle, stop) = stop_pair();
     let rt = runtime()?;
     rt.block_on(async {
-        let spec = NewSession {
-            model: &args.model,
-            system: args.system.as_deref(),
-            name: args.name.clone(),
-        };
-        let agent = new_agent(ctx, &store, &spec, &task, stop)?
+        let agent = launcher
+            .create(&spec, &task, stop)?
             .with_approval(ctx.approve(args.model.approve)?, Box::new(CliApprover));
         if !args.json {
             output::note(format!(
@@ -132,25 +141,18 @@ pub fn run(ctx: &Context, args: RunArgs) -> anyhow::Result<Code> {
     })
 }
 
-/// What a new session is made with: `run`'s flags.
-pub struct NewSession<'a> {
-    pub model: &'a ModelArgs,
-    pub system: Option<&'a Path>,
-    pub name: Option<String>,
-}
-
 /// Refuses what would stop a new session before anything is created (the
-/// store included): a bad model spec or budget, a missing key, an
-/// unreadable system prompt, a store inside the workspace.
-pub fn check_new(ctx: &Context, spec: &NewSession<'_>) -> anyhow::Result<()> {
-    let model = ctx.model(spec.model.model.as_deref());
-    Plan::for_run(
-        &request(spec.model),
-        model.as_ref().map(|m| m.value.as_str()),
-        spec.system,
-    )?;
-    ctx.approve(spec.model.approve)?;
-    // A model chosen because a key is set is said, once, before anything.
+/// store included): a bad approval policy, what [`Launcher::check_new`]
+/// refuses. A model chosen because a key is set is said, once.
+pub fn check_new(
+    ctx: &Context,
+    launcher: &Launcher,
+    spec: &NewSession,
+    approve: Option<cairn_agent::ApprovePolicy>,
+) -> anyhow::Result<()> {
+    ctx.approve(approve)?;
+    launcher.check_new(spec)?;
+    let model = ctx.model(spec.request.model.as_deref());
     if let Some(m) = model.filter(|m| matches!(m.origin, cairn_config::Origin::Key { .. })) {
         output::note(format!(
             "cairn: no model named, so using {} ({}); choose one with --model, CAIRN_MODEL or `model` in {}",
@@ -162,95 +164,7 @@ pub fn check_new(ctx: &Context, spec: &NewSession<'_>) -> anyhow::Result<()> {
                 .map_or_else(|| "config.toml".to_owned(), |p| p.display().to_string())
         ));
     }
-    ctx.refuse_store_inside(&ctx.cwd)
-}
-
-/// A new session in the current directory and its agent, exactly as
-/// `cairn run` makes them (the TUI's first message makes one the same
-/// way); `task` names it unless a name is given. No approver is set.
-pub fn new_agent(
-    ctx: &Context,
-    store: &Store,
-    spec: &NewSession<'_>,
-    task: &str,
-    stop: cairn_agent::Stop,
-) -> anyhow::Result<Agent> {
-    let model = ctx.model(spec.model.model.as_deref());
-    let mut plan = Plan::for_run(
-        &request(spec.model),
-        model.as_ref().map(|m| m.value.as_str()),
-        spec.system,
-    )?;
-    if plan.base_url.is_none() {
-        plan.base_url = ctx.base_url(plan.spec.kind);
-    }
-    ctx.refuse_store_inside(&ctx.cwd)?;
-    let ws = workspace(&ctx.cwd, store)?;
-    let provider = provider_from_spec(&plan.spec, plan.base_url.as_deref(), &provider_config())?;
-    let tools = toolbox();
-    let name = spec
-        .name
-        .clone()
-        .or_else(|| Some(output::one_line(task, 60)));
-    let meta = plan.meta(ws.root(), name, &tools.infos(), provider.base_url());
-    let id = RunId::new();
-    let session = Session::create(store, &id, meta)?;
-    let versions = crate::cmd::workspace::tracker(store, &id, ws.root())?;
-    Ok(assemble(store, session, provider, tools, ws, &plan, stop)?.with_tracker(versions))
-}
-
-/// Session `id` and its agent, exactly as `cairn resume` opens them: the
-/// journal locked first, then state and routing rebuilt from the record,
-/// then the resume guard (`force` to override it). Notices (routing
-/// overrides, forced fields) go to `ev`. No approver is set.
-pub fn open_agent(
-    ctx: &Context,
-    store: &Store,
-    id: &RunId,
-    m: &ModelArgs,
-    force: bool,
-    stop: cairn_agent::Stop,
-    ev: &mut dyn Events,
-) -> anyhow::Result<Agent> {
-    let session = Session::open(store, id)?;
-    let plan = Plan::for_resume(session.state(), &request(m), &|kind: ProviderKind| {
-        kind.base_url_from_env()
-    })?;
-    for notice in &plan.notices {
-        ev.notice(notice);
-    }
-    ctx.refuse_store_inside(Path::new(&session.state().workspace))?;
-    let ws = workspace(Path::new(&session.state().workspace), store)?;
-    let provider = provider_from_spec(&plan.spec, plan.base_url.as_deref(), &provider_config())?;
-    let tools = toolbox();
-    let versions = crate::cmd::workspace::tracker(store, id, ws.root())?;
-    let mut agent =
-        assemble(store, session, provider, tools, ws, &plan, stop)?.with_tracker(versions);
-    agent.guard(force, ev)?;
-    Ok(agent)
-}
-
-fn assemble(
-    store: &Store,
-    session: Session,
-    provider: Box<dyn cairn_model::Provider>,
-    tools: Toolbox,
-    ws: Workspace,
-    plan: &Plan,
-    stop: cairn_agent::Stop,
-) -> anyhow::Result<Agent> {
-    let pricing = Arc::new(prices::load()?);
-    Ok(Agent::new(
-        session,
-        provider,
-        tools,
-        ws,
-        plan.config(),
-        ResponseStore::new(store),
-        pricing,
-        stop,
-    )
-    .with_faults(Faults::from_env()))
+    Ok(())
 }
 
 /// Asks on the terminal whether a call may run: the call on stderr (shown,
@@ -376,7 +290,7 @@ fn resume_id(
     json: bool,
     m: &ModelArgs,
 ) -> anyhow::Result<Code> {
-    let store = Store::open(ctx.store.root())?;
+    let launcher = launcher(ctx)?;
     let text = if text.is_empty() {
         None
     } else {
@@ -386,7 +300,8 @@ fn resume_id(
     let rt = runtime()?;
     rt.block_on(async {
         let mut printer = Printer::new(json);
-        let agent = open_agent(ctx, &store, &id, m, force, stop, &mut printer)?
+        let agent = launcher
+            .open(&id, &request(m), force, stop, &mut printer)?
             .with_approval(ctx.approve(m.approve)?, Box::new(CliApprover));
         drive(agent, text, json, handle).await
     })

@@ -14,11 +14,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use cairn_sessions::{SessionTransfer, TransferReport, TransferStatus};
-use cairn_store::{RunId, Store};
+use cairn_store::{canonical_prefix, RunId, Store};
 
 use crate::cli::{PullArgs, PushArgs};
 use crate::cmd::progress::Bars;
-use crate::cmd::{canonical_prefix, check_store_path, shared, Context};
+use crate::cmd::{check_store_path, shared, Context};
 use crate::exit::{coded, Code};
 use crate::output;
 
