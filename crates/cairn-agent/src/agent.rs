@@ -34,9 +34,9 @@
 use std::sync::Arc;
 
 use cairn_journal::{
-    Budgets, ChainHash, CostState, Fingerprint, Outcome, Override, PendingCall, Reconcile,
-    RecordBody, Snapshot, Terminal, TerminalReason, ToolCall, ToolResult, ToolStart, User,
-    Versioning, VersioningState,
+    Budgets, ChainHash, Fingerprint, Outcome, Override, PendingCall, Reconcile, RecordBody,
+    Snapshot, Terminal, TerminalReason, ToolCall, ToolResult, ToolStart, User, Versioning,
+    VersioningState,
 };
 use cairn_model::{ModelRequest, ModelResponse, Provider};
 use cairn_tools::{Toolbox, Workspace};
@@ -52,6 +52,7 @@ use crate::responses;
 use crate::stop::{Stop, StopLevel};
 use crate::{AgentError, Pricing, Session};
 use cairn_calls::ResponseStore;
+use reconcile::Gap;
 
 /// What the model is asked with, besides the conversation.
 #[derive(Clone, Debug, Default)]
@@ -121,56 +122,12 @@ pub struct Ending {
     pub tail: ChainHash,
 }
 
+mod reconcile;
+
 /// The approval policy and who answers it.
 struct Approval {
     policy: ApprovePolicy,
     approver: Box<dyn Approver>,
-}
-
-/// A non-executing window being closed by `resume:`: how it came about, in
-/// the words the user and the model are told.
-enum Gap<'a> {
-    /// The session stopped and is being resumed.
-    Stopped,
-    /// A person was deciding whether this call may run.
-    Approval(&'a ToolCall),
-}
-
-impl Gap<'_> {
-    /// When, for the model.
-    fn model_when(&self) -> String {
-        match self {
-            Gap::Stopped => "while this session was stopped".into(),
-            Gap::Approval(call) => format!(
-                "while the user decided whether to run your {} call",
-                call.name
-            ),
-        }
-    }
-
-    /// Outside what, for the model.
-    fn outside(&self) -> &'static str {
-        match self {
-            Gap::Stopped => "it",
-            Gap::Approval(_) => "this session",
-        }
-    }
-
-    /// When, for the user.
-    fn user_when(&self) -> String {
-        match self {
-            Gap::Stopped => "while the session was stopped".into(),
-            Gap::Approval(call) => format!("while the {} call waited for approval", call.name),
-        }
-    }
-
-    /// Since when, for the user.
-    fn user_since(&self) -> String {
-        match self {
-            Gap::Stopped => "since it stopped".into(),
-            Gap::Approval(call) => format!("while the {} call waited for approval", call.name),
-        }
-    }
 }
 
 enum Called {
@@ -365,7 +322,11 @@ impl Agent {
                     None => self.end(TerminalReason::Completed, None).await,
                 };
             }
-            if let Some(why) = self.over_budget() {
+            if let Some(why) = crate::budget::over_budget(
+                &self.config.budgets,
+                &self.session.state().totals,
+                self.session.id().as_str(),
+            ) {
                 return self.end(TerminalReason::BudgetExhausted, Some(why)).await;
             }
             self.deliver_note()?;
@@ -415,163 +376,6 @@ impl Agent {
             }
             self.boundary(Label::Post, turn, ev).await?;
             self.open_turn = None;
-        }
-    }
-
-    /// `resume:turn:N` and the `reconcile` record: what changed while
-    /// nothing of the run executed, on the record, and for the model.
-    async fn reconcile(&mut self, ev: &mut dyn Events) -> Result<(), AgentError> {
-        // A turn whose `pre:` is the last boundary was cut short by a crash:
-        // what changed since may be its work, so it is closed as the run's
-        // (`fail:`) before `resume:` judges the rest.
-        let crashed = self
-            .session
-            .state()
-            .last_snapshot
-            .as_ref()
-            .and_then(|s| s.label.strip_prefix("pre:turn:"))
-            .and_then(|n| n.parse::<u64>().ok());
-        if let Some(n) = crashed {
-            if self.boundaries.has_own_snapshots(&mut self.stop).await == Some(true) {
-                self.boundary(Label::Fail, n, ev).await?;
-            }
-        }
-        let n = self.session.state().next_turn();
-        self.close_window(n, Gap::Stopped, ev).await
-    }
-
-    /// `resume:turn:N` closes a non-executing window: the capture is
-    /// journaled, and so is a `reconcile` record of what changed in the
-    /// window (which was not the run's doing); the model is told before its
-    /// next turn.
-    async fn close_window(
-        &mut self,
-        n: u64,
-        gap: Gap<'_>,
-        ev: &mut dyn Events,
-    ) -> Result<(), AgentError> {
-        let Some(at) = boundaries::turn(n) else {
-            return Ok(());
-        };
-        let label = Label::Resume(at);
-        let base = self.inherited_base();
-        let work = Work::Capture(label.clone(), base);
-        let Some(taken) = self.boundaries.take(work, &mut self.stop).await else {
-            return Ok(());
-        };
-        let Some(taken) = self.take(taken, ev)? else {
-            return Ok(());
-        };
-        self.append(RecordBody::Snapshot(Snapshot {
-            snapshot: taken.snapshot.to_string(),
-            label: label.to_string(),
-        }))?;
-        let (changed, unknown) = match &taken.changed {
-            Ok(list) => (list.clone(), None),
-            Err(why) => (Vec::new(), Some(why.clone())),
-        };
-        // A window in which nothing changed needs no record: the capture
-        // deduped onto the state before it, which the snapshot shows.
-        if matches!(gap, Gap::Approval(_)) && changed.is_empty() && unknown.is_none() {
-            return Ok(());
-        }
-        self.append(RecordBody::Reconcile(Reconcile {
-            changed: changed.clone(),
-            snapshot: Some(taken.snapshot.to_string()),
-            unknown: unknown.clone(),
-            machine: None,
-        }))?;
-        if let Some(why) = unknown {
-            ev.notice(&format!(
-                "what changed in the workspace {} is unknown ({why}); the model will be told",
-                gap.user_when()
-            ));
-            self.tell(format!(
-                "cairn: whether files in the workspace changed {} is unknown ({why}). Check the files you rely on before trusting what you saw earlier.",
-                gap.model_when()
-            ));
-        } else if !changed.is_empty() {
-            let shown: Vec<_> = changed.iter().take(50).map(String::as_str).collect();
-            let more = changed.len().saturating_sub(shown.len());
-            let msg = format!(
-                "cairn: {}, {} file(s) in the workspace changed outside {}: {}{}. Take this into account before relying on what you saw earlier.",
-                gap.model_when(),
-                changed.len(),
-                gap.outside(),
-                shown.join(", "),
-                if more > 0 { format!(" and {more} more") } else { String::new() }
-            );
-            ev.notice(&format!(
-                "{} path(s) changed outside the session {}; the model will be told",
-                changed.len(),
-                gap.user_since()
-            ));
-            self.tell(msg);
-        }
-        Ok(())
-    }
-
-    /// Adds `msg` to what the model is told before its next turn.
-    fn tell(&mut self, msg: String) {
-        self.note = Some(match self.note.take() {
-            Some(earlier) => format!("{earlier}\n\n{msg}"),
-            None => msg,
-        });
-    }
-
-    /// For a fork that has no snapshot of its own yet: the last snapshot its
-    /// lineage journaled, read from whichever ancestor holds it; `Ok(None)`
-    /// when the lineage journaled none, `Err` when it did and no ancestor's
-    /// copy reads (then what changed since is unknown, not "nothing").
-    fn inherited_base(&self) -> Result<Option<cairn_workspace::Manifest>, String> {
-        let Some(last) = self.session.state().last_snapshot.as_ref() else {
-            return Ok(None);
-        };
-        let sid = cairn_workspace::SnapshotId::parse(&last.snapshot)
-            .map_err(|e| format!("the last journaled snapshot {}: {e}", last.snapshot))?;
-        let mut why = format!("no session of this lineage holds snapshot {sid}");
-        for run in std::iter::once(self.session.id().to_string())
-            .chain(self.session.receipt().iter().map(|p| p.run.clone()))
-        {
-            let Ok(run) = cairn_store::RunId::parse(&run) else {
-                continue;
-            };
-            match cairn_workspace::Manifest::read(self.session.store(), &run, &sid) {
-                Ok(m) => return Ok(Some(m)),
-                Err(cairn_workspace::WorkspaceError::NoSuchSnapshot { .. }) => {}
-                Err(e) => why = e.to_string(),
-            }
-        }
-        Err(why)
-    }
-
-    /// Journals what a boundary brings besides its snapshot: a `versioning`
-    /// record when versioning stopped, notices for new coverage gaps.
-    fn take(
-        &mut self,
-        taken: Result<Option<Taken>, Stopped>,
-        ev: &mut dyn Events,
-    ) -> Result<Option<Taken>, AgentError> {
-        match taken {
-            Ok(Some(t)) => {
-                for line in &t.news {
-                    ev.notice(line);
-                }
-                Ok(Some(t))
-            }
-            Ok(None) => Ok(None),
-            Err(stopped) => {
-                ev.notice(&format!(
-                    "workspace versioning stopped at {}: {}",
-                    stopped.at, stopped.reason
-                ));
-                self.append(RecordBody::Versioning(Versioning {
-                    state: VersioningState::Off,
-                    at: Some(stopped.at),
-                    reason: stopped.reason,
-                }))?;
-                Ok(None)
-            }
         }
     }
 
@@ -865,45 +669,6 @@ impl Agent {
             self.session.state().conversation.last(),
             Some(cairn_journal::Entry::User { .. } | cairn_journal::Entry::ToolResult { .. })
         )
-    }
-
-    /// Why the run must stop for its budget, with the command that raises
-    /// the limit and goes on (a plain resume would stop again at once; a
-    /// raised budget needs no --force, see the resume guard).
-    fn over_budget(&self) -> Option<String> {
-        let b = &self.config.budgets;
-        let t = &self.session.state().totals;
-        let run = self.session.id();
-        if let Some(max) = b.max_turns {
-            if t.turns >= max {
-                let more = t.turns.max(max).saturating_add(max.max(1));
-                return Some(format!(
-                    "the turn budget of {max} is used up; raise it to go on: cairn resume {run} --max-turns {more}"
-                ));
-            }
-        }
-        if let Some(max) = b.max_tokens {
-            let used = t.tokens();
-            if used >= max {
-                let more = used.max(max).saturating_add(max.max(1));
-                return Some(format!(
-                    "{used} tokens used of a budget of {max}; raise it to go on: cairn resume {run} --max-tokens {more}"
-                ));
-            }
-        }
-        if let Some(max) = b.max_cost_usd {
-            match (t.cost.state, t.cost.usd) {
-                (CostState::Unknown, _) => {
-                    return Some("the cost so far is unknown (no price for this model), so a cost budget cannot be kept; add a price or resume without --max-cost".into())
-                }
-                (_, Some(usd)) if usd >= max => {
-                    let more = usd.max(max) + max.max(0.01);
-                    return Some(format!("${usd:.4} spent of a budget of ${max}; raise it to go on: cairn resume {run} --max-cost {more:.2}"))
-                }
-                _ => {}
-            }
-        }
-        None
     }
 
     async fn stopped(&mut self) -> Result<Option<Ending>, AgentError> {

@@ -37,6 +37,7 @@
 mod agent;
 mod approve;
 mod boundaries;
+mod budget;
 mod convert;
 mod error;
 mod events;

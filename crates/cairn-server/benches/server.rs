@@ -40,8 +40,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cairn_journal::*;
-use cairn_server::live::Followed;
 use cairn_server::stream::{JournalSeq, LiveStream, StreamLimits};
+use cairn_server::Followed;
 use cairn_server::{bind, AppState, ServeConfig};
 use cairn_store::{RunId, Store};
 

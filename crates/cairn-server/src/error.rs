@@ -111,7 +111,7 @@ impl ApiError {
             status,
             code,
             class,
-            message: error_chain(e),
+            message: cairn_store::text::with_causes(e),
         }
     }
 
@@ -159,35 +159,4 @@ impl IntoResponse for ApiError {
         };
         (self.status, axum::Json(body)).into_response()
     }
-}
-
-/// An error and its causes, each once.
-pub fn describe(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let t = c.to_string();
-        if !out.contains(&t) {
-            out.push_str(": ");
-            out.push_str(&t);
-        }
-        cause = c.source();
-    }
-    out
-}
-
-/// An error with its causes, `: `-separated (as the CLI prints them).
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let text = c.to_string();
-        // A transparent wrapper repeats its source's text.
-        if !out.ends_with(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        cause = c.source();
-    }
-    out
 }

@@ -4,23 +4,25 @@
 //!
 //! - [`stream`]: one session's live stream, the cursor table (dense live
 //!   seqs, the bounded ring, reconnect, slow clients, the watermark);
-//! - [`follow`]: reading a journal as another process writes it;
-//! - [`http`]: the router, starting the server;
-//! - [`access`]: who may call it (the one rule of `cairn_store::access`),
+//! - `http`: the router, starting the server ([`bind`], [`router`]);
+//! - `access`: who may call it (the one rule of `cairn_store::access`),
 //!   a browser's login;
-//! - [`api`], [`live`], [`openapi`], [`viewer`]: the routes.
+//! - `api`, `live`, `openapi`, `viewer`, `runs`: the routes; a journal
+//!   another process writes is followed by `cairn_journal::JournalFollower`,
+//!   runs are started through `cairn_agent::Launcher`.
+#![deny(missing_docs)]
 
-pub mod access;
-pub mod api;
-pub mod error;
-pub mod follow;
-pub mod http;
-pub mod live;
-pub mod openapi;
-pub mod runs;
+mod access;
+mod api;
+mod error;
+mod http;
+mod live;
+mod openapi;
+mod runs;
 pub mod stream;
-pub mod viewer;
+mod viewer;
 
 pub use error::{ApiError, Class};
 pub use http::{bind, router, AppState, ServeConfig, ServeError, Shared};
+pub use live::Followed;
 pub use runs::StartRequest;

@@ -34,9 +34,9 @@ use serde::Deserialize;
 
 use crate::api::{blocking, session_id};
 use crate::error::{ApiError, Class};
-use crate::follow::Follower;
 use crate::http::Shared;
 use crate::stream::{Backlog, Ended, Frame, JournalSeq, LiveSeq, LiveStream, StreamLimits};
+use cairn_journal::{JournalError, JournalFollower as Follower};
 
 /// How often a followed journal is read for new records.
 const POLL: Duration = Duration::from_millis(25);
@@ -100,9 +100,9 @@ pub(crate) fn followed(state: &Shared, id: &cairn_store::RunId) -> Result<Arc<Fo
 
 /// A journal that cannot be read is a failure; one that does not verify
 /// is an integrity error.
-fn follow_error(e: crate::follow::FollowError) -> ApiError {
+fn follow_error(e: JournalError) -> ApiError {
     match e {
-        crate::follow::FollowError::Io { .. } => ApiError::failed(e.to_string()),
+        JournalError::Io { .. } => ApiError::failed(e.to_string()),
         e => ApiError {
             status: http::StatusCode::INTERNAL_SERVER_ERROR,
             code: "integrity",

@@ -11,7 +11,7 @@ use cairn_journal::{
     now_rfc3339, read_journal, verify_bytes, Assistant, ChainHash, ForkPin, JournalWriter, Meta,
     Outcome, Record, RecordBody, ToolResult, ToolStart, User,
 };
-use cairn_server::follow::{FollowError, Follower};
+use cairn_journal::{JournalError as FollowError, JournalFollower as Follower};
 use cairn_store::{RunId, Store};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

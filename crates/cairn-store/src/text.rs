@@ -126,6 +126,24 @@ pub fn display_width(s: &str) -> usize {
     s.chars().map(width).sum()
 }
 
+/// An error and its causes, each said once, `: `-separated: what a person
+/// is shown of an error that has no terminal of its own (the TUI's
+/// transcript, a server's JSON). A cause whose text is already in the line
+/// (a transparent wrapper repeats its source) is not said again.
+pub fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let t = c.to_string();
+        if !out.contains(&t) {
+            out.push_str(": ");
+            out.push_str(&t);
+        }
+        cause = c.source();
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,53 +13,17 @@
 use std::time::{Duration, Instant};
 
 use cairn_agent::{stop_pair, Decision, StopHandle, StopLevel};
-use cairn_journal::{Entry, Outcome, TerminalReason, ToolCall, Totals};
+use cairn_journal::{TerminalReason, ToolCall, Totals};
 use cairn_sessions::Summary;
 use crossterm::event::{Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use crate::composer::Composer;
 use crate::protocol::{Cmd, Ev, Opened, Preview, RewindAction, RewindPoint};
+use crate::slash::Slash;
+use crate::transcript::{cells_of, cost_lines, Cell};
 
 /// Two Escs closer than this open the rewind picker.
 const DOUBLE_ESC: Duration = Duration::from_millis(600);
-
-/// One block of the transcript.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Cell {
-    /// What the user sent.
-    User(String),
-    /// What the model said; `streaming` while it arrives.
-    Assistant {
-        /// The text.
-        text: String,
-        /// Still arriving.
-        streaming: bool,
-    },
-    /// A tool call.
-    Tool {
-        /// Call id.
-        id: String,
-        /// Tool name.
-        name: String,
-        /// Arguments, as one line of JSON.
-        args: String,
-        /// `None` while it runs.
-        outcome: Option<Outcome>,
-        /// Its output.
-        output: String,
-    },
-    /// Something cairn says.
-    Notice(String),
-    /// A command's answer.
-    Info {
-        /// Title.
-        title: String,
-        /// Lines.
-        lines: Vec<String>,
-    },
-    /// A failure.
-    Error(String),
-}
 
 /// What the session is doing.
 #[derive(Clone, Debug, PartialEq)]
@@ -784,199 +748,66 @@ impl App {
         vec![Cmd::Send { text, stop }]
     }
 
-    /// A slash command.
+    /// A slash command ([`crate::slash`]).
     pub fn command(&mut self, line: &str) -> Vec<Cmd> {
-        let mut words = line.split_whitespace();
-        let name = words.next().unwrap_or("");
-        let args: Vec<&str> = words.collect();
-        // What may run while the session works.
-        match name {
-            "/help" | "/?" => {
-                self.mode = Mode::Help;
+        let slash = match crate::slash::parse(line) {
+            Ok(s) => s,
+            Err(e) => {
+                self.cells.push(Cell::Error(e));
                 return Vec::new();
             }
-            "/quit" | "/exit" | "/q" => return self.quit_cmds(),
-            "/cost" => {
-                self.cells.push(Cell::Info {
-                    title: "cost".into(),
-                    lines: cost_lines(&self.totals),
-                });
-                return Vec::new();
-            }
-            "/pause" => {
-                if self.working() {
-                    if let Some(h) = &self.stop {
-                        if h.level() == StopLevel::None {
-                            h.escalate();
-                        }
-                    }
-                    self.activity = Activity::Suspending;
-                    self.hint = Some("suspending after the step in flight".into());
-                } else {
-                    self.hint = Some(
-                        "nothing is running: the session is already paused (a pause: window is open)".into(),
-                    );
-                }
-                return Vec::new();
-            }
-            _ => {}
-        }
-        if self.working() || matches!(self.activity, Activity::Busy(_) | Activity::Opening) {
+        };
+        let busy = self.working() || matches!(self.activity, Activity::Busy(_) | Activity::Opening);
+        if busy && !slash.runs_while_working() {
+            let name = line.split_whitespace().next().unwrap_or("");
             self.hint = Some(format!(
                 "{name} waits until the session is not working (/pause suspends it)"
             ));
             return Vec::new();
         }
-        let busy = |app: &mut App, what: &str| app.activity = Activity::Busy(what.into());
-        match (name, args.as_slice()) {
-            ("/rewind", _) => {
-                busy(self, "reading the turns");
-                vec![Cmd::RewindPoints]
-            }
-            ("/undo", _) => {
-                busy(self, "undoing the last rewind");
-                vec![Cmd::Undo]
-            }
-            ("/fork", _) => {
-                busy(self, "forking");
-                vec![Cmd::Fork]
-            }
-            ("/tree", _) => {
-                busy(self, "reading the lineage");
-                vec![Cmd::Tree]
-            }
-            ("/diff", []) => {
-                busy(self, "comparing snapshots");
-                vec![Cmd::Diff(None)]
-            }
-            ("/diff", [n]) => match n.parse::<usize>() {
-                Ok(n) => {
-                    busy(self, "comparing snapshots");
-                    vec![Cmd::Diff(Some(n))]
-                }
-                Err(_) => {
-                    self.cells.push(Cell::Error(format!(
-                        "/diff {n}: give the number of a user turn (as /rewind lists them)"
-                    )));
-                    Vec::new()
-                }
-            },
-            ("/checkpoint", ["save"]) | ("/checkpoint", []) => {
-                busy(self, "saving a checkpoint");
-                vec![Cmd::CheckpointSave]
-            }
-            ("/checkpoint", ["list"]) | ("/checkpoint", ["ls"]) => {
-                busy(self, "listing checkpoints");
-                vec![Cmd::CheckpointList]
-            }
-            ("/checkpoint", ["restore", id]) => {
-                busy(self, "restoring a checkpoint");
-                vec![Cmd::CheckpointRestore((*id).to_owned())]
-            }
-            ("/sessions", _) => {
-                busy(self, "listing sessions");
-                vec![Cmd::Sessions]
-            }
-            ("/resume", [id]) => {
+        if let Some(what) = slash.busy_with() {
+            self.activity = Activity::Busy(what.into());
+        }
+        match slash {
+            Slash::Help => self.mode = Mode::Help,
+            Slash::Quit => return self.quit_cmds(),
+            Slash::Cost => self.cells.push(Cell::Info {
+                title: "cost".into(),
+                lines: cost_lines(&self.totals),
+            }),
+            Slash::Pause => self.pause(),
+            Slash::Rewind => return vec![Cmd::RewindPoints],
+            Slash::Undo => return vec![Cmd::Undo],
+            Slash::Fork => return vec![Cmd::Fork],
+            Slash::Tree => return vec![Cmd::Tree],
+            Slash::Diff(n) => return vec![Cmd::Diff(n)],
+            Slash::CheckpointSave => return vec![Cmd::CheckpointSave],
+            Slash::CheckpointList => return vec![Cmd::CheckpointList],
+            Slash::CheckpointRestore(id) => return vec![Cmd::CheckpointRestore(id)],
+            Slash::Sessions => return vec![Cmd::Sessions],
+            Slash::Resume(id) => {
                 self.activity = Activity::Opening;
-                vec![Cmd::Resume((*id).to_owned())]
-            }
-            ("/resume", []) => {
-                busy(self, "listing sessions");
-                vec![Cmd::Sessions]
-            }
-            _ => {
-                self.cells.push(Cell::Error(format!(
-                    "{}: not a command here; /help lists them",
-                    crate::text::one_line(line, 60)
-                )));
-                Vec::new()
+                return vec![Cmd::Resume(id)];
             }
         }
+        Vec::new()
     }
-}
 
-/// The transcript of a conversation, as cells.
-pub fn cells_of(conversation: &[Entry], pending: &[cairn_journal::PendingCall]) -> Vec<Cell> {
-    let mut cells = Vec::with_capacity(conversation.len());
-    let mut names: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
-    for e in conversation {
-        match e {
-            Entry::User { text, note: true } => cells.push(Cell::Notice(
-                text.strip_prefix(cairn_journal::NOTE_PREFIX)
-                    .unwrap_or(text)
-                    .to_owned(),
-            )),
-            Entry::User { text, .. } => cells.push(Cell::User(text.clone())),
-            Entry::Assistant {
-                text, tool_calls, ..
-            } => {
-                if !text.is_empty() {
-                    cells.push(Cell::Assistant {
-                        text: text.clone(),
-                        streaming: false,
-                    });
-                }
-                for c in tool_calls {
-                    names.insert(c.id.as_str(), cells.len());
-                    cells.push(Cell::Tool {
-                        id: c.id.clone(),
-                        name: c.name.clone(),
-                        args: c.arguments.to_string(),
-                        outcome: None,
-                        output: String::new(),
-                    });
+    /// `/pause`: the work in flight is asked to suspend after its step.
+    fn pause(&mut self) {
+        if self.working() {
+            if let Some(h) = &self.stop {
+                if h.level() == StopLevel::None {
+                    h.escalate();
                 }
             }
-            Entry::ToolResult {
-                call,
-                outcome,
-                output,
-                ..
-            } => {
-                if let Some(&i) = names.get(call.as_str()) {
-                    if let Some(Cell::Tool {
-                        outcome: o,
-                        output: out,
-                        ..
-                    }) = cells.get_mut(i)
-                    {
-                        *o = Some(*outcome);
-                        *out = output.clone();
-                    }
-                }
-            }
+            self.activity = Activity::Suspending;
+            self.hint = Some("suspending after the step in flight".into());
+        } else {
+            self.hint = Some(
+                "nothing is running: the session is already paused (a pause: window is open)"
+                    .into(),
+            );
         }
     }
-    for p in pending {
-        if let Some(&i) = names.get(p.call.id.as_str()) {
-            if let Some(Cell::Tool { output, .. }) = cells.get_mut(i) {
-                *output = if p.started {
-                    "in flight when the last process stopped: not resolved yet (continue the session)".into()
-                } else {
-                    "never started: it runs when the session continues".into()
-                };
-            }
-        }
-    }
-    cells
-}
-
-/// What `/cost` shows.
-pub fn cost_lines(t: &Totals) -> Vec<String> {
-    vec![
-        format!("{} model turn(s), {} tool call(s)", t.turns, t.tool_calls),
-        format!(
-            "{} input + {} output = {} tokens",
-            t.input_tokens,
-            t.output_tokens,
-            t.tokens()
-        ),
-        format!("cost {}", cost(t)),
-    ]
-}
-
-/// The cost of `t` for people ([`cairn_journal::Cost::for_people`]).
-pub fn cost(t: &Totals) -> String {
-    t.cost.for_people()
 }

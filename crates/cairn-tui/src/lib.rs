@@ -4,20 +4,29 @@
 //! slash commands (`/rewind`, `/undo`, `/fork`, `/tree`, `/diff`,
 //! `/checkpoint`, `/sessions`, `/pause`, `/cost` ...).
 //!
-//! Three threads: the screen ([`app`] state, drawn by [`view`]), the keys,
-//! and the [`worker`], which owns the session and runs every command with
-//! the same library calls as the CLI. The screen never waits on the model,
-//! the disk or the network.
+//! Three threads: the screen ([`App`]'s state — pure, table-tested — drawn
+//! by [`draw`]), the keys, and the worker, which owns the session and runs
+//! every command ([`Cmd`]) with the same library calls as the CLI,
+//! answering with events ([`Ev`]). The screen never waits on the model, the
+//! disk or the network.
+#![deny(missing_docs)]
 
-pub mod app;
-pub mod composer;
-pub mod protocol;
+mod app;
+mod composer;
+mod protocol;
+mod slash;
 mod term;
-pub mod text;
-pub mod view;
-pub mod worker;
+mod text;
+mod transcript;
+mod view;
+mod worker;
 
+pub use app::{Activity, App, Mode};
+pub use protocol::{Cmd, Ev, Opened, Preview, RewindAction, RewindPoint};
+pub use slash::{parse as parse_slash, Slash};
 pub use term::{run, Options};
+pub use transcript::{cells_of, cost, cost_lines, Cell};
+pub use view::draw;
 pub use worker::{BoxError, Sessions, Start};
 
 /// Why the TUI could not run.

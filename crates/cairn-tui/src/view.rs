@@ -18,9 +18,10 @@ use ratatui::Frame;
 
 use cairn_journal::Outcome;
 
-use crate::app::{cost, Activity, App, Cell, Mode};
+use crate::app::{Activity, App, Mode};
 use crate::protocol::RewindAction;
 use crate::text::{display_width, one_line, visible, wrap};
+use crate::transcript::{cost, Cell};
 use crate::worker::stat_line;
 
 /// Tool output lines shown before the rest is folded.

@@ -1,8 +1,8 @@
 //! What keys do (DESIGN §11), on the screen's state alone.
 
 use cairn_agent::StopLevel;
-use cairn_tui::app::{Activity, App, Mode};
-use cairn_tui::protocol::{Cmd, Ev, RewindPoint};
+use cairn_tui::{Activity, App, Mode};
+use cairn_tui::{Cmd, Ev, RewindPoint};
 use crossterm::event::{Event, KeyCode, KeyEvent, KeyModifiers};
 
 fn key(app: &mut App, code: KeyCode) -> Vec<Cmd> {
@@ -126,13 +126,13 @@ fn the_picker_leads_to_a_preview_then_a_confirmed_rewind() {
         cmds.as_slice(),
         [Cmd::Preview {
             point: 0,
-            action: cairn_tui::protocol::RewindAction::Both
+            action: cairn_tui::RewindAction::Both
         }]
     ));
     app.event(Ev::Preview {
         point: 0,
-        action: cairn_tui::protocol::RewindAction::Both,
-        preview: cairn_tui::protocol::Preview {
+        action: cairn_tui::RewindAction::Both,
+        preview: cairn_tui::Preview {
             target: "pre:turn:1".into(),
             changes: vec![],
             left_alone: vec![],

@@ -2,15 +2,16 @@
 //! real view code into ratatui's test backend.
 
 use cairn_journal::{Cost, CostState, Outcome, Totals};
-use cairn_tui::app::{Activity, App, Cell, Mode};
-use cairn_tui::protocol::{Preview, RewindAction, RewindPoint};
+use cairn_tui::Cell;
+use cairn_tui::{Activity, App, Mode};
+use cairn_tui::{Preview, RewindAction, RewindPoint};
 use cairn_workspace::{ChangeKind, FileChange, LeftAlone};
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 
 fn screen(app: &App, cols: u16, rows: u16) -> String {
     let mut t = Terminal::new(TestBackend::new(cols, rows)).expect("test terminal");
-    t.draw(|f| cairn_tui::view::draw(f, app)).expect("draw");
+    t.draw(|f| cairn_tui::draw(f, app)).expect("draw");
     let buf = t.backend().buffer();
     let mut out = String::new();
     for y in 0..rows {

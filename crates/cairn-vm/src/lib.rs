@@ -52,17 +52,20 @@
 //!   save, stop or restore (`cairn vm ls` shows it paused).
 //!
 //! Synchronous: qemu and qemu-img are child processes, QMP a Unix socket.
+#![deny(missing_docs)]
 
 mod checkpoint;
 mod error;
 mod files;
-pub mod guest;
+mod guest;
 mod listing;
 mod machine;
-pub mod qmp;
+mod qmp;
 
 pub use checkpoint::{fork, restore, save, RestoreReport, VmSaveReport};
 pub use error::VmError;
+pub use guest::{Initramfs, Kernel, Node};
+pub use qmp::Qmp;
 pub use listing::{list, stop, MachineInfo, Stopped};
 pub use machine::{
     gateway_from_guest, is_machine, parse_size, start, Accel, MachineConfig, StartOptions, Started,

@@ -1853,7 +1853,7 @@ fn build_initramfs(
     work: &Path,
     out: &Path,
 ) -> Result<(), String> {
-    use cairn_vm::guest::{Initramfs, Kernel, Node};
+    use cairn_vm::{Initramfs, Kernel, Node};
     let e = |e: cairn_vm::VmError| e.to_string();
     let mut fs = Initramfs::new();
     for d in ["dev", "proc", "sys", "tmp", "mnt", "root", "etc"] {

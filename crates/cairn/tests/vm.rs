@@ -555,7 +555,7 @@ fn a_save_killed_at_any_moment_lists_nothing_partial_and_the_next_save_works() {
 #[test]
 #[ignore = "needs qemu and a kernel: .ci/run installs them"]
 fn a_save_after_one_killed_once_the_state_was_written_works() {
-    use cairn_vm::qmp::Qmp;
+    use cairn_vm::Qmp;
     require();
     let lab = Lab::new();
     let (id, console) = lab.start(COUNTER);
