@@ -87,19 +87,7 @@ pub(crate) fn put(
         path: std::path::PathBuf::from(format!("stored response {key}")),
         reason: e.to_string(),
     })?;
-    let entry = Entry {
-        key: key.to_owned(),
-        run: run.to_owned(),
-        endpoint: format!("agent:{provider}"),
-        status: 200,
-        stream: false,
-        content_type: "application/json".into(),
-        body: String::new(),
-        request: None,
-        idempotency_key: None,
-        delivered: false,
-        stored: cairn_journal::now_rfc3339(),
-    };
+    let entry = Entry::whole_json(key, run, format!("agent:{provider}"));
     store.put(entry, &body, None)?;
     Ok(())
 }

@@ -67,6 +67,31 @@ pub struct Entry {
     pub stored: String,
 }
 
+impl Entry {
+    /// A whole (not streamed) JSON response, status 200, that session `run`
+    /// bought from `endpoint`, stored now: what cairn's own loop keeps.
+    /// [`ResponseStore::put`] fills in its bodies' names.
+    pub fn whole_json(
+        key: impl Into<String>,
+        run: impl Into<String>,
+        endpoint: impl Into<String>,
+    ) -> Entry {
+        Entry {
+            key: key.into(),
+            run: run.into(),
+            endpoint: endpoint.into(),
+            status: 200,
+            stream: false,
+            content_type: "application/json".into(),
+            body: String::new(),
+            request: None,
+            idempotency_key: None,
+            delivered: false,
+            stored: cairn_journal::now_rfc3339(),
+        }
+    }
+}
+
 /// Entries written by cairn before the store kept bodies in the pool: the
 /// agent loop's responses, inline.
 #[derive(Deserialize)]
@@ -148,17 +173,8 @@ impl ResponseStore {
                             .map_err(|e| damaged(&path, e.to_string()))?,
                     ),
                     entry: Entry {
-                        key: l.key,
-                        run: l.run,
-                        endpoint: "agent".into(),
-                        status: 200,
-                        stream: false,
-                        content_type: "application/json".into(),
-                        body: String::new(),
-                        request: None,
-                        idempotency_key: None,
-                        delivered: false,
                         stored: l.stored,
+                        ..Entry::whole_json(l.key, l.run, "agent")
                     },
                 },
                 Err(_) => return Err(damaged(&path, e.to_string())),

@@ -228,19 +228,7 @@ mod tests {
     fn job(session: Filed, key: &str) -> Job {
         let (done, _) = tokio::sync::oneshot::channel();
         Job {
-            entry: Some(Entry {
-                key: key.to_owned(),
-                run: String::new(),
-                endpoint: "/v1/chat/completions".into(),
-                status: 200,
-                stream: false,
-                content_type: "application/json".into(),
-                body: String::new(),
-                request: None,
-                idempotency_key: None,
-                delivered: false,
-                stored: cairn_journal::now_rfc3339(),
-            }),
+            entry: Some(Entry::whole_json(key, "", "/v1/chat/completions")),
             body: format!("{{\"answer\": \"{key}\"}}").into_bytes(),
             request: format!("{{\"question\": \"{key}\"}}").into_bytes(),
             record: ModelCall {

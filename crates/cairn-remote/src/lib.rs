@@ -59,6 +59,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod bridge;
 mod error;
 mod jetstream;
 mod location;

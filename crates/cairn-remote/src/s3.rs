@@ -190,28 +190,20 @@ impl S3Config {
             )));
         }
         let store = b.build().map_err(|e| config_error(e.to_string()))?;
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("cairn-s3")
-            .enable_io()
-            .enable_time()
-            .build()
-            .map_err(|e| S3Error::Runtime(format!("cannot start: {e}")))?;
         Ok(S3Objects {
             name: loc.url(),
             loc,
             endpoint,
             store: Arc::new(store),
-            rt: Some(rt),
         })
     }
 }
 
 /// A content-addressed object pool in an S3 bucket, under
 /// `PREFIX/objects/<aa>/<rest>` like the local layout, each object its
-/// stored encoding. Synchronous: requests run on a private runtime (two
-/// worker threads) and the calling thread waits, so it may be used from any
-/// thread, inside another runtime too.
+/// stored encoding. Synchronous: requests run on the remote stores' one
+/// runtime (`bridge.rs`) and the calling thread waits, so it may be used
+/// from any thread, inside another runtime too.
 ///
 /// Create-only puts use `If-None-Match: *`, which S3 (since 2024) and most
 /// compatible stores honour: `412 Precondition Failed` means the object is
@@ -228,9 +220,6 @@ pub struct S3Objects {
     name: String,
     endpoint: String,
     store: Arc<AmazonS3>,
-    /// Taken on drop, to shut down without blocking (dropping a runtime
-    /// inside another one would panic).
-    rt: Option<tokio::runtime::Runtime>,
 }
 
 impl std::fmt::Debug for S3Objects {
@@ -239,14 +228,6 @@ impl std::fmt::Debug for S3Objects {
             .field("url", &self.name)
             .field("endpoint", &self.endpoint)
             .finish_non_exhaustive()
-    }
-}
-
-impl Drop for S3Objects {
-    fn drop(&mut self) {
-        if let Some(rt) = self.rt.take() {
-            rt.shutdown_background();
-        }
     }
 }
 
@@ -297,21 +278,12 @@ impl S3Objects {
         }
     }
 
-    /// Runs `fut` on the private runtime and waits for it.
+    /// Runs `fut` on the remote stores' runtime and waits for it.
     fn run<T: Send + 'static>(
         &self,
         fut: impl Future<Output = T> + Send + 'static,
     ) -> Result<T, S3Error> {
-        let rt = self
-            .rt
-            .as_ref()
-            .ok_or_else(|| S3Error::Runtime("it has been shut down".into()))?;
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        rt.spawn(async move {
-            let _ = tx.send(fut.await);
-        });
-        rx.recv()
-            .map_err(|_| S3Error::Runtime("a request's task ended without an answer".into()))
+        crate::bridge::run(fut).map_err(|e| S3Error::Runtime(e.to_string()))
     }
 
     fn failure(&self, action: &'static str, key: &str, f: Failure) -> S3Error {

@@ -41,17 +41,9 @@ fn session_with_a_failed_call(store: &Store, request: &ObjectHash) -> RunId {
 
 fn store_response(store: &Store, run: &RunId) -> Entry {
     let entry = Entry {
-        key: "cd".repeat(32),
-        run: run.to_string(),
-        endpoint: "/v1/messages".into(),
-        status: 200,
         stream: true,
         content_type: "text/event-stream".into(),
-        body: String::new(),
-        request: None,
-        idempotency_key: None,
-        delivered: false,
-        stored: "2026-01-01T00:00:00Z".into(),
+        ..Entry::whole_json("cd".repeat(32), run.to_string(), "/v1/messages")
     };
     ResponseStore::new(store)
         .put(

@@ -17,19 +17,7 @@ use common::*;
 /// own loop keeps), under a key made from `n`; returns the key.
 fn stored_response(store: &Store, run: &RunId, n: u8) -> String {
     let key = format!("{n:02x}").repeat(32);
-    let entry = Entry {
-        key: key.clone(),
-        run: run.to_string(),
-        endpoint: "/v1/chat/completions".into(),
-        status: 200,
-        stream: false,
-        content_type: "application/json".into(),
-        body: String::new(),
-        request: None,
-        idempotency_key: None,
-        delivered: false,
-        stored: "2026-01-01T00:00:00Z".into(),
-    };
+    let entry = Entry::whole_json(key.clone(), run.to_string(), "/v1/chat/completions");
     ResponseStore::new(store)
         .put(entry, b"{\"prompt\": \"secret\"}", Some(b"{}"))
         .unwrap();

@@ -65,8 +65,8 @@ mod qmp;
 pub use checkpoint::{fork, restore, save, RestoreReport, VmSaveReport};
 pub use error::VmError;
 pub use guest::{Initramfs, Kernel, Node};
-pub use qmp::Qmp;
 pub use listing::{list, stop, MachineInfo, Stopped};
 pub use machine::{
     gateway_from_guest, is_machine, parse_size, start, Accel, MachineConfig, StartOptions, Started,
 };
+pub use qmp::Qmp;

@@ -118,7 +118,6 @@ pub struct JetStreamJournals {
     held: Mutex<HashMap<String, WriterLease>>,
     /// The object pool's leases held, renewed until given up.
     kept: pool::KeptLeases,
-    rt: Option<tokio::runtime::Runtime>,
 }
 
 impl std::fmt::Debug for JetStreamJournals {
@@ -134,9 +133,6 @@ impl Drop for JetStreamJournals {
         // Each failure is logged; the leases lapse on their own.
         let _ = self.release_held();
         self.give_up_all_pool();
-        if let Some(rt) = self.rt.take() {
-            rt.shutdown_background();
-        }
     }
 }
 
@@ -158,22 +154,11 @@ impl JetStreamJournals {
         if let Some(r) = loc.replicas {
             config.replicas = r;
         }
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("cairn-nats")
-            .enable_io()
-            .enable_time()
-            .build()
-            .map_err(|e| RemoteJournalError::Failed {
-                remote: name.clone(),
-                action: "start a runtime".into(),
-                reason: e.to_string(),
-            })?;
         let (js, stream, leases) = {
             let loc = loc.clone();
             let name = name.clone();
             let config = config.clone();
-            run_on(&rt, async move { connect(&loc, &name, &config).await })??
+            run_on(async move { connect(&loc, &name, &config).await })??
         };
         Ok(JetStreamJournals {
             loc,
@@ -185,7 +170,6 @@ impl JetStreamJournals {
             ends: Mutex::new(HashMap::new()),
             held: Mutex::new(HashMap::new()),
             kept: Mutex::new(HashMap::new()),
-            rt: Some(rt),
         })
     }
 
@@ -193,11 +177,7 @@ impl JetStreamJournals {
         &self,
         fut: impl Future<Output = T> + Send + 'static,
     ) -> Result<T, RemoteJournalError> {
-        let rt = self
-            .rt
-            .as_ref()
-            .ok_or_else(|| self.failed("run", "shut down"))?;
-        run_on(rt, fut)
+        run_on(fut)
     }
 
     fn failed(&self, action: &str, reason: impl std::fmt::Display) -> RemoteJournalError {
@@ -647,20 +627,14 @@ fn record_seq(line: &[u8]) -> Option<u64> {
     serde_json::from_slice::<Seq>(line).ok().map(|s| s.seq)
 }
 
-/// Runs `fut` on `rt` and waits for it (from any thread, inside another
-/// runtime too).
+/// Runs `fut` on the remote stores' runtime (`bridge.rs`) and waits for it.
 fn run_on<T: Send + 'static>(
-    rt: &tokio::runtime::Runtime,
     fut: impl Future<Output = T> + Send + 'static,
 ) -> Result<T, RemoteJournalError> {
-    let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    rt.spawn(async move {
-        let _ = tx.send(fut.await);
-    });
-    rx.recv().map_err(|_| RemoteJournalError::Failed {
+    crate::bridge::run(fut).map_err(|e| RemoteJournalError::Failed {
         remote: String::new(),
         action: "wait for the server".into(),
-        reason: "a request's task ended without an answer".into(),
+        reason: e.to_string(),
     })
 }
 

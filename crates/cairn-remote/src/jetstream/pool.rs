@@ -179,7 +179,6 @@ impl JetStreamJournals {
     /// Starts renewing the pool lease `lease`, written at `revision` under
     /// `key`, until [`JetStreamJournals::give_up_pool`].
     fn keep(&self, key: &str, lease: Lease, revision: u64) {
-        let Some(rt) = self.rt.as_ref() else { return };
         // From its `until`: the write may have taken a while.
         let left = lease.until.saturating_sub(unix_now()).saturating_sub(1);
         let state = Arc::new(Mutex::new(KeptState {
@@ -189,14 +188,17 @@ impl JetStreamJournals {
         }));
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let token = lease.token.clone();
-        let task = rt.spawn(renew_while_held(
+        let Ok(task) = crate::bridge::spawn(renew_while_held(
             self.leases.clone(),
             key.to_owned(),
             lease,
             self.lease_secs(),
             state.clone(),
             stopped,
-        ));
+        )) else {
+            // Unreachable: the store was opened through the same runtime.
+            return;
+        };
         locked(&self.kept).insert(
             key.to_owned(),
             Kept {
