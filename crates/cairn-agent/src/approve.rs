@@ -12,8 +12,6 @@
 //! 4. An immediate stop while waiting abandons the question; nothing is
 //!    journaled for the call.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::str::FromStr;
 
 use cairn_journal::ToolCall;
@@ -85,26 +83,20 @@ pub enum Decision {
     Decline,
 }
 
-/// Asks a person. The future may wait as long as the person takes.
+/// Asks a person. An answer may take as long as the person takes.
+#[async_trait::async_trait]
 pub trait Approver: Send {
     /// Whether `call` may run.
-    fn ask<'a>(
-        &'a mut self,
-        call: &'a ToolCall,
-    ) -> Pin<Box<dyn Future<Output = Decision> + Send + 'a>>;
+    async fn ask(&mut self, call: &ToolCall) -> Decision;
 
     /// Whether `call` may run, with what it would change shown: for
     /// `write_file` and `edit_file`, the unified diff of the file
     /// (`cairn_tools::preview`; the model's text, to be escaped before it
     /// reaches a terminal). The loop asks through this; by default it is
     /// [`Approver::ask`].
-    fn ask_previewed<'a>(
-        &'a mut self,
-        call: &'a ToolCall,
-        preview: Option<String>,
-    ) -> Pin<Box<dyn Future<Output = Decision> + Send + 'a>> {
+    async fn ask_previewed(&mut self, call: &ToolCall, preview: Option<String>) -> Decision {
         let _ = preview;
-        self.ask(call)
+        self.ask(call).await
     }
 }
 

@@ -5,8 +5,6 @@
 mod common;
 
 use std::collections::VecDeque;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use cairn_agent::{ApprovePolicy, Approver, Decision, StopHandle};
@@ -35,34 +33,28 @@ impl Person {
     }
 }
 
+#[async_trait::async_trait]
 impl Approver for Person {
-    fn ask<'a>(
-        &'a mut self,
-        call: &'a ToolCall,
-    ) -> Pin<Box<dyn Future<Output = Decision> + Send + 'a>> {
+    async fn ask(&mut self, call: &ToolCall) -> Decision {
         self.asked.lock().unwrap().push(call.id.clone());
         if let Some(f) = self.during.as_mut() {
             f(call);
         }
         let d = self.answers.pop_front().unwrap_or(Decision::Decline);
-        Box::pin(async move {
-            tokio::task::yield_now().await;
-            d
-        })
+        tokio::task::yield_now().await;
+        d
     }
 }
 
 /// Asks to stop at once, then never answers.
 struct Walks(StopHandle);
 
+#[async_trait::async_trait]
 impl Approver for Walks {
-    fn ask<'a>(
-        &'a mut self,
-        _call: &'a ToolCall,
-    ) -> Pin<Box<dyn Future<Output = Decision> + Send + 'a>> {
+    async fn ask(&mut self, _call: &ToolCall) -> Decision {
         self.0.escalate();
         self.0.escalate();
-        Box::pin(std::future::pending())
+        std::future::pending().await
     }
 }
 

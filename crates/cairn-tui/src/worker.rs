@@ -116,32 +116,24 @@ impl Events for Forward {
 /// Asks the person at the screen.
 struct AskScreen(Sender<Ev>);
 
+#[async_trait::async_trait]
 impl Approver for AskScreen {
-    fn ask<'a>(
-        &'a mut self,
-        call: &'a ToolCall,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Decision> + Send + 'a>> {
-        self.ask_previewed(call, None)
+    async fn ask(&mut self, call: &ToolCall) -> Decision {
+        self.ask_previewed(call, None).await
     }
 
-    fn ask_previewed<'a>(
-        &'a mut self,
-        call: &'a ToolCall,
-        preview: Option<String>,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Decision> + Send + 'a>> {
+    async fn ask_previewed(&mut self, call: &ToolCall, preview: Option<String>) -> Decision {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let sent = self.0.send(Ev::Approval {
             call: call.clone(),
             reply,
             preview,
         });
-        Box::pin(async move {
-            if sent.is_err() {
-                return Decision::Decline;
-            }
-            // A screen that went away without answering declined.
-            answer.await.unwrap_or(Decision::Decline)
-        })
+        if sent.is_err() {
+            return Decision::Decline;
+        }
+        // A screen that went away without answering declined.
+        answer.await.unwrap_or(Decision::Decline)
     }
 }
 

@@ -6,10 +6,8 @@
 //! at once. With `--approve`, the calls it names wait for a yes on the
 //! terminal ([`CliApprover`]).
 
-use std::future::Future;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -172,21 +170,15 @@ pub fn check_new(
 /// it; anything else, or the end of input, declines.
 struct CliApprover;
 
+#[async_trait::async_trait]
 impl Approver for CliApprover {
-    fn ask<'a>(
-        &'a mut self,
-        call: &'a ToolCall,
-    ) -> Pin<Box<dyn Future<Output = Decision> + Send + 'a>> {
-        self.ask_previewed(call, None)
+    async fn ask(&mut self, call: &ToolCall) -> Decision {
+        self.ask_previewed(call, None).await
     }
 
     /// A file write or edit is shown as the diff it would make, not as its
     /// JSON arguments.
-    fn ask_previewed<'a>(
-        &'a mut self,
-        call: &'a ToolCall,
-        preview: Option<String>,
-    ) -> Pin<Box<dyn Future<Output = Decision> + Send + 'a>> {
+    async fn ask_previewed(&mut self, call: &ToolCall, preview: Option<String>) -> Decision {
         let path = call.arguments.get("path").and_then(|p| p.as_str());
         let question = match (&preview, path) {
             (Some(diff), Some(path)) => format!(
@@ -202,43 +194,41 @@ impl Approver for CliApprover {
                 output::one_line(&call.arguments.to_string(), 200)
             ),
         };
-        Box::pin(async move {
-            {
-                let mut err = std::io::stderr().lock();
-                let _ = err
-                    .write_all(output::visible(&question).as_bytes())
-                    .and_then(|_| err.flush());
-            }
-            // A thread of its own rather than the runtime's blocking pool,
-            // which the runtime waits for on shutdown: a read abandoned by
-            // an immediate stop must not hold up the exit.
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            let reader = std::thread::Builder::new()
-                .name("cairn-approve".into())
-                .spawn(move || {
-                    let mut line = String::new();
-                    let read = std::io::stdin().lock().read_line(&mut line);
-                    let _ = tx.send(read.map(|n| (n, line)));
-                });
-            if reader.is_err() {
-                output::note("\ncairn: cannot read an answer; declined");
-                return Decision::Decline;
-            }
-            let answer = match rx.await {
-                Ok(Ok((n, line))) if n > 0 => Some(line.trim().to_owned()),
-                // The end of input (or an unreadable stdin) is a no.
-                _ => None,
-            };
-            // A terminal echoed the answer and its newline; anything else
-            // did not, so the log says what was answered.
-            if answer.is_none() || !std::io::stdin().is_terminal() {
-                output::note(output::one_line(answer.as_deref().unwrap_or(""), 40));
-            }
-            match answer.map(|a| a.to_ascii_lowercase()).as_deref() {
-                Some("y" | "yes") => Decision::Run,
-                _ => Decision::Decline,
-            }
-        })
+        {
+            let mut err = std::io::stderr().lock();
+            let _ = err
+                .write_all(output::visible(&question).as_bytes())
+                .and_then(|_| err.flush());
+        }
+        // A thread of its own rather than the runtime's blocking pool,
+        // which the runtime waits for on shutdown: a read abandoned by
+        // an immediate stop must not hold up the exit.
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let reader = std::thread::Builder::new()
+            .name("cairn-approve".into())
+            .spawn(move || {
+                let mut line = String::new();
+                let read = std::io::stdin().lock().read_line(&mut line);
+                let _ = tx.send(read.map(|n| (n, line)));
+            });
+        if reader.is_err() {
+            output::note("\ncairn: cannot read an answer; declined");
+            return Decision::Decline;
+        }
+        let answer = match rx.await {
+            Ok(Ok((n, line))) if n > 0 => Some(line.trim().to_owned()),
+            // The end of input (or an unreadable stdin) is a no.
+            _ => None,
+        };
+        // A terminal echoed the answer and its newline; anything else
+        // did not, so the log says what was answered.
+        if answer.is_none() || !std::io::stdin().is_terminal() {
+            output::note(output::one_line(answer.as_deref().unwrap_or(""), 40));
+        }
+        match answer.map(|a| a.to_ascii_lowercase()).as_deref() {
+            Some("y" | "yes") => Decision::Run,
+            _ => Decision::Decline,
+        }
     }
 }
 
