@@ -4,7 +4,11 @@
 mod cli;
 mod cmd;
 mod exit;
+mod job;
 mod output;
+mod prices;
+mod serving;
+mod setup;
 
 use std::process::ExitCode;
 

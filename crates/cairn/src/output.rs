@@ -143,6 +143,34 @@ fn ago_at(ts: &str, now: std::time::SystemTime) -> String {
 // the TUI: escaping control characters, one-line cuts.
 pub use cairn_store::text::{one_line, visible};
 
+/// What a restore or fork of a VM session's checkpoint did (`what`:
+/// `restored`, `forked`).
+pub fn machine_restored(r: &cairn_vm::RestoreReport, json: bool, what: &str) -> anyhow::Result<()> {
+    if json {
+        return self::json(r);
+    }
+    let mut s = format!(
+        "{what} checkpoint {}: session {} runs its guest again (qemu pid {}, {:.1} s); its console: {}\n",
+        r.checkpoint,
+        r.id,
+        r.pid,
+        r.secs,
+        r.console.display()
+    );
+    if let Some(b) = &r.rolled_back {
+        s.push_str(&format!(
+            "rolled back: what the guest did after seq {}: {} console line(s), {} model call(s) (the gateway serves those again as replays)\n",
+            b.at_seq,
+            b.console_lines,
+            b.model_calls.len()
+        ));
+        for l in &b.console_tail {
+            s.push_str(&format!("  | {}\n", l));
+        }
+    }
+    text(&s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -262,3 +262,40 @@ fn the_map_is_checked_against_the_real_crate_names() {
         }
     }
 }
+
+#[test]
+fn no_command_module_calls_another() {
+    // The binary's command modules parse, call the library and render; what
+    // several of them need lives outside `cmd/` (setup, serving, job) or in
+    // the modules every command shares.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cmd");
+    let shared = ["mod", "progress", "shared"];
+    let commands: BTreeSet<String> = std::fs::read_dir(&dir)
+        .expect("src/cmd reads")
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().to_string_lossy().into_owned();
+            let stem = name.strip_suffix(".rs")?.to_owned();
+            (!shared.contains(&stem.as_str())).then_some(stem)
+        })
+        .collect();
+    assert!(
+        commands.contains("run") && commands.contains("fork"),
+        "{commands:?}"
+    );
+    let mut wrong = Vec::new();
+    for command in &commands {
+        let text = std::fs::read_to_string(dir.join(format!("{command}.rs"))).expect("reads");
+        for other in &commands {
+            let paths = [
+                format!("crate::cmd::{other}::"),
+                format!("crate::cmd::{other};"),
+                format!("use crate::cmd::{{{other},"),
+                format!("super::{other}::"),
+            ];
+            if let Some(p) = paths.iter().find(|p| text.contains(p.as_str())) {
+                wrong.push(format!("cmd/{command}.rs reaches cmd/{other}.rs ({p})"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

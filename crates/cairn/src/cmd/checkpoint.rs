@@ -11,16 +11,15 @@
 
 use std::path::Path;
 
-use cairn_checkpoint::CheckpointId;
 use cairn_store::Store;
 use serde::Serialize;
 
 use crate::cli::{CheckpointCommand, CheckpointIdArgs, CheckpointSaveArgs, SessionJsonArgs};
 use crate::cmd::progress::Bars;
-use crate::cmd::workspace::tracker;
 use crate::cmd::Context;
 use crate::exit::{coded, Code};
 use crate::output;
+use crate::setup::tracker;
 
 pub fn run(ctx: &Context, c: CheckpointCommand) -> anyhow::Result<Code> {
     match c {
@@ -31,11 +30,6 @@ pub fn run(ctx: &Context, c: CheckpointCommand) -> anyhow::Result<Code> {
         CheckpointCommand::Verify(a) => verify(ctx, &a),
         CheckpointCommand::Stats(a) => stats(ctx, &a),
     }
-}
-
-/// The checkpoint a reference names: its id or a unique prefix of it.
-pub fn parse_id(ctx: &Context, s: &str) -> anyhow::Result<CheckpointId> {
-    Ok(cairn_sessions::resolve_checkpoint(&ctx.store, s)?)
 }
 
 #[derive(Serialize)]
@@ -52,14 +46,14 @@ struct SaveOut {
 
 fn save(ctx: &Context, a: &CheckpointSaveArgs) -> anyhow::Result<Code> {
     let id = ctx.existing_run(&a.id)?;
-    if crate::cmd::vm::is_machine(&ctx.store, &id) {
+    if cairn_vm::is_machine(&ctx.store, &id) {
         if !a.paths.is_empty() {
             return Err(coded(
                 Code::Usage,
                 format!("session {id} is a VM session: its checkpoint saves the whole machine, and takes no --path"),
             ));
         }
-        return crate::cmd::vm::save(ctx, &id, a.json);
+        return save_machine(ctx, &id, a.json);
     }
     let store = Store::open(ctx.store.root())?;
     let mut session = cairn_sessions::Session::open(&store, &id)?;
@@ -139,7 +133,7 @@ fn ls(ctx: &Context, a: &SessionJsonArgs) -> anyhow::Result<Code> {
 }
 
 fn show(ctx: &Context, a: &CheckpointIdArgs) -> anyhow::Result<Code> {
-    let id = parse_id(ctx, &a.checkpoint)?;
+    let id = crate::setup::checkpoint_id(ctx, &a.checkpoint)?;
     let cp = cairn_checkpoint::show(&ctx.store, &id)?;
     if a.json {
         output::json(&cp)?;
@@ -172,12 +166,12 @@ fn show(ctx: &Context, a: &CheckpointIdArgs) -> anyhow::Result<Code> {
 }
 
 fn restore(ctx: &Context, a: &CheckpointIdArgs) -> anyhow::Result<Code> {
-    let cpid = parse_id(ctx, &a.checkpoint)?;
+    let cpid = crate::setup::checkpoint_id(ctx, &a.checkpoint)?;
     let store = Store::open(ctx.store.root())?;
     let cp = cairn_checkpoint::show(&store, &cpid)?;
     let run = cp.run_id()?;
-    if crate::cmd::vm::is_machine(&store, &run) {
-        return crate::cmd::vm::restore(ctx, &cpid, a.json);
+    if cairn_vm::is_machine(&store, &run) {
+        return restore_machine(ctx, &cpid, a.json);
     }
     let mut session = cairn_sessions::Session::open(&store, &run)?;
     let root = session.state().workspace.clone();
@@ -223,7 +217,7 @@ fn restore(ctx: &Context, a: &CheckpointIdArgs) -> anyhow::Result<Code> {
 }
 
 fn verify(ctx: &Context, a: &CheckpointIdArgs) -> anyhow::Result<Code> {
-    let id = parse_id(ctx, &a.checkpoint)?;
+    let id = crate::setup::checkpoint_id(ctx, &a.checkpoint)?;
     let report = cairn_checkpoint::verify(&ctx.store, &id, &Bars::new(a.json))?;
     if a.json {
         output::json(&report)?;
@@ -282,5 +276,39 @@ fn stats(ctx: &Context, a: &SessionJsonArgs) -> anyhow::Result<Code> {
                 .map_or_else(|| "n/a".into(), |r| format!("{r:.1}x"))
         ))?;
     }
+    Ok(Code::Ok)
+}
+
+/// `cairn checkpoint save ID` of a VM session.
+fn save_machine(ctx: &Context, id: &cairn_store::RunId, json: bool) -> anyhow::Result<Code> {
+    let store = Store::open(ctx.store.root())?;
+    let mut session = cairn_sessions::Session::open(&store, id)?;
+    let r = cairn_vm::save(&mut session, &Bars::new(json))?;
+    if json {
+        output::json(&r)?;
+    } else {
+        output::text(&format!(
+            "checkpoint {} of session {} at seq {}: the guest paused {:.3} s; {} logical bytes ({} of memory and device state), {} new bytes stored\n",
+            r.report.id,
+            r.report.run,
+            r.report.seq,
+            r.paused_secs,
+            r.report.logical_bytes,
+            r.memory_bytes,
+            r.report.stored_bytes
+        ))?;
+    }
+    Ok(Code::Ok)
+}
+
+/// `cairn checkpoint restore CP` of a VM session's checkpoint.
+fn restore_machine(
+    ctx: &Context,
+    cp: &cairn_checkpoint::CheckpointId,
+    json: bool,
+) -> anyhow::Result<Code> {
+    let store = Store::open(ctx.store.root())?;
+    let r = cairn_vm::restore(&store, cp, &Bars::new(json))?;
+    output::machine_restored(&r, json, "restored")?;
     Ok(Code::Ok)
 }

@@ -2,59 +2,18 @@
 
 use crate::cli::ForkArgs;
 use crate::cmd::progress::Bars;
-use crate::cmd::run::RunSummary;
 use crate::cmd::Context;
 use crate::exit::{coded, Code};
 use crate::output;
+use crate::setup::RunSummary;
 
 pub fn run(ctx: &Context, args: &ForkArgs) -> anyhow::Result<Code> {
     let parent = ctx.existing_run(&args.id)?;
     if let Some(at) = args.at.as_deref().filter(|a| a.starts_with("cp_")) {
         return from_checkpoint(ctx, args, &parent, at);
     }
-    let (id, writer, state) = fork_at_record(ctx, args, &parent)?;
+    let (id, writer, state) = crate::setup::fork_at_record(ctx, args, &parent)?;
     report(args, &parent, &id, &writer, &state, None)
-}
-
-/// `cairn fork ID [--at SEQ] [--workspace DIR]` without a checkpoint: the
-/// fork made (and what `report` prints of it). The TUI's `--fork ID` opens
-/// on a fork made here.
-pub fn fork_at_record(
-    ctx: &Context,
-    args: &ForkArgs,
-    parent: &cairn_store::RunId,
-) -> anyhow::Result<(
-    cairn_store::RunId,
-    cairn_journal::JournalWriter,
-    cairn_journal::RunState,
-)> {
-    let at = match &args.at {
-        None => None,
-        Some(s) => Some(s.parse::<u64>().map_err(|_| {
-            coded(Code::Usage, format!("--at {s}: give the seq of the last record to share (see `cairn session show {parent} --transcript`) or a checkpoint id (see `cairn checkpoint ls {parent}`)"))
-        })?),
-    };
-    let workspace = match &args.workspace {
-        Some(d) => {
-            let dir = std::fs::canonicalize(d)
-                .map_err(|e| coded(Code::Usage, format!("--workspace {}: {e}", d.display())))?;
-            if !dir.is_dir() {
-                return Err(coded(
-                    Code::Usage,
-                    format!(
-                        "--workspace {}: it is not a directory; give the directory the fork works in",
-                        d.display()
-                    ),
-                ));
-            }
-            ctx.refuse_store_inside(&dir)?;
-            Some(dir.to_string_lossy().into_owned())
-        }
-        None => None,
-    };
-    let store = cairn_store::Store::open(ctx.store.root())?;
-    let (id, writer, state) = cairn_sessions::fork(&store, parent, at, workspace)?;
-    Ok((id, writer, state))
 }
 
 /// `cairn fork ID --at CP --workspace DIR`: a new lineage from a checkpoint,
@@ -65,15 +24,15 @@ fn from_checkpoint(
     parent: &cairn_store::RunId,
     at: &str,
 ) -> anyhow::Result<Code> {
-    let cpid = crate::cmd::checkpoint::parse_id(ctx, at)?;
-    if crate::cmd::vm::is_machine(&ctx.store, parent) {
+    let cpid = crate::setup::checkpoint_id(ctx, at)?;
+    if cairn_vm::is_machine(&ctx.store, parent) {
         if args.workspace.is_some() {
             return Err(coded(
                 Code::Usage,
                 format!("session {parent} is a VM session: its fork gets its own copy of the guest's disk, and takes no --workspace"),
             ));
         }
-        return crate::cmd::vm::fork(ctx, parent, &cpid, args.json);
+        return fork_machine(ctx, parent, &cpid, args.json);
     }
     let Some(dir) = &args.workspace else {
         return Err(coded(
@@ -197,4 +156,17 @@ pub fn reindex(ctx: &Context) -> anyhow::Result<Code> {
     }
     output::text(&s)?;
     Ok(if failed { Code::Failure } else { Code::Ok })
+}
+
+/// `cairn fork ID --at CP` of a VM session.
+fn fork_machine(
+    ctx: &Context,
+    parent: &cairn_store::RunId,
+    cp: &cairn_checkpoint::CheckpointId,
+    json: bool,
+) -> anyhow::Result<Code> {
+    let store = cairn_store::Store::open(ctx.store.root())?;
+    let r = cairn_vm::fork(&store, parent, cp, &Bars::new(json))?;
+    output::machine_restored(&r, json, "forked")?;
+    Ok(Code::Ok)
 }

@@ -2,82 +2,18 @@
 //! URL at, and what `cairn exec --gateway` shares with it.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use cairn_gateway::{
-    Filing, Gateway, GatewayConfig, ReplayMode, ReplayPolicy, SharedSession, Stopped,
-};
+use cairn_gateway::{Filing, Gateway, GatewayConfig, SharedSession};
 use cairn_journal::{RecordBody, Terminal, TerminalReason};
 use cairn_sessions::Session;
 use cairn_store::Store;
 
-use crate::cli::{GatewayArgs, ReplayArg, UpstreamArgs};
-use crate::cmd::{prices, Context};
+use crate::cli::GatewayArgs;
+use crate::cmd::Context;
 use crate::exit::{coded, Code};
 use crate::output;
-
-/// A gateway configuration from the flags and cairn's own environment: the
-/// upstreams default to `OPENAI_BASE_URL` / `ANTHROPIC_BASE_URL`, the keys
-/// used with `--token` are `OPENAI_API_KEY` / `ANTHROPIC_API_KEY`.
-pub fn config(
-    upstream: &UpstreamArgs,
-    listen: std::net::SocketAddr,
-    token: Option<String>,
-) -> GatewayConfig {
-    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-    let defaults = GatewayConfig::default();
-    GatewayConfig {
-        listen,
-        token,
-        admit_guest_host: false,
-        openai_upstream: upstream
-            .openai_upstream
-            .clone()
-            .or_else(|| env("OPENAI_BASE_URL"))
-            .unwrap_or(defaults.openai_upstream),
-        anthropic_upstream: upstream
-            .anthropic_upstream
-            .clone()
-            .or_else(|| env("ANTHROPIC_BASE_URL"))
-            .unwrap_or(defaults.anthropic_upstream),
-        openai_key: env("OPENAI_API_KEY"),
-        anthropic_key: env("ANTHROPIC_API_KEY"),
-        replay: ReplayPolicy {
-            mode: match upstream.replay {
-                ReplayArg::Retries => ReplayMode::Retries,
-                ReplayArg::Always => ReplayMode::Always,
-            },
-            offline: upstream.offline,
-        },
-        max_body: mib(upstream.max_body_mb),
-        max_response: mib(upstream.max_response_mb),
-        max_event: mib(upstream.max_event_mb),
-        max_open_sessions: defaults.max_open_sessions,
-        header_timeout: upstream.header_timeout,
-        body_timeout: upstream.body_timeout,
-        stall_before_final: std::env::var("CAIRN_FAULT").as_deref()
-            == Ok("stall-before-final-event"),
-    }
-}
-
-/// A server's listen address: the flag, else the configured one.
-pub fn listen_addr(
-    flag: Option<std::net::SocketAddr>,
-    configured: &cairn_config::Setting<String>,
-) -> anyhow::Result<std::net::SocketAddr> {
-    match flag {
-        Some(a) => Ok(a),
-        None => configured.value.parse().map_err(|e| {
-            coded(
-                Code::Usage,
-                format!(
-                    "listen address {:?} ({}) is not HOST:PORT: {e}",
-                    configured.value, configured.origin
-                ),
-            )
-        }),
-    }
-}
+use crate::prices;
+use crate::serving::{config, listen_addr, serve_until_stopped};
 
 /// Prints one line per model call on stderr (`cairn_gateway`'s `call`
 /// events), and the gateway's warnings; with `quiet`, only the warnings.
@@ -96,11 +32,6 @@ fn log_calls(quiet: bool) {
         .with_target(false)
         .with_ansi(false)
         .try_init();
-}
-
-/// `mb` MiB in bytes.
-fn mib(mb: u64) -> usize {
-    usize::try_from(mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX)
 }
 
 /// `cairn gateway`.
@@ -216,62 +147,6 @@ pub fn run(ctx: &Context, args: &GatewayArgs) -> anyhow::Result<Code> {
     } else {
         Code::Failure
     })
-}
-
-/// Serves until `stop`, then waits for what is in flight at most `grace`
-/// (or until `again`, a second request to stop, named for the message),
-/// saying what it waits for and, when it stops without it, which calls were
-/// not stored (`who` names the command in those lines).
-pub async fn serve_until_stopped(
-    gateway: Gateway,
-    who: &str,
-    stop: impl std::future::Future<Output = ()> + Send,
-    again: Option<(impl std::future::Future<Output = ()> + Send, &str)>,
-    grace: Duration,
-) -> anyhow::Result<Stopped> {
-    let activity = gateway.activity();
-    let asked = tokio::sync::Notify::new();
-    let (again, hint) = match again {
-        Some((again, hint)) => (Some(again), format!("; {hint} stops at once")),
-        None => (None, String::new()),
-    };
-    let stop = async {
-        stop.await;
-        let purchases = activity.purchases();
-        let others = activity.connections().saturating_sub(purchases.len());
-        if !purchases.is_empty() || others > 0 {
-            output::note(format!(
-                "{who}: stopping (no new connections); waiting up to {} for {} call(s) still reading their upstream and {others} other open connection(s){hint}",
-                humantime::format_duration(grace),
-                purchases.len(),
-            ));
-            for p in &purchases {
-                output::note(format!("  {p}"));
-            }
-        }
-        asked.notify_one();
-    };
-    let now = async {
-        asked.notified().await;
-        match again {
-            Some(again) => tokio::select! {
-                () = again => {}
-                () = tokio::time::sleep(grace) => {}
-            },
-            None => tokio::time::sleep(grace).await,
-        }
-    };
-    let stopped = gateway.serve_until(stop, now).await?;
-    if !stopped.unstored.is_empty() {
-        output::note(format!(
-            "{who}: stopped without waiting longer; {} call(s) were not stored (their upstream had not finished; a retry buys them again):",
-            stopped.unstored.len()
-        ));
-        for p in &stopped.unstored {
-            output::note(format!("  {p}"));
-        }
-    }
-    Ok(stopped)
 }
 
 /// Appends a `terminal` to a session the gateway held.

@@ -1,11 +1,16 @@
-//! One module per subcommand, plus what they share.
+//! One module per subcommand, plus what they share: the [`Context`],
+//! `progress` (progress bars) and `shared` (a shared store's cache). A
+//! command module parses, calls the library, renders; none calls another
+//! (`tests/crate_map.rs` holds that). What several commands need beyond
+//! that is not a command: `crate::setup` (the launcher, trackers, ids),
+//! `crate::serving` (listen addresses, the gateway's configuration,
+//! serving until stopped), `crate::job` (a command run as a node).
 
 pub mod checkpoint;
 pub mod config;
 pub mod exec;
 pub mod fork;
 pub mod gateway;
-pub mod prices;
 pub mod progress;
 pub mod rewind;
 pub mod run;

@@ -14,10 +14,10 @@ use serde::Serialize;
 
 use crate::cli::{RewindArgs, Scope};
 use crate::cmd::progress::Bars;
-use crate::cmd::workspace::tracker;
 use crate::cmd::Context;
 use crate::exit::{coded, Code};
 use crate::output;
+use crate::setup::tracker;
 
 #[derive(Serialize)]
 struct RewindOut<'a> {

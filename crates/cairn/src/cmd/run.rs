@@ -7,92 +7,16 @@
 //! terminal ([`CliApprover`]).
 
 use std::io::{BufRead, IsTerminal, Write};
-use std::path::Path;
-use std::sync::Arc;
-use std::time::Duration;
 
-use cairn_agent::{
-    stop_pair, Agent, Approver, Decision, Ending, Events, Faults, Launch, Launcher, NewSession,
-    Request, StopHandle, StopLevel,
-};
+use cairn_agent::{stop_pair, Agent, Approver, Decision, Ending, Events, StopHandle, StopLevel};
 use cairn_journal::{Outcome, TerminalReason, ToolCall};
-use cairn_model::{ProviderConfig, ProviderKind};
 use cairn_store::RunId;
-use cairn_tools::ShellEnv;
-use serde::Serialize;
 
 use crate::cli::{ContinueArgs, ModelArgs, ResumeArgs, RunArgs};
-use crate::cmd::{prices, sessions, Context};
+use crate::cmd::Context;
 use crate::exit::{coded, Code};
 use crate::output;
-
-/// What `run`, `resume` and `continue` print with `--json`.
-#[derive(Serialize)]
-pub struct RunSummary {
-    pub id: String,
-    pub status: String,
-    pub records: u64,
-    pub tail: String,
-}
-
-/// What `--model`, `--base-url`, the budgets and `--thinking` ask for.
-pub fn request(m: &ModelArgs) -> Request {
-    Request {
-        model: m.model.clone(),
-        base_url: m.base_url.clone(),
-        max_turns: m.max_turns,
-        max_tokens: m.max_tokens,
-        max_cost: m.max_cost,
-        thinking: m.thinking.clone(),
-    }
-}
-
-fn provider_config() -> ProviderConfig {
-    let mut c = ProviderConfig::default();
-    if let Some(ms) = std::env::var("CAIRN_RETRY_BASE_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
-        c.retry.base_delay = Duration::from_millis(ms);
-    }
-    c
-}
-
-/// The launcher of this store (`cairn_agent::Launcher`) with this
-/// machine's settings: the price table, the capture limits, the names the
-/// shell passes through (`CAIRN_SHELL_PASS_ENV`), the base URLs of the
-/// environment and the configuration file, test faults. Every front end
-/// of the binary (run, resume, the TUI, serve) opens sessions with it.
-pub fn launcher(ctx: &Context) -> anyhow::Result<Launcher> {
-    Ok(Launcher::new(
-        ctx.store.clone(),
-        Launch {
-            pricing: Arc::new(prices::load()?),
-            provider: provider_config(),
-            capture: crate::cmd::workspace::capture_config()?,
-            shell_pass_env: std::env::var(ShellEnv::PASS_THROUGH_VAR).unwrap_or_default(),
-            openai_base_url: ctx.base_url(ProviderKind::OpenAi),
-            anthropic_base_url: ctx.base_url(ProviderKind::Anthropic),
-            default_model: ctx.model(None).map(|m| m.value),
-            faults: Faults::from_env(),
-        },
-    ))
-}
-
-/// A new session in the current directory from `run`'s flags.
-pub fn new_session(
-    ctx: &Context,
-    model: &ModelArgs,
-    system: Option<&Path>,
-    name: Option<String>,
-) -> NewSession {
-    NewSession {
-        request: request(model),
-        system: system.map(Path::to_path_buf),
-        name,
-        workspace: ctx.cwd.clone(),
-    }
-}
+use crate::setup::{check_new, continue_target, launcher, new_session, request, RunSummary};
 
 /// The task of `cairn run`: its words, or standard input for `-` (all of
 /// it, so a task can span lines; approvals then read no answer and decline).
@@ -137,32 +61,6 @@ pub fn run(ctx: &Context, args: RunArgs) -> anyhow::Result<Code> {
         }
         drive(agent, Some(task), args.json, handle).await
     })
-}
-
-/// Refuses what would stop a new session before anything is created (the
-/// store included): a bad approval policy, what [`Launcher::check_new`]
-/// refuses. A model chosen because a key is set is said, once.
-pub fn check_new(
-    ctx: &Context,
-    launcher: &Launcher,
-    spec: &NewSession,
-    approve: Option<cairn_agent::ApprovePolicy>,
-) -> anyhow::Result<()> {
-    ctx.approve(approve)?;
-    launcher.check_new(spec)?;
-    let model = ctx.model(spec.request.model.as_deref());
-    if let Some(m) = model.filter(|m| matches!(m.origin, cairn_config::Origin::Key { .. })) {
-        output::note(format!(
-            "cairn: no model named, so using {} ({}); choose one with --model, CAIRN_MODEL or `model` in {}",
-            m.value,
-            m.origin,
-            ctx.config
-                .path
-                .as_ref()
-                .map_or_else(|| "config.toml".to_owned(), |p| p.display().to_string())
-        ));
-    }
-    Ok(())
 }
 
 /// Asks on the terminal whether a call may run: the call on stderr (shown,
@@ -245,31 +143,6 @@ pub fn continue_(ctx: &Context, args: ContinueArgs) -> anyhow::Result<Code> {
         output::note(format!("cairn: continuing session {id}"));
     }
     resume_id(ctx, id, args.text, args.force, args.json, &args.model)
-}
-
-/// The session `cairn continue` picks: the newest valid session of this
-/// repository that has a model to continue with (sessions made by
-/// `cairn exec` or `cairn snapshot` have none).
-pub fn continue_target(ctx: &Context) -> anyhow::Result<RunId> {
-    let list = sessions::visible(ctx, false)?;
-    let has_model = |id: &str| {
-        RunId::parse(id)
-            .ok()
-            .and_then(|id| cairn_journal::read_head_record(&ctx.store.journal_path(&id)).ok())
-            .is_some_and(
-                |r| matches!(r.body, cairn_journal::RecordBody::Meta(m) if m.fingerprint.is_some()),
-            )
-    };
-    let Some(pick) = list.iter().find(|s| s.valid && has_model(&s.id)) else {
-        return Err(coded(
-            Code::Usage,
-            format!(
-                "no session to continue for {}: start one with `cairn run`, or see `cairn sessions --all`",
-                cairn_sessions::repository_root(&ctx.cwd).display()
-            ),
-        ));
-    };
-    Ok(RunId::parse(&pick.id)?)
 }
 
 fn resume_id(

@@ -4,7 +4,6 @@
 use cairn_server::{ServeConfig, ServeError};
 
 use crate::cli::ServeArgs;
-use crate::cmd::run;
 use crate::cmd::Context;
 use crate::exit::{coded, Code};
 use crate::output;
@@ -37,7 +36,7 @@ pub fn run(ctx: &Context, args: ServeArgs) -> anyhow::Result<Code> {
         .enable_all()
         .build()?;
     let with_token = args.token.is_some();
-    let listen = crate::cmd::gateway::listen_addr(
+    let listen = crate::serving::listen_addr(
         args.listen,
         &ctx.effective(&cairn_config::Flags::default()).serve_listen,
     )?;
@@ -46,7 +45,7 @@ pub fn run(ctx: &Context, args: ServeArgs) -> anyhow::Result<Code> {
             store,
             listen,
             token: args.token,
-            launcher: Some(run::launcher(ctx)?),
+            launcher: Some(crate::setup::launcher(ctx)?),
         };
         let (addr, server) = match cairn_server::bind(config).await {
             Ok(x) => x,

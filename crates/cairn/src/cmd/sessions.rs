@@ -9,29 +9,6 @@ use crate::cmd::Context;
 use crate::exit::Code;
 use crate::output;
 
-/// Every session of the store, newest first; on a shared store, with the
-/// cache brought to the shared store's sessions first.
-fn everything(ctx: &Context) -> anyhow::Result<Vec<Summary>> {
-    let mut list = cairn_sessions::list(&ctx.store)?;
-    if let Some(shared) = &ctx.shared {
-        // The listing's record counts (each checked against its journal's
-        // tail) say which differ; listed again only if one was brought in.
-        if shared.sync_listed(&list)? > 0 {
-            list = cairn_sessions::list(&ctx.store)?;
-        }
-    }
-    Ok(list)
-}
-
-/// The sessions of this repository (or all), newest first.
-pub fn visible(ctx: &Context, all: bool) -> anyhow::Result<Vec<Summary>> {
-    let filter = ListFilter {
-        repository: (!all).then(|| repository_root(&ctx.cwd)),
-        ..ListFilter::default()
-    };
-    Ok(filter.apply(everything(ctx)?))
-}
-
 pub fn list(ctx: &Context, args: &SessionsArgs) -> anyhow::Result<Code> {
     let repository = match (&args.repo, args.all) {
         (_, true) => None,
@@ -52,7 +29,7 @@ pub fn list(ctx: &Context, args: &SessionsArgs) -> anyhow::Result<Code> {
         statuses: args.status.clone(),
         limit: args.limit,
     };
-    let list = filter.apply(everything(ctx)?);
+    let list = filter.apply(crate::setup::everything(ctx)?);
     if args.json {
         output::json(&list)?;
         return Ok(Code::Ok);

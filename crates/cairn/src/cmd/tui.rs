@@ -12,7 +12,6 @@ use cairn_agent::ApprovePolicy;
 use cairn_tui::{Options, Sessions, Start};
 
 use crate::cli::{ContinueArgs, ForkArgs, ModelArgs, ResumeArgs, TuiArgs};
-use crate::cmd::run;
 use crate::cmd::Context;
 use crate::exit::Code;
 use crate::output;
@@ -42,9 +41,9 @@ fn launch(
     let options = Options {
         start,
         sessions: Sessions {
-            launcher: run::launcher(ctx)?,
-            new: run::new_session(ctx, &model, system.as_deref(), name),
-            request: run::request(&model),
+            launcher: crate::setup::launcher(ctx)?,
+            new: crate::setup::new_session(ctx, &model, system.as_deref(), name),
+            request: crate::setup::request(&model),
             force,
         },
         approve,
@@ -69,10 +68,10 @@ fn launch(
 
 /// `cairn` with no command, on a terminal: a new session in this directory.
 pub fn new_session(ctx: &Context, args: TuiArgs) -> anyhow::Result<Code> {
-    run::check_new(
+    crate::setup::check_new(
         ctx,
-        &run::launcher(ctx)?,
-        &run::new_session(ctx, &args.model, args.system.as_deref(), None),
+        &crate::setup::launcher(ctx)?,
+        &crate::setup::new_session(ctx, &args.model, args.system.as_deref(), None),
         args.model.approve,
     )?;
     launch(ctx, Start::New, args.model, args.name, args.system, false)
@@ -86,14 +85,14 @@ pub fn resume(ctx: &Context, args: ResumeArgs) -> anyhow::Result<Code> {
 
 /// `cairn --continue` on a terminal: the session `cairn continue` picks.
 pub fn continue_(ctx: &Context, args: ContinueArgs) -> anyhow::Result<Code> {
-    let id = run::continue_target(ctx)?;
+    let id = crate::setup::continue_target(ctx)?;
     launch(ctx, Start::Open(id), args.model, None, None, args.force)
 }
 
 /// `cairn --fork ID` on a terminal: the fork `cairn fork` makes, opened.
 pub fn fork(ctx: &Context, args: &ForkArgs) -> anyhow::Result<Code> {
     let parent = ctx.existing_run(&args.id)?;
-    let (id, _, _) = crate::cmd::fork::fork_at_record(ctx, args, &parent)?;
+    let (id, _, _) = crate::setup::fork_at_record(ctx, args, &parent)?;
     let model = ModelArgs {
         approve: args.approve,
         ..ModelArgs::default()

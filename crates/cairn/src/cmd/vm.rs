@@ -1,12 +1,10 @@
 //! `cairn vm start|ls|stop` (DESIGN §13); VM checkpoints go through
 //! `cairn checkpoint save|restore` and `cairn fork --at CP`, which call
-//! [`save`], [`restore`] and [`fork`] here for a VM session.
+//! `cairn_vm`'s save, restore and fork for a VM session.
 
-use cairn_checkpoint::CheckpointId;
-use cairn_store::{RunId, Store};
+use cairn_store::Store;
 
 use crate::cli::{SessionJsonArgs, VmCommand, VmLsArgs, VmStartArgs};
-use crate::cmd::progress::Bars;
 use crate::cmd::Context;
 use crate::exit::Code;
 use crate::output;
@@ -99,74 +97,5 @@ fn stop(ctx: &Context, a: &SessionJsonArgs) -> anyhow::Result<Code> {
     } else {
         output::text(&format!("the guest of session {id} was not running\n"))?;
     }
-    Ok(Code::Ok)
-}
-
-/// Whether `run` is a VM session (its checkpoints save the machine).
-pub fn is_machine(store: &Store, run: &RunId) -> bool {
-    cairn_vm::is_machine(store, run)
-}
-
-/// `cairn checkpoint save ID` of a VM session.
-pub fn save(ctx: &Context, id: &RunId, json: bool) -> anyhow::Result<Code> {
-    let store = Store::open(ctx.store.root())?;
-    let mut session = cairn_sessions::Session::open(&store, id)?;
-    let r = cairn_vm::save(&mut session, &Bars::new(json))?;
-    if json {
-        output::json(&r)?;
-    } else {
-        output::text(&format!(
-            "checkpoint {} of session {} at seq {}: the guest paused {:.3} s; {} logical bytes ({} of memory and device state), {} new bytes stored\n",
-            r.report.id,
-            r.report.run,
-            r.report.seq,
-            r.paused_secs,
-            r.report.logical_bytes,
-            r.memory_bytes,
-            r.report.stored_bytes
-        ))?;
-    }
-    Ok(Code::Ok)
-}
-
-/// `cairn checkpoint restore CP` of a VM session's checkpoint.
-pub fn restore(ctx: &Context, cp: &CheckpointId, json: bool) -> anyhow::Result<Code> {
-    let store = Store::open(ctx.store.root())?;
-    let r = cairn_vm::restore(&store, cp, &Bars::new(json))?;
-    report(&r, json, "restored")
-}
-
-/// `cairn fork ID --at CP` of a VM session.
-pub fn fork(ctx: &Context, parent: &RunId, cp: &CheckpointId, json: bool) -> anyhow::Result<Code> {
-    let store = Store::open(ctx.store.root())?;
-    let r = cairn_vm::fork(&store, parent, cp, &Bars::new(json))?;
-    report(&r, json, "forked")
-}
-
-fn report(r: &cairn_vm::RestoreReport, json: bool, what: &str) -> anyhow::Result<Code> {
-    if json {
-        output::json(r)?;
-        return Ok(Code::Ok);
-    }
-    let mut s = format!(
-        "{what} checkpoint {}: session {} runs its guest again (qemu pid {}, {:.1} s); its console: {}\n",
-        r.checkpoint,
-        r.id,
-        r.pid,
-        r.secs,
-        r.console.display()
-    );
-    if let Some(b) = &r.rolled_back {
-        s.push_str(&format!(
-            "rolled back: what the guest did after seq {}: {} console line(s), {} model call(s) (the gateway serves those again as replays)\n",
-            b.at_seq,
-            b.console_lines,
-            b.model_calls.len()
-        ));
-        for l in &b.console_tail {
-            s.push_str(&format!("  | {}\n", l));
-        }
-    }
-    output::text(&s)?;
     Ok(Code::Ok)
 }

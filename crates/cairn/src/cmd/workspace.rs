@@ -6,9 +6,8 @@ use std::path::Path;
 
 use anyhow::Context as _;
 
-use cairn_sessions::Session;
-use cairn_store::{RunId, Store};
-use cairn_workspace::{CaptureConfig, IgnoreOptions, IgnoreRules, Label, RuleSource, Workspace};
+use cairn_store::Store;
+use cairn_workspace::{IgnoreOptions, IgnoreRules, Label, RuleSource};
 use serde::Serialize;
 
 use crate::cli::{CheckIgnoreArgs, PruneArgs, SnapshotArgs};
@@ -16,63 +15,6 @@ use crate::cmd::progress::Bars;
 use crate::cmd::Context;
 use crate::exit::{coded, Code};
 use crate::output;
-
-/// Capture settings from the environment (`CAIRN_WORKSPACE_MAX_FILE_MB`,
-/// `CAIRN_WORKSPACE_MAX_FILES`).
-pub fn capture_config() -> anyhow::Result<CaptureConfig> {
-    let mut c = CaptureConfig::default();
-    if let Some(mb) = env_number("CAIRN_WORKSPACE_MAX_FILE_MB", "a whole number of MiB")? {
-        c = c.max_file_mb(mb);
-    }
-    if let Some(n) = env_number("CAIRN_WORKSPACE_MAX_FILES", "a whole number of files")? {
-        c = c.max_files(usize::try_from(n).unwrap_or(usize::MAX));
-    }
-    Ok(c)
-}
-
-/// A whole number from the environment variable `name`, if set.
-fn env_number(name: &str, what: &str) -> anyhow::Result<Option<u64>> {
-    match std::env::var(name) {
-        Ok(v) => v
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(|_| coded(Code::Usage, format!("{name}={v:?} is not {what}"))),
-        Err(_) => Ok(None),
-    }
-}
-
-/// The workspace tracker of session `id` rooted at `root`.
-pub fn tracker(store: &Store, id: &RunId, root: &Path) -> anyhow::Result<Workspace> {
-    Ok(Workspace::open(store, id, root, capture_config()?)?)
-}
-
-/// Opens `--run ID`, or the newest session of this repository that is not
-/// running, or creates a session (no model) for the current directory.
-pub fn session_for(
-    ctx: &Context,
-    store: &Store,
-    run: Option<&str>,
-    name: &str,
-) -> anyhow::Result<Session> {
-    let id = match run {
-        Some(id) => Some(ctx.existing_run(id)?),
-        None => cairn_sessions::newest_idle(store, &cairn_sessions::repository_root(&ctx.cwd))?,
-    };
-    match id {
-        Some(id) => Ok(Session::open(store, &id)?),
-        None => new_session(ctx, store, name),
-    }
-}
-
-/// A new session without a model, for the current directory.
-pub fn new_session(ctx: &Context, store: &Store, name: &str) -> anyhow::Result<Session> {
-    Ok(Session::create_without_model(
-        store,
-        &ctx.cwd,
-        &output::one_line(name, 80),
-    )?)
-}
 
 #[derive(Serialize)]
 struct SnapshotOut<'a> {
@@ -93,9 +35,10 @@ pub fn snapshot(ctx: &Context, args: &SnapshotArgs) -> anyhow::Result<Code> {
         None => None,
     };
     let store = Store::open(ctx.store.root())?;
-    let mut session = session_for(ctx, &store, args.run.as_deref(), "workspace snapshots")?;
+    let mut session =
+        crate::setup::session_for(ctx, &store, args.run.as_deref(), "workspace snapshots")?;
     let root = session.state().workspace.clone();
-    let ws = tracker(&store, session.id(), Path::new(&root))?;
+    let ws = crate::setup::tracker(&store, session.id(), Path::new(&root))?;
     let report = ws.snapshot(label.as_ref(), &Bars::new(args.json))?;
     session.record_capture(&report)?;
     session.close_if_only_bookkeeping("workspace snapshots taken with `cairn snapshot`")?;

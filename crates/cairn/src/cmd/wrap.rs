@@ -10,8 +10,8 @@
 //! since each is interactive there.
 
 use crate::cli::WrapArgs;
-use crate::cmd::exec::{run_job, Job};
 use crate::cmd::Context;
+use crate::job::{run_job, Job};
 use crate::output;
 
 /// The status of a command that was not found (as a shell and `cairn exec`

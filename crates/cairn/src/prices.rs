@@ -8,7 +8,7 @@ use cairn_agent::PriceTable;
 
 use crate::exit::{coded, Code};
 
-const DEFAULTS: &str = include_str!("../prices.json");
+const DEFAULTS: &str = include_str!("prices.json");
 
 fn user_file() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("CAIRN_PRICES").filter(|v| !v.is_empty()) {
