@@ -63,6 +63,7 @@ mod bridge;
 mod error;
 mod jetstream;
 mod location;
+mod retry;
 mod s3;
 
 pub use error::S3Error;

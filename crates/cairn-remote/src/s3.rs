@@ -17,11 +17,18 @@ use object_store::{
 };
 
 use crate::location::Location;
+use crate::retry::{Backoff, Growth};
 use crate::S3Error;
 
-/// Attempts of a create-only put that meets `409 Conflict` (S3's answer
-/// while another conditional write of the same key is in flight).
-const CONFLICT_ATTEMPTS: u32 = 5;
+/// A create-only put that meets `409 Conflict` (S3's answer while another
+/// conditional write of the same key is in flight) is tried again: five
+/// tries in all, 0.1, 0.2, 0.4 and 0.8 s apart.
+const CONFLICT: Backoff = Backoff {
+    retries: 4,
+    first: Duration::from_millis(100),
+    growth: Growth::Doubling,
+    cap: Duration::from_secs(1),
+};
 
 /// How to reach an S3-compatible store. Whatever is not set here comes
 /// from the environment ([`S3Config::from_env`]) or the defaults below.
@@ -352,8 +359,7 @@ impl S3Objects {
 
     fn put_key(&self, key: &str, bytes: &[u8]) -> Result<PutOutcome, S3Error> {
         let payload = Bytes::copy_from_slice(bytes);
-        let mut attempt = 0;
-        loop {
+        let put = |_| {
             let store = Arc::clone(&self.store);
             let path = Path::from(key);
             let body = PutPayload::from(payload.clone());
@@ -362,25 +368,28 @@ impl S3Objects {
                     .put_opts(&path, body, PutOptions::from(PutMode::Create))
                     .await
             })?;
-            let e = match put {
-                Ok(_) => return Ok(PutOutcome::Created),
-                Err(e) => e,
-            };
-            match classify(&e) {
-                Failure::Exists => return Ok(PutOutcome::AlreadyThere),
-                Failure::Conflict if attempt + 1 < CONFLICT_ATTEMPTS => {
-                    std::thread::sleep(Duration::from_millis(100 << attempt));
-                    attempt += 1;
-                }
-                // A put never meets a missing key: a 404 is the bucket's.
-                Failure::NotFound(_) => {
-                    return Err(S3Error::NoSuchBucket {
-                        bucket: self.loc.bucket.clone(),
-                        endpoint: self.endpoint.clone(),
-                    })
-                }
-                f => return Err(self.failure("storing", key, f)),
-            }
+            Ok(put.map_err(|e| classify(&e)))
+        };
+        // 409: another write of the key is in flight; tried again.
+        let put = CONFLICT.run(
+            |n| match put(n) {
+                Ok(Err(Failure::Conflict)) => Err(None),
+                Ok(other) => Ok(other),
+                Err(e) => Err(Some(e)),
+            },
+            Option::is_none,
+        );
+        match put {
+            Ok(Ok(_)) => Ok(PutOutcome::Created),
+            Ok(Err(Failure::Exists)) => Ok(PutOutcome::AlreadyThere),
+            // A put never meets a missing key: a 404 is the bucket's.
+            Ok(Err(Failure::NotFound(_))) => Err(S3Error::NoSuchBucket {
+                bucket: self.loc.bucket.clone(),
+                endpoint: self.endpoint.clone(),
+            }),
+            Ok(Err(f)) => Err(self.failure("storing", key, f)),
+            Err(None) => Err(self.failure("storing", key, Failure::Conflict)),
+            Err(Some(e)) => Err(e),
         }
     }
 

@@ -63,6 +63,7 @@ mod lease;
 mod pool;
 mod settings;
 
+use crate::retry::{Backoff, Growth};
 use classify::{classify, Failure};
 pub use lease::WriterLease;
 use settings::{connect, Location};
@@ -201,17 +202,26 @@ impl JetStreamJournals {
         &self,
         mut read: impl FnMut() -> Result<T, RemoteJournalError>,
     ) -> Result<T, RemoteJournalError> {
-        let mut attempt = 0u32;
-        loop {
-            match read() {
-                Err(RemoteJournalError::Failed { .. } | RemoteJournalError::Unreachable { .. })
-                    if attempt < self.config.retries =>
-                {
-                    attempt += 1;
-                    std::thread::sleep(Duration::from_millis(200 * u64::from(attempt.min(10))));
-                }
-                other => return other,
-            }
+        self.backoff().run(
+            |_| read(),
+            |e| {
+                matches!(
+                    e,
+                    RemoteJournalError::Failed { .. } | RemoteJournalError::Unreachable { .. }
+                )
+            },
+        )
+    }
+
+    /// The pauses between tries of a read or a publish: 0.2 s more each
+    /// time, at most 2 s, `retries` times (about half a minute in all with
+    /// the default, what a cluster takes to elect a leader).
+    fn backoff(&self) -> Backoff {
+        Backoff {
+            retries: self.config.retries,
+            first: Duration::from_millis(200),
+            growth: Growth::Linear,
+            cap: Duration::from_secs(2),
         }
     }
 
@@ -384,61 +394,67 @@ impl JetStreamJournals {
     ) -> Result<Published, RemoteJournalError> {
         let id = message_id(run, seq, line);
         let subject = self.loc.subject(run);
-        let mut reason = String::new();
-        for attempt in 0..=self.config.retries {
-            if attempt > 0 {
-                std::thread::sleep(Duration::from_millis(200 * u64::from(attempt.min(10))));
-            }
-            let js = self.js.clone();
-            let subject = subject.clone();
-            let id = id.clone();
-            let payload = bytes::Bytes::copy_from_slice(line);
-            let wait = self.config.ack_timeout;
-            let got = self.run(async move {
-                let msg = jetstream::message::PublishMessage::build()
-                    .payload(payload)
-                    .message_id(id)
-                    .expected_last_subject_sequence(last);
-                let ack = js.send_publish(subject, msg).await?;
-                match tokio::time::timeout(wait, ack).await {
-                    Ok(a) => a,
-                    Err(_) => Err(jetstream::context::PublishError::new(
-                        PublishErrorKind::TimedOut,
-                    )),
-                }
-            })?;
-            match got {
-                Ok(ack) => {
-                    return Ok(Published::Stored {
+        let tried = self.backoff().run(
+            |_| {
+                let js = self.js.clone();
+                let subject = subject.clone();
+                let id = id.clone();
+                let payload = bytes::Bytes::copy_from_slice(line);
+                let wait = self.config.ack_timeout;
+                let got = self
+                    .run(async move {
+                        let msg = jetstream::message::PublishMessage::build()
+                            .payload(payload)
+                            .message_id(id)
+                            .expected_last_subject_sequence(last);
+                        let ack = js.send_publish(subject, msg).await?;
+                        match tokio::time::timeout(wait, ack).await {
+                            Ok(a) => a,
+                            Err(_) => Err(jetstream::context::PublishError::new(
+                                PublishErrorKind::TimedOut,
+                            )),
+                        }
+                    })
+                    .map_err(Unpublished::Stop)?;
+                match got {
+                    Ok(ack) => Ok(Published::Stored {
                         sequence: ack.sequence,
                         duplicate: ack.duplicate,
-                    })
-                }
-                Err(e) if e.kind() == PublishErrorKind::MaxPayloadExceeded => {
-                    return Err(self.failed(
-                        &format!("store record {seq} of session {run}"),
-                        format!("{e}: the record is {} bytes; raise max_payload in the nats-server configuration", line.len()),
-                    ))
-                }
-                Err(e) => match classify(&e) {
-                    Failure::Raced => return Ok(Published::Fenced),
-                    // No responder: in a cluster, while the stream elects a
-                    // new leader after a node is lost. Tried again.
-                    Failure::Transport(_) if e.kind() == PublishErrorKind::StreamNotFound => {
-                        reason = format!("no server answered for the stream {}", self.loc.stream())
+                    }),
+                    Err(e) if e.kind() == PublishErrorKind::MaxPayloadExceeded => {
+                        Err(Unpublished::Stop(self.failed(
+                            &format!("store record {seq} of session {run}"),
+                            format!("{e}: the record is {} bytes; raise max_payload in the nats-server configuration", line.len()),
+                        )))
                     }
-                    // Tried again, with the same message id: one that was
-                    // stored is recognised.
-                    Failure::Transport(r) | Failure::Refused(r) => reason = r,
-                },
-            }
+                    Err(e) => match classify(&e) {
+                        Failure::Raced => Ok(Published::Fenced),
+                        // No responder: in a cluster, while the stream elects a
+                        // new leader after a node is lost. Tried again.
+                        Failure::Transport(_) if e.kind() == PublishErrorKind::StreamNotFound => {
+                            Err(Unpublished::Again(format!(
+                                "no server answered for the stream {}",
+                                self.loc.stream()
+                            )))
+                        }
+                        // Tried again, with the same message id: one that was
+                        // stored is recognised.
+                        Failure::Transport(r) | Failure::Refused(r) => Err(Unpublished::Again(r)),
+                    },
+                }
+            },
+            |e| matches!(e, Unpublished::Again(_)),
+        );
+        match tried {
+            Ok(p) => Ok(p),
+            Err(Unpublished::Stop(e)) => Err(e),
+            Err(Unpublished::Again(reason)) => Err(RemoteJournalError::NotAcknowledged {
+                remote: self.name.clone(),
+                run: run.to_owned(),
+                seq,
+                reason,
+            }),
         }
-        Err(RemoteJournalError::NotAcknowledged {
-            remote: self.name.clone(),
-            run: run.to_owned(),
-            seq,
-            reason,
-        })
     }
 
     /// After the fence refused record `seq`: adopts it when the journal's
@@ -458,6 +474,14 @@ impl JetStreamJournals {
             _ => None,
         })
     }
+}
+
+/// Why a try of a publish did not store the record.
+enum Unpublished {
+    /// Worth another try, for this reason.
+    Again(String),
+    /// Not: this error is the answer.
+    Stop(RemoteJournalError),
 }
 
 enum Fence {
