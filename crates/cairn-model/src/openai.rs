@@ -74,6 +74,20 @@ pub struct OpenAiProvider {
     key: Option<ApiKey>,
 }
 
+/// An OpenAI-compatible base URL: `base_url`, else api.openai.com's; a
+/// bare host gets the `/v1` path every such server serves under (Chat
+/// Completions and Responses alike).
+///
+/// # Errors
+/// [`ModelError::InvalidBaseUrl`].
+pub(crate) fn openai_base_url(base_url: Option<&str>) -> Result<reqwest::Url, ModelError> {
+    let mut url = parse_base_url(base_url.unwrap_or(OPENAI_DEFAULT_BASE_URL))?;
+    if url.path().trim_end_matches('/').is_empty() {
+        url.set_path("/v1");
+    }
+    Ok(url)
+}
+
 impl OpenAiProvider {
     /// Builds the provider from the environment: the base URL is `base_url`, else
     /// `OPENAI_BASE_URL`, else [`OPENAI_DEFAULT_BASE_URL`]; the key is
@@ -105,10 +119,7 @@ impl OpenAiProvider {
         api_key: Option<String>,
         config: &ProviderConfig,
     ) -> Result<OpenAiProvider, ModelError> {
-        let mut url = parse_base_url(base_url.unwrap_or(OPENAI_DEFAULT_BASE_URL))?;
-        if url.path().trim_end_matches('/').is_empty() {
-            url.set_path("/v1");
-        }
+        let url = openai_base_url(base_url)?;
         let base_url = trimmed(&url);
         let official = is_host(&url, OFFICIAL_HOST);
         let key = ApiKey::resolve(KEY_VAR, "Bearer ", api_key, official)?;

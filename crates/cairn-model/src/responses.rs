@@ -9,7 +9,7 @@ use reqwest::header::{HeaderMap, AUTHORIZATION};
 use serde_json::{json, Map, Value};
 
 use crate::error::ModelError;
-use crate::http::{is_host, parse_base_url, trimmed, ApiKey, Http};
+use crate::http::{is_host, trimmed, ApiKey, Http};
 use crate::message::{Message, ModelRequest, ModelResponse, StreamSink, ToolCall};
 use crate::provider::{env_var, Provider, ProviderConfig};
 
@@ -101,10 +101,7 @@ impl OpenAiResponsesProvider {
         api_key: Option<String>,
         config: &ProviderConfig,
     ) -> Result<OpenAiResponsesProvider, ModelError> {
-        let mut url = parse_base_url(base_url.unwrap_or(crate::OPENAI_DEFAULT_BASE_URL))?;
-        if url.path().trim_end_matches('/').is_empty() {
-            url.set_path("/v1");
-        }
+        let url = crate::openai::openai_base_url(base_url)?;
         let base_url = trimmed(&url);
         let key = ApiKey::resolve(KEY_VAR, "Bearer ", api_key, is_host(&url, OFFICIAL_HOST))?;
         Ok(OpenAiResponsesProvider {
