@@ -128,8 +128,6 @@ pub struct App {
     pub approval_preview: Option<String>,
     /// Set when the screen should close.
     pub quit: bool,
-    /// Why the session the TUI started on could not be opened.
-    pub open_failed: Option<String>,
     /// Quit once the work in flight has stopped.
     quit_after_stop: bool,
     stop: Option<StopHandle>,
@@ -157,7 +155,6 @@ impl App {
             approval: None,
             approval_preview: None,
             quit: false,
-            open_failed: None,
             quit_after_stop: false,
             stop: None,
             last_esc: None,
@@ -335,8 +332,7 @@ impl App {
                 self.mode = Mode::Transcript;
                 self.cells.push(Cell::Error(e));
             }
-            Ev::OpenFailed(why) => {
-                self.open_failed = Some(why);
+            Ev::OpenFailed => {
                 self.quit = true;
                 return vec![Cmd::Quit];
             }

@@ -186,8 +186,8 @@ pub enum Ev {
     /// A command failed.
     Failed(String),
     /// The session the TUI was started on could not be opened: it closes,
-    /// and the reason is the command's error.
-    OpenFailed(String),
+    /// and the worker returns the error to the command.
+    OpenFailed,
     /// The worker is done.
     Closed,
 }

@@ -167,7 +167,7 @@ pub fn run(options: Options) -> Result<Option<String>, TuiError> {
             }
         }
         for ev in batch {
-            if matches!(ev, Ev::Closed | Ev::OpenFailed(_)) {
+            if matches!(ev, Ev::Closed | Ev::OpenFailed) {
                 closed = true;
             }
             if matches!(ev, Ev::InputClosed | Ev::Signal(_)) {

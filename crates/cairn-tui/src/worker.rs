@@ -175,7 +175,7 @@ impl Worker {
         let _guard = self.rt.enter();
         if let Start::Open(id) = start {
             if let Err(e) = self.switch(&id, None) {
-                self.send(Ev::OpenFailed(with_causes(&e)));
+                self.send(Ev::OpenFailed);
                 return Some(e);
             }
         }
