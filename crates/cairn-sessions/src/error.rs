@@ -123,6 +123,27 @@ pub enum SessionError {
         #[source]
         source: cairn_calls::CallsError,
     },
+    /// A fork at a checkpoint that another session saved.
+    #[error("checkpoint {checkpoint} belongs to session {owner}, not {run} (see `cairn checkpoint ls {run}`)")]
+    CheckpointOfAnother {
+        /// The checkpoint.
+        checkpoint: String,
+        /// The session it was saved from.
+        owner: String,
+        /// The session named.
+        run: String,
+    },
+    /// A fork at a checkpoint whose journal position the session no longer
+    /// holds as recorded.
+    #[error("session {run}'s journal at seq {seq} no longer matches checkpoint {checkpoint}; nothing was written (`cairn verify {run}` and `cairn checkpoint verify {checkpoint}` say which is damaged)")]
+    CheckpointStale {
+        /// The checkpoint.
+        checkpoint: String,
+        /// The session.
+        run: String,
+        /// The journal position it recorded.
+        seq: u64,
+    },
     /// Checkpoints could not be read.
     #[error(transparent)]
     Checkpoint(#[from] cairn_checkpoint::CheckpointError),
@@ -223,9 +244,11 @@ impl SessionError {
             | SessionError::NoTurnAfter { .. }
             | SessionError::NoMatch { .. }
             | SessionError::Ambiguous { .. }
+            | SessionError::CheckpointOfAnother { .. }
             | SessionError::RunId(_) => ErrorKind::Usage,
             SessionError::RemoteJournal(r) => r.kind(),
             SessionError::Unreadable { .. }
+            | SessionError::CheckpointStale { .. }
             | SessionError::SourceObjectMissing { .. }
             | SessionError::ManifestUnreadable { .. }
             | SessionError::BadObjectName { .. } => ErrorKind::Integrity,

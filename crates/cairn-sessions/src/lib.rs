@@ -35,6 +35,7 @@
 mod error;
 mod filter;
 mod fork;
+mod fork_checkpoint;
 mod lineage_lock;
 mod load;
 mod node;
@@ -52,6 +53,7 @@ mod transfer;
 pub use error::SessionError;
 pub use filter::{ListFilter, STATUSES};
 pub use fork::{check_receipt, fork, lineage, pin_at, Pin, MAX_DEPTH};
+pub use fork_checkpoint::{fork_from_checkpoint, CheckpointFork};
 pub use load::{load, state_for_resume, verify, Loaded};
 pub use node::{Node, NodeExit, NodeOutcome, NodeReport};
 pub use points::{rewind_points, rewind_to_point, PointRewound, RewindAction, RewindPoint};

@@ -400,6 +400,47 @@ pub fn fork(
     })
 }
 
+/// What a fork at a checkpoint made: a VM session's fork runs its own
+/// guest; any other session's fork has its own workspace directory.
+#[derive(Debug)]
+pub enum CheckpointFork {
+    /// The fork of a VM session, its guest running.
+    Machine(RestoreReport),
+    /// The fork of a workspace session.
+    Workspace(Box<cairn_sessions::CheckpointFork>),
+}
+
+/// Forks `parent` at checkpoint `cp`, whatever kind of session it is: the
+/// one place that decides between a machine fork ([`fork`]) and a workspace
+/// fork ([`cairn_sessions::fork_from_checkpoint`]), for every front end.
+/// A workspace fork needs `workspace`, a new or empty directory; a VM fork
+/// takes none (it gets its own copy of the guest's disk).
+///
+/// # Errors
+/// [`VmError::Usage`] for a `workspace` given to a VM session or missing
+/// for another; then as [`fork`] or [`cairn_sessions::fork_from_checkpoint`].
+pub fn fork_at_checkpoint(
+    store: &Store,
+    parent: &RunId,
+    cp: &CheckpointId,
+    workspace: Option<&Path>,
+    progress: &dyn Progress,
+) -> Result<CheckpointFork, VmError> {
+    match (machine::is_machine(store, parent), workspace) {
+        (true, None) => Ok(CheckpointFork::Machine(fork(store, parent, cp, progress)?)),
+        (true, Some(_)) => Err(VmError::Usage(format!(
+            "session {parent} is a VM session: its fork gets its own copy of the guest's disk, and takes no --workspace"
+        ))),
+        (false, Some(dir)) => Ok(CheckpointFork::Workspace(
+            Box::new(cairn_sessions::fork_from_checkpoint(store, parent, cp, dir, progress)?),
+        )),
+        (false, None) => Err(VmError::Usage(
+            "forking at a checkpoint needs --workspace DIR: a new directory to hold its workspace"
+                .into(),
+        )),
+    }
+}
+
 /// Writes checkpoint `id` into a new generation of `dir` (for session
 /// `run`) and starts qemu on it, paused, its memory read; the new
 /// configuration (not yet written), the monitor, qemu's pid and where the

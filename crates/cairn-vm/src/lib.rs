@@ -62,7 +62,9 @@ mod listing;
 mod machine;
 mod qmp;
 
-pub use checkpoint::{fork, restore, save, RestoreReport, VmSaveReport};
+pub use checkpoint::{
+    fork, fork_at_checkpoint, restore, save, CheckpointFork, RestoreReport, VmSaveReport,
+};
 pub use error::VmError;
 pub use guest::{Initramfs, Kernel, Node};
 pub use listing::{list, stop, MachineInfo, Stopped};

@@ -405,6 +405,48 @@ fn fork_at_a_checkpoint_into_an_existing_file_is_refused() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "x");
 }
 
+#[test]
+fn fork_at_another_sessions_checkpoint_is_refused_and_writes_nothing() {
+    let s = Scratch::new();
+    let first = session(&s);
+    let second = session(&s);
+    let out = s.run(&["checkpoint", "save", &first, "--json"]);
+    let cp = json(&out.stdout)["id"].as_str().unwrap().to_string();
+    let before = json(&s.run(&["sessions", "--all", "--json"]).stdout);
+    let dir = s.dir.path().join("forked");
+    let out = s.run(&[
+        "fork",
+        &second,
+        "--at",
+        &cp,
+        "--workspace",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("belongs to session {first}, not {second}")),
+        "{err}"
+    );
+    assert!(!dir.exists());
+    let after = json(&s.run(&["sessions", "--all", "--json"]).stdout);
+    assert_eq!(before, after, "no session was made");
+}
+
+#[test]
+fn fork_at_a_workspace_checkpoint_needs_a_directory() {
+    let s = Scratch::new();
+    let id = session(&s);
+    let out = s.run(&["checkpoint", "save", &id, "--json"]);
+    let cp = json(&out.stdout)["id"].as_str().unwrap().to_string();
+    let out = s.run(&["fork", &id, "--at", &cp]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("needs --workspace DIR"), "{err}");
+    let list = json(&s.run(&["sessions", "--all", "--json"]).stdout);
+    assert_eq!(list.as_array().map(Vec::len), Some(1), "{list}");
+}
+
 fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).unwrap() {

@@ -3,7 +3,7 @@
 use crate::cli::ForkArgs;
 use crate::cmd::progress::Bars;
 use crate::cmd::Context;
-use crate::exit::{coded, Code};
+use crate::exit::Code;
 use crate::output;
 use crate::setup::RunSummary;
 
@@ -16,8 +16,9 @@ pub fn run(ctx: &Context, args: &ForkArgs) -> anyhow::Result<Code> {
     report(args, &parent, &id, &writer, &state, None)
 }
 
-/// `cairn fork ID --at CP --workspace DIR`: a new lineage from a checkpoint,
-/// its workspace materialised, separate and writable, in DIR.
+/// `cairn fork ID --at CP [--workspace DIR]`: a new lineage from a
+/// checkpoint — a VM session's with its own guest, any other's with its
+/// workspace materialised, separate and writable, in DIR.
 fn from_checkpoint(
     ctx: &Context,
     args: &ForkArgs,
@@ -25,51 +26,21 @@ fn from_checkpoint(
     at: &str,
 ) -> anyhow::Result<Code> {
     let cpid = crate::setup::checkpoint_id(ctx, at)?;
-    if cairn_vm::is_machine(&ctx.store, parent) {
-        if args.workspace.is_some() {
-            return Err(coded(
-                Code::Usage,
-                format!("session {parent} is a VM session: its fork gets its own copy of the guest's disk, and takes no --workspace"),
-            ));
-        }
-        return fork_machine(ctx, parent, &cpid, args.json);
+    let dir = args.workspace.as_ref().map(|d| ctx.cwd.join(d));
+    if let Some(dir) = &dir {
+        ctx.refuse_store_inside(dir)?;
     }
-    let Some(dir) = &args.workspace else {
-        return Err(coded(
-            Code::Usage,
-            "forking at a checkpoint needs --workspace DIR: a new directory to hold its workspace",
-        ));
-    };
     let store = cairn_store::Store::open(ctx.store.root())?;
-    let cp = cairn_checkpoint::show(&store, &cpid)?;
-    if cp.run_id()? != *parent {
-        return Err(coded(
-            Code::Usage,
-            format!(
-                "checkpoint {cpid} belongs to session {}, not {parent}",
-                cp.run
-            ),
-        ));
+    let progress = Bars::new(args.json);
+    match cairn_vm::fork_at_checkpoint(&store, parent, &cpid, dir.as_deref(), &progress)? {
+        cairn_vm::CheckpointFork::Machine(r) => {
+            output::machine_restored(&r, args.json, "forked")?;
+            Ok(Code::Ok)
+        }
+        cairn_vm::CheckpointFork::Workspace(f) => {
+            report(args, parent, &f.id, &f.writer, &f.state, Some(f.files))
+        }
     }
-    // The journal must still be what the checkpoint recorded, before
-    // anything is written.
-    let (pin, _) = cairn_sessions::pin_at(&store, parent, Some(cp.journal.seq))?;
-    if pin.hash != cp.journal.hash {
-        return Err(coded(
-            Code::Integrity,
-            format!(
-                "session {parent}'s journal at seq {} no longer matches checkpoint {cpid}",
-                cp.journal.seq
-            ),
-        ));
-    }
-    let dir = ctx.cwd.join(dir);
-    ctx.refuse_store_inside(&dir)?;
-    let made = cairn_checkpoint::materialize(&store, &cpid, &dir, &Bars::new(args.json))?;
-    let root = std::fs::canonicalize(&dir)?.to_string_lossy().into_owned();
-    let (id, writer, state) =
-        cairn_sessions::fork(&store, parent, Some(cp.journal.seq), Some(root))?;
-    report(args, parent, &id, &writer, &state, Some(made.files))
 }
 
 fn report(
@@ -156,17 +127,4 @@ pub fn reindex(ctx: &Context) -> anyhow::Result<Code> {
     }
     output::text(&s)?;
     Ok(if failed { Code::Failure } else { Code::Ok })
-}
-
-/// `cairn fork ID --at CP` of a VM session.
-fn fork_machine(
-    ctx: &Context,
-    parent: &cairn_store::RunId,
-    cp: &cairn_checkpoint::CheckpointId,
-    json: bool,
-) -> anyhow::Result<Code> {
-    let store = cairn_store::Store::open(ctx.store.root())?;
-    let r = cairn_vm::fork(&store, parent, cp, &Bars::new(json))?;
-    output::machine_restored(&r, json, "forked")?;
-    Ok(Code::Ok)
 }
