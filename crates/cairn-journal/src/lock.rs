@@ -20,7 +20,7 @@
 //!    (it stopped between locking and writing) is reported as unknown.
 
 use std::fs::{File, OpenOptions, TryLockError};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -48,13 +48,7 @@ impl RunLock {
     /// [`JournalError::Locked`] naming the holder when another process has it;
     /// IO errors otherwise.
     pub fn acquire(path: &Path, run: &str) -> Result<RunLock, JournalError> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(cairn_store::durable::FILE_MODE)
-            .open(path)
+        let file = cairn_store::durable::open_or_create_private(path)
             .map_err(|e| JournalError::io("opening lock", path, e))?;
         let deadline = Instant::now() + HOLDER_WAIT;
         loop {

@@ -8,8 +8,7 @@
 //! prune is about to delete. The kernel drops the lock with the process, so a
 //! crash leaves no stale lock. The lock is advisory: it binds cairn only.
 
-use std::fs::{File, OpenOptions, TryLockError};
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};
 
 use cairn_store::Store;
@@ -91,12 +90,6 @@ impl StoreLock {
 
 fn open_lock_file(root: &Path, path: &PathBuf) -> Result<File, ObjectError> {
     cairn_store::durable::create_dir_private(root)?;
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(cairn_store::durable::FILE_MODE)
-        .open(path)
+    cairn_store::durable::open_or_create_private(path)
         .map_err(|e| ObjectError::io("opening lock", path, e))
 }

@@ -11,8 +11,7 @@
 //! lock with its process, so a crash leaves none behind. The lock is
 //! advisory: it binds cairn only.
 
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs::File;
 
 use cairn_store::{Store, StoreError};
 
@@ -36,18 +35,13 @@ impl LineageLock {
     fn take(store: &Store, exclusive: bool) -> Result<LineageLock, StoreError> {
         let path = store.lineage_lock_path();
         cairn_store::durable::create_dir_private(store.root())?;
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(cairn_store::durable::FILE_MODE)
-            .open(&path)
-            .map_err(|source| StoreError::Io {
+        let file = cairn_store::durable::open_or_create_private(&path).map_err(|source| {
+            StoreError::Io {
                 action: "opening lock",
                 path: path.clone(),
                 source,
-            })?;
+            }
+        })?;
         let held = if exclusive {
             file.lock()
         } else {

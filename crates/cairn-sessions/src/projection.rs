@@ -245,13 +245,7 @@ pub fn read_index(store: &Store) -> HashMap<String, Projection> {
 struct IndexLock(File);
 
 fn lock_index(store: &Store) -> std::io::Result<IndexLock> {
-    let f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(durable::FILE_MODE)
-        .open(index_lock_path(store))?;
+    let f = durable::open_or_create_private(&index_lock_path(store))?;
     f.lock()?;
     Ok(IndexLock(f))
 }

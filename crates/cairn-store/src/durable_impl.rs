@@ -193,6 +193,26 @@ pub fn create_file_private(path: &Path) -> Result<File, StoreError> {
     Ok(f)
 }
 
+/// Opens `path` for reading and writing, creating it with mode `0600` if it
+/// is absent and never truncating it: the one way a lock file (a journal's,
+/// the object pool's, the lineage lock, a workspace's, the listing index's) or the workspace's
+/// clock file is opened. Such a file holds nothing a reader trusts after a
+/// crash (a lock is released with its process; a lock's holder note is a
+/// hint), so its creation is not made durable: its directory is not
+/// fsynced, and losing it loses nothing.
+///
+/// # Errors
+/// The open's IO error, for the caller to name the file its own way.
+pub fn open_or_create_private(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(FILE_MODE)
+        .open(path)
+}
+
 /// Replaces `path` with `bytes` atomically and durably: temporary file in the same
 /// directory (mode `0600`), write, fsync, rename, fsync of the directory.
 ///

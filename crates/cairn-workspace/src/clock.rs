@@ -6,22 +6,15 @@
 //! capture, so it measures that start the same way: it sets a file in the
 //! store to "now" and reads the time back.
 
-use std::fs::OpenOptions;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use crate::WorkspaceError;
 
 /// Nanoseconds since the epoch on the store's file-system clock.
 pub(crate) fn store_now(path: &Path) -> Result<i64, WorkspaceError> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(cairn_store::durable::FILE_MODE)
-        .open(path)
+    let file = cairn_store::durable::open_or_create_private(path)
         .map_err(|e| WorkspaceError::io("opening the clock file", path, e))?;
     // SAFETY: futimens with a null times pointer sets both times of the open
     // descriptor to the current time; no memory is passed.

@@ -1,11 +1,10 @@
 //! [`Workspace`]: one run's view of one workspace directory.
 
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs::File;
 use std::path::{Component, Path, PathBuf};
 
 use cairn_objects::{ObjectPool, Progress, StoreLock};
-use cairn_store::durable::{create_dir_private, FILE_MODE};
+use cairn_store::durable::create_dir_private;
 use cairn_store::{RunId, Store};
 
 use crate::attribution;
@@ -750,13 +749,7 @@ impl Workspace {
 pub(crate) fn lock_run(store: &Store, run: &RunId) -> Result<File, WorkspaceError> {
     create_dir_private(&store.snapshots_dir(run))?;
     let lock_path = store.workspace_dir(run).join("lock");
-    let ws_lock = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(FILE_MODE)
-        .open(&lock_path)
+    let ws_lock = cairn_store::durable::open_or_create_private(&lock_path)
         .map_err(|e| WorkspaceError::io("opening", &lock_path, e))?;
     ws_lock
         .lock()

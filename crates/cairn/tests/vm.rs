@@ -280,6 +280,24 @@ fn a_restored_counter_continues_from_the_checkpoint_and_forks_get_their_own_disk
     let out = lab.run(&["checkpoint", "restore", &cp]);
     assert_eq!(out.status.code(), Some(4), "{out:?}");
 
+    // A VM session's fork gets its own disk: a --workspace is bad usage,
+    // refused before anything is made.
+    let dir = lab.s.dir.path().join("fork-workspace");
+    let out = lab.run(&[
+        "fork",
+        &id,
+        "--at",
+        &cp,
+        "--workspace",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("takes no --workspace"),
+        "{out:?}"
+    );
+    assert!(!dir.exists());
+
     // Two forks from the one checkpoint: both continue from it.
     let a = lab.ok(&["fork", &id, "--at", &cp, "--json"]);
     let b = lab.ok(&["fork", &id, "--at", &cp, "--json"]);
