@@ -59,11 +59,11 @@
 mod chat;
 mod messages;
 mod responses;
-mod sse;
 
 use std::fmt;
 
 use cairn_journal::{Choice, Usage};
+use cairn_model::{FramedEvent, SseFramer};
 use serde_json::Value;
 
 /// One of the recorded APIs.
@@ -212,7 +212,7 @@ impl Track {
     }
 
     /// Reads one event; true when it is the final one.
-    fn event(&mut self, ev: &sse::Event) -> bool {
+    fn event(&mut self, ev: &FramedEvent) -> bool {
         match self {
             Track::Chat(t) => t.event(ev),
             Track::Responses(t) => t.event(ev),
@@ -265,7 +265,7 @@ impl Track {
 #[derive(Debug)]
 pub struct StreamWatch {
     api: Api,
-    parser: sse::Parser,
+    parser: SseFramer,
     track: Track,
     final_at: Option<u64>,
     finished: bool,
@@ -276,7 +276,7 @@ impl StreamWatch {
     pub fn new(api: Api) -> StreamWatch {
         StreamWatch {
             api,
-            parser: sse::Parser::default(),
+            parser: SseFramer::default(),
             track: Track::new(api),
             final_at: None,
             finished: false,
@@ -286,7 +286,7 @@ impl StreamWatch {
     /// Sets the largest event held, in bytes (default 32 MiB). Call it
     /// before the first [`StreamWatch::feed`].
     pub fn max_event(mut self, bytes: usize) -> StreamWatch {
-        self.parser = sse::Parser::limited(bytes);
+        self.parser = SseFramer::limited(bytes);
         self
     }
 
@@ -325,7 +325,7 @@ impl StreamWatch {
         }
     }
 
-    fn see(&mut self, ev: &sse::Event) {
+    fn see(&mut self, ev: &FramedEvent) {
         if self.track.event(ev) && self.final_at.is_none() {
             self.final_at = Some(ev.start);
         }
@@ -442,7 +442,7 @@ fn error_text(e: &Value) -> String {
 /// [`FormError::Incomplete`] when it is not a complete response,
 /// [`FormError::BadEvent`] when an event the conversion needs is not JSON.
 pub fn stream_to_whole(api: Api, sse: &[u8]) -> Result<Vec<u8>, FormError> {
-    let mut parser = sse::Parser::default();
+    let mut parser = SseFramer::default();
     let mut events = parser.feed(sse);
     if parser.overflowed() {
         return Err(FormError::EventTooLarge {
@@ -495,7 +495,7 @@ pub fn whole_to_stream(api: Api, json: &[u8]) -> Result<Vec<u8>, FormError> {
 }
 
 /// An event's data as JSON.
-fn event_json(api: Api, ev: &sse::Event) -> Result<Value, FormError> {
+fn event_json(api: Api, ev: &FramedEvent) -> Result<Value, FormError> {
     serde_json::from_str(&ev.data).map_err(|e| FormError::BadEvent {
         api,
         offset: ev.start,

@@ -118,5 +118,5 @@ pub use crate::provider::{
 };
 pub use crate::responses::{OpenAiResponsesProvider, RESPONSES_INCLUDE};
 pub use crate::script::ScriptProvider;
-pub use crate::sse::{SseEvent, SseParser, SSE_MAX_EVENT};
+pub use crate::sse::{FramedEvent, SseEvent, SseFramer, SseParser, SSE_MAX_EVENT};
 pub use crate::usage::chat_completion_usage;

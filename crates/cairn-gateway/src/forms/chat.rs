@@ -22,7 +22,9 @@ use std::collections::BTreeMap;
 use cairn_journal::{Choice as Ended, Usage};
 use serde_json::{json, Map, Value};
 
-use super::{event_json, sse::Event, text, write_event, Api, FormError, Parsed};
+use cairn_model::FramedEvent;
+
+use super::{event_json, text, write_event, Api, FormError, Parsed};
 
 const API: Api = Api::ChatCompletions;
 
@@ -47,7 +49,7 @@ pub(super) struct Track {
 }
 
 impl Track {
-    pub(super) fn event(&mut self, ev: &Event) -> bool {
+    pub(super) fn event(&mut self, ev: &FramedEvent) -> bool {
         if ev.data.trim() == "[DONE]" {
             self.done = true;
             return true;
@@ -292,7 +294,7 @@ fn append(slot: &mut Option<String>, v: &Value) {
     }
 }
 
-pub(super) fn assemble(events: &[Event]) -> Result<Value, FormError> {
+pub(super) fn assemble(events: &[FramedEvent]) -> Result<Value, FormError> {
     let mut top = Map::new();
     let mut usage = None;
     let mut by_index: BTreeMap<u64, Choice> = BTreeMap::new();

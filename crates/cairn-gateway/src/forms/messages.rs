@@ -25,7 +25,9 @@ use std::collections::{BTreeMap, VecDeque};
 use cairn_journal::{Choice, Usage};
 use serde_json::{json, Map, Value};
 
-use super::{count, event_json, sse::Event, text, write_event, Api, FormError, Parsed};
+use cairn_model::FramedEvent;
+
+use super::{count, event_json, text, write_event, Api, FormError, Parsed};
 
 const API: Api = Api::Messages;
 
@@ -37,7 +39,7 @@ fn input_of(u: &Value) -> u64 {
 }
 
 /// The event's type: the data's `type`, else the `event:` name.
-fn kind(ev: &Event, data: Option<&Value>) -> String {
+fn kind(ev: &FramedEvent, data: Option<&Value>) -> String {
     data.and_then(|d| d.get("type"))
         .and_then(Value::as_str)
         .unwrap_or(&ev.name)
@@ -75,7 +77,7 @@ impl Track {
         }
     }
 
-    pub(super) fn event(&mut self, ev: &Event) -> bool {
+    pub(super) fn event(&mut self, ev: &FramedEvent) -> bool {
         let data = serde_json::from_str::<Value>(&ev.data).ok();
         match kind(ev, data.as_ref()).as_str() {
             "message_start" => {
@@ -178,7 +180,7 @@ struct Block {
     partial_json: Option<String>,
 }
 
-pub(super) fn assemble(events: &[Event]) -> Result<Value, FormError> {
+pub(super) fn assemble(events: &[FramedEvent]) -> Result<Value, FormError> {
     let mut message = Map::new();
     let mut blocks: BTreeMap<u64, Block> = BTreeMap::new();
     for ev in events {

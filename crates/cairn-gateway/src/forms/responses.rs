@@ -18,7 +18,9 @@ use std::collections::BTreeMap;
 use cairn_journal::{Choice, Usage};
 use serde_json::{json, Map, Value};
 
-use super::{count, event_json, sse::Event, text, write_event, Api, FormError, Parsed};
+use cairn_model::FramedEvent;
+
+use super::{count, event_json, text, write_event, Api, FormError, Parsed};
 
 const API: Api = Api::Responses;
 
@@ -38,7 +40,7 @@ fn usage_of(u: &Value) -> Usage {
 }
 
 /// The event's type: the data's `type`, else the `event:` name.
-fn kind<'a>(ev: &'a Event, data: Option<&'a Value>) -> &'a str {
+fn kind<'a>(ev: &'a FramedEvent, data: Option<&'a Value>) -> &'a str {
     data.and_then(|d| d.get("type"))
         .and_then(Value::as_str)
         .unwrap_or(&ev.name)
@@ -56,7 +58,7 @@ pub(super) struct Track {
 }
 
 impl Track {
-    pub(super) fn event(&mut self, ev: &Event) -> bool {
+    pub(super) fn event(&mut self, ev: &FramedEvent) -> bool {
         let data = serde_json::from_str::<Value>(&ev.data).ok();
         let kind = kind(ev, data.as_ref()).to_owned();
         if let Some(r) = data.as_ref().and_then(|d| d.get("response")) {
@@ -104,7 +106,7 @@ fn ended(r: &Value) -> Choice {
 }
 
 /// The message of an `error` or `response.failed` event.
-fn failure(data: Option<&Value>, ev: &Event) -> String {
+fn failure(data: Option<&Value>, ev: &FramedEvent) -> String {
     let Some(d) = data else {
         return ev.data.clone();
     };
@@ -123,7 +125,7 @@ pub(super) fn parse_whole(v: &Value) -> Parsed {
     }
 }
 
-pub(super) fn assemble(events: &[Event]) -> Result<Value, FormError> {
+pub(super) fn assemble(events: &[FramedEvent]) -> Result<Value, FormError> {
     let mut done_items: BTreeMap<u64, Value> = BTreeMap::new();
     let mut whole = None;
     for ev in events {

@@ -1,5 +1,9 @@
 //! An incremental parser for server-sent events (the `text/event-stream` format).
 
+mod framer;
+
+pub use framer::{FramedEvent, SseFramer};
+
 use crate::ModelError;
 
 /// The largest event a parser holds by default: 32 MiB of one unterminated
@@ -48,31 +52,9 @@ pub struct SseEvent {
 /// assert_eq!(events[0].data, "{\"a\":1}");
 /// # Ok::<(), cairn_model::ModelError>(())
 /// ```
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct SseParser {
-    line: Vec<u8>,
-    data: String,
-    has_data: bool,
-    event: String,
-    after_cr: bool,
-    started: bool,
-    max_event: usize,
-    overflowed: bool,
-}
-
-impl Default for SseParser {
-    fn default() -> Self {
-        SseParser {
-            line: Vec::new(),
-            data: String::new(),
-            has_data: false,
-            event: String::new(),
-            after_cr: false,
-            started: false,
-            max_event: SSE_MAX_EVENT,
-            overflowed: false,
-        }
-    }
+    framer: SseFramer,
 }
 
 impl SseParser {
@@ -83,9 +65,10 @@ impl SseParser {
     }
 
     /// Sets the largest event held (rule 8), in bytes.
-    pub fn max_event(mut self, bytes: usize) -> SseParser {
-        self.max_event = bytes;
-        self
+    pub fn max_event(self, bytes: usize) -> SseParser {
+        SseParser {
+            framer: SseFramer::limited(bytes),
+        }
     }
 
     /// Feeds the next chunk of bytes and returns the events it completed.
@@ -94,118 +77,27 @@ impl SseParser {
     /// [`ModelError::EventTooLarge`] once an event outgrows the limit
     /// (rule 8); the parser then refuses every later chunk too.
     pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<SseEvent>, ModelError> {
-        if self.overflowed {
-            return Err(self.too_large());
+        let events = if self.framer.overflowed() {
+            Vec::new()
+        } else {
+            self.framer.feed(bytes)
+        };
+        if self.framer.overflowed() {
+            return Err(ModelError::EventTooLarge {
+                limit: self.framer.max_event(),
+            });
         }
-        let events = self.feed_unchecked(bytes);
-        if self.overflowed {
-            self.line = Vec::new();
-            self.data = String::new();
-            return Err(self.too_large());
-        }
-        Ok(events)
-    }
-
-    /// Whether the line being read (`more` bytes of it not yet in `line`) and
-    /// the event's data are over the limit; marks the parser so.
-    fn over(&mut self, more: usize) -> bool {
-        let held = self
-            .line
-            .len()
-            .saturating_add(more)
-            .saturating_add(self.data.len());
-        self.overflowed |= held > self.max_event;
-        self.overflowed
-    }
-
-    fn too_large(&self) -> ModelError {
-        ModelError::EventTooLarge {
-            limit: self.max_event,
-        }
-    }
-
-    fn feed_unchecked(&mut self, bytes: &[u8]) -> Vec<SseEvent> {
-        let mut events = Vec::new();
-        let mut bytes = bytes;
-        if !self.started && !bytes.is_empty() {
-            self.line.extend_from_slice(bytes);
-            if self.line.len() < 3 && b"\xEF\xBB\xBF".starts_with(&self.line) {
-                return events;
-            }
-            self.started = true;
-            let pending = std::mem::take(&mut self.line);
-            let rest = pending.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&pending);
-            self.scan(rest, &mut events);
-            return events;
-        }
-        if self.after_cr && !bytes.is_empty() {
-            self.after_cr = false;
-            if bytes[0] == b'\n' {
-                bytes = &bytes[1..];
-            }
-        }
-        self.scan(bytes, &mut events);
-        events
-    }
-
-    fn scan(&mut self, mut bytes: &[u8], events: &mut Vec<SseEvent>) {
-        while let Some(end) = bytes.iter().position(|&b| b == b'\n' || b == b'\r') {
-            if self.over(end) {
-                return;
-            }
-            self.line.extend_from_slice(&bytes[..end]);
-            let line = std::mem::take(&mut self.line);
-            self.process_line(&line, events);
-            let mut next = end + 1;
-            if bytes[end] == b'\r' {
-                match bytes.get(next) {
-                    Some(b'\n') => next += 1,
-                    Some(_) => {}
-                    None => self.after_cr = true,
-                }
-            }
-            bytes = &bytes[next..];
-        }
-        if !self.over(bytes.len()) {
-            self.line.extend_from_slice(bytes);
-        }
-    }
-
-    fn process_line(&mut self, line: &[u8], events: &mut Vec<SseEvent>) {
-        if line.is_empty() {
-            let event = std::mem::take(&mut self.event);
-            let data = std::mem::take(&mut self.data);
-            if std::mem::take(&mut self.has_data) {
-                let event = if event.is_empty() {
+        Ok(events
+            .into_iter()
+            .map(|e| SseEvent {
+                event: if e.name.is_empty() {
                     "message".to_owned()
                 } else {
-                    event
-                };
-                events.push(SseEvent { event, data });
-            }
-            return;
-        }
-        if line[0] == b':' {
-            return;
-        }
-        let (field, value) = match line.iter().position(|&b| b == b':') {
-            Some(colon) => {
-                let value = &line[colon + 1..];
-                (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
-            }
-            None => (line, &[][..]),
-        };
-        match field {
-            b"data" => {
-                if self.has_data {
-                    self.data.push('\n');
-                }
-                self.data.push_str(&String::from_utf8_lossy(value));
-                self.has_data = true;
-            }
-            b"event" => self.event = String::from_utf8_lossy(value).into_owned(),
-            _ => {}
-        }
+                    e.name
+                },
+                data: e.data,
+            })
+            .collect())
     }
 }
 

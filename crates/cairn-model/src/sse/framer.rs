@@ -1,10 +1,12 @@
-//! Server-sent events with their byte offsets.
+//! The one reader of `text/event-stream` framing: server-sent events with
+//! their byte offsets. [`SseParser`](crate::SseParser), which the providers
+//! read streams with, and the gateway, which must also know which bytes of a
+//! stream belong to whole events, both frame with it.
 //!
-//! The framing rules are the WHATWG `text/event-stream` ones (as in
-//! `cairn_model::SseParser`), with one addition: every event knows the offset
-//! of the first byte of its block (its first line, comments included), and the
-//! parser knows the offset just after the last blank line it has read, so the
-//! gateway can tell which bytes belong to whole events already read.
+//! The framing rules are the WHATWG `text/event-stream` ones, with one
+//! addition: every event knows the offset of the first byte of its block (its
+//! first line, comments included), and the framer knows the offset just after
+//! the last blank line it has read.
 //!
 //! 1. A line ends at `\r\n`, `\n` or `\r`; a `\r\n` split across two feeds is
 //!    one line ending.
@@ -17,21 +19,20 @@
 //!    line.
 //! 6. A byte-order mark before the first line is skipped.
 //! 7. At the end of the stream, a block without its blank line is still an
-//!    event when it had a `data` line ([`Parser::finish`]): the bytes are kept
+//!    event when it had a `data` line ([`SseFramer::finish`]): the bytes are kept
 //!    whatever the client makes of them, so their usage and completeness are
 //!    read too.
 //! 8. What the parser holds is bounded: the line being read and the `data` of
-//!    the event it belongs to may not pass its limit ([`Parser::limited`],
-//!    default [`MAX_EVENT`]). Past it the parser stops for good: it reads no
+//!    the event it belongs to may not pass its limit ([`SseFramer::limited`],
+//!    default [`SSE_MAX_EVENT`]). Past it the parser stops for good: it reads no
 //!    more events, its boundary stays where it was, and
-//!    [`Parser::overflowed`] says so.
+//!    [`SseFramer::overflowed`] says so.
 
-/// The largest event held by default: 32 MiB.
-pub(crate) const MAX_EVENT: usize = 32 << 20;
+use super::SSE_MAX_EVENT;
 
 /// One event and where its block starts.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Event {
+pub struct FramedEvent {
     /// Offset of the first byte of the event's block in the stream.
     pub start: u64,
     /// The `event:` field, empty when the event had none.
@@ -42,7 +43,7 @@ pub(crate) struct Event {
 
 /// The incremental parser (rules in the module doc).
 #[derive(Debug)]
-pub(crate) struct Parser {
+pub struct SseFramer {
     /// Rule 8's limit, in bytes.
     max_event: usize,
     /// The limit was passed: nothing more is read.
@@ -66,16 +67,16 @@ pub(crate) struct Parser {
     started: bool,
 }
 
-impl Default for Parser {
+impl Default for SseFramer {
     fn default() -> Self {
-        Parser::limited(MAX_EVENT)
+        SseFramer::limited(SSE_MAX_EVENT)
     }
 }
 
-impl Parser {
+impl SseFramer {
     /// A parser holding events of up to `max_event` bytes (rule 8).
-    pub fn limited(max_event: usize) -> Parser {
-        Parser {
+    pub fn limited(max_event: usize) -> SseFramer {
+        SseFramer {
             max_event,
             overflowed: false,
             fed: 0,
@@ -118,7 +119,7 @@ impl Parser {
     }
 
     /// Feeds the next bytes; returns the events they completed, in order.
-    pub fn feed(&mut self, bytes: &[u8]) -> Vec<Event> {
+    pub fn feed(&mut self, bytes: &[u8]) -> Vec<FramedEvent> {
         let base = self.fed;
         let mut events = Vec::new();
         if self.overflowed {
@@ -169,7 +170,7 @@ impl Parser {
 
     /// Ends the stream: the event of a block left without its blank line, if
     /// it had data.
-    pub fn finish(&mut self) -> Option<Event> {
+    pub fn finish(&mut self) -> Option<FramedEvent> {
         if self.overflowed {
             return None;
         }
@@ -196,7 +197,7 @@ impl Parser {
     }
 
     /// One complete line whose ending ends at offset `after`.
-    fn process_line(&mut self, mut line: &[u8], events: &mut Vec<Event>, after: u64) {
+    fn process_line(&mut self, mut line: &[u8], events: &mut Vec<FramedEvent>, after: u64) {
         if !self.started {
             if let Some(rest) = line.strip_prefix(b"\xEF\xBB\xBF") {
                 line = rest;
@@ -208,7 +209,7 @@ impl Parser {
                 let name = std::mem::take(&mut self.name);
                 let data = std::mem::take(&mut self.data);
                 if std::mem::take(&mut self.has_data) {
-                    events.push(Event { start, name, data });
+                    events.push(FramedEvent { start, name, data });
                 }
             }
             self.boundary = after;
@@ -245,16 +246,16 @@ impl Parser {
 mod tests {
     use super::*;
 
-    fn all(bytes: &[u8]) -> (Vec<Event>, u64) {
-        let mut p = Parser::default();
+    fn all(bytes: &[u8]) -> (Vec<FramedEvent>, u64) {
+        let mut p = SseFramer::default();
         let mut events = p.feed(bytes);
         let boundary = p.boundary();
         events.extend(p.finish());
         (events, boundary)
     }
 
-    fn ev(start: u64, name: &str, data: &str) -> Event {
-        Event {
+    fn ev(start: u64, name: &str, data: &str) -> FramedEvent {
+        FramedEvent {
             start,
             name: name.into(),
             data: data.into(),
@@ -263,7 +264,7 @@ mod tests {
 
     #[test]
     fn parses_the_format_rules_with_offsets() {
-        let rows: Vec<(&[u8], Vec<Event>, u64)> = vec![
+        let rows: Vec<(&[u8], Vec<FramedEvent>, u64)> = vec![
             (b"data: a\n\n", vec![ev(0, "", "a")], 9),
             (b"data: a\r\n\r\n", vec![ev(0, "", "a")], 11),
             (
@@ -317,7 +318,7 @@ mod tests {
             ("a comment", vec![b": 0123456789abcdefgh"]),
         ];
         for (what, pieces) in rows {
-            let mut p = Parser::limited(16);
+            let mut p = SseFramer::limited(16);
             let mut events = p.feed(b"data: ok\n\n");
             for piece in pieces {
                 events.extend(p.feed(piece));
@@ -328,7 +329,7 @@ mod tests {
             assert_eq!(events, vec![ev(0, "", "ok")], "{what}");
             assert_eq!(p.boundary(), 10, "{what}");
         }
-        let mut p = Parser::limited(16);
+        let mut p = SseFramer::limited(16);
         for k in 0..100u64 {
             assert_eq!(
                 p.feed(b"data: 0123456789\n\n"),
@@ -346,13 +347,13 @@ mod tests {
         let (whole, _) = all(bytes);
         assert_eq!(whole.len(), 4);
         for cut in 0..=bytes.len() {
-            let mut p = Parser::default();
+            let mut p = SseFramer::default();
             let mut events = p.feed(&bytes[..cut]);
             events.extend(p.feed(&bytes[cut..]));
             events.extend(p.finish());
             assert_eq!(events, whole, "cut at {cut}");
         }
-        let mut p = Parser::default();
+        let mut p = SseFramer::default();
         let mut events = Vec::new();
         for b in bytes {
             events.extend(p.feed(std::slice::from_ref(b)));
