@@ -126,13 +126,21 @@ pub async fn admit(State(state): State<Shared>, req: Request, next: Next) -> Res
         Some(_) if req.method() == Method::POST && req.uri().path() == "/v1/login" => {
             next.run(req).await
         }
+        // The login page's script: public, holds nothing of the store.
+        Some(_)
+            if req.method() == Method::GET
+                && req.uri().path() == crate::viewer::LOGIN_SCRIPT_PATH =>
+        {
+            next.run(req).await
+        }
         Some(d) => unauthorized(&req, d),
     }
 }
 
-/// 401: the login page for `GET /`, the API's error elsewhere.
+/// 401: the login page for the page's addresses (`GET /`, `/s/ID`), the
+/// API's error elsewhere.
 fn unauthorized(req: &Request, d: Denied) -> Response {
-    if req.method() == Method::GET && req.uri().path() == "/" {
+    if req.method() == Method::GET && crate::viewer::is_page(req.uri().path()) {
         return crate::viewer::login().into_response();
     }
     refused(d)

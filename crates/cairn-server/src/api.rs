@@ -115,13 +115,37 @@ pub struct RecordsQuery {
     pub after: Option<u64>,
     /// At most this many (default 200, at most 1,000).
     pub limit: Option<usize>,
+    /// `html`: each user and assistant record also carries its text as
+    /// safe HTML (`crate::markdown`), for the viewer.
+    pub render: Option<Render>,
+}
+
+/// What `render` asks for.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Render {
+    /// The text as Markdown rendered to safe HTML.
+    Html,
+}
+
+/// One record of a page: as the journal holds it, and with `render=html`
+/// the HTML of its text.
+#[derive(Debug, Serialize)]
+pub struct PageRecord {
+    /// The record.
+    #[serde(flatten)]
+    pub record: cairn_journal::Record,
+    /// Its text as safe HTML (user and assistant records, with
+    /// `render=html`, text under `crate::markdown::MAX_MARKDOWN`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub html: Option<String>,
 }
 
 /// A page of records.
 #[derive(Debug, Serialize)]
 pub struct RecordsPage {
     /// The records, in journal order, as the journal holds them.
-    pub records: Vec<cairn_journal::Record>,
+    pub records: Vec<PageRecord>,
     /// The journal seq of the last record in the journal.
     pub last_seq: u64,
     /// `after` for the next page; `null` when this page reaches the end.
@@ -150,7 +174,7 @@ pub async fn records(
     let page = blocking(move || {
         let scan = cairn_journal::read_journal(&store.journal_path(&id), id.as_str())
             .map_err(ApiError::journal)?;
-        Ok(page_of(scan.records, after, limit))
+        Ok(page_of(scan.records, after, limit, q.render))
     })
     .await?;
     Ok(Json(page))
@@ -161,14 +185,27 @@ pub(crate) fn page_of(
     records: Vec<cairn_journal::Record>,
     after: u64,
     limit: usize,
+    render: Option<Render>,
 ) -> RecordsPage {
     let last_seq = records.last().map_or(0, |r| r.seq);
     let page: Vec<_> = records
         .into_iter()
         .filter(|r| r.seq > after)
         .take(limit)
+        .map(|record| {
+            let html = match (&record.body, render) {
+                (cairn_journal::RecordBody::User(u), Some(Render::Html)) => {
+                    crate::markdown::render(&u.text)
+                }
+                (cairn_journal::RecordBody::Assistant(a), Some(Render::Html)) => {
+                    crate::markdown::render(&a.text)
+                }
+                _ => None,
+            };
+            PageRecord { record, html }
+        })
         .collect();
-    let next_after = page.last().map(|r| r.seq).filter(|&s| s < last_seq);
+    let next_after = page.last().map(|r| r.record.seq).filter(|&s| s < last_seq);
     RecordsPage {
         records: page,
         last_seq,

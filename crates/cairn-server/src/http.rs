@@ -87,6 +87,12 @@ pub type Shared = Arc<AppState>;
 pub fn router(state: Shared) -> Router {
     Router::new()
         .route("/", get(crate::viewer::index))
+        .route("/s/{id}", get(crate::viewer::index))
+        .route("/viewer.js", get(crate::viewer::script))
+        .route(
+            crate::viewer::LOGIN_SCRIPT_PATH,
+            get(crate::viewer::login_script),
+        )
         .route("/openapi.json", get(crate::openapi::document))
         .route("/v1/login", post(crate::access::login))
         .route(

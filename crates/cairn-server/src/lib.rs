@@ -7,6 +7,8 @@
 //! - `http`: the router, starting the server ([`bind`], [`router`]);
 //! - `access`: who may call it (the one rule of `cairn_store::access`),
 //!   a browser's login;
+//! - [`markdown`]: model text as safe HTML (the one place it becomes
+//!   markup);
 //! - `api`, `live`, `openapi`, `viewer`, `runs`: the routes; a journal
 //!   another process writes is followed by `cairn_journal::JournalFollower`,
 //!   runs are started through `cairn_agent::Launcher`.
@@ -17,6 +19,7 @@ mod api;
 mod error;
 mod http;
 mod live;
+pub mod markdown;
 mod openapi;
 mod runs;
 pub mod stream;

@@ -130,7 +130,8 @@ pub fn spec() -> Value {
                 "summary": "Verified records after a journal seq, paged",
                 "parameters": [id_param(),
                     {"name": "after", "in": "query", "schema": {"type": "integer", "minimum": 0}},
-                    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": crate::api::MAX_PAGE}}],
+                    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": crate::api::MAX_PAGE}},
+                    {"name": "render", "in": "query", "schema": {"type": "string", "enum": ["html"]}, "description": "html: user and assistant records also carry `html`, their text as Markdown rendered to safe HTML"}],
                 "responses": common(ok_json("a page", json!({"$ref": "#/components/schemas/RecordsPage"})))
             }},
             "/v1/sessions/{id}/events": {"get": {
@@ -179,7 +180,7 @@ pub fn spec() -> Value {
                 "parent": {"type": "object", "nullable": true, "properties": {"id": {"type": "string"}, "seq": {"type": "integer"}}},
                 "valid": {"type": "boolean"}, "problem": {"type": "string"}}},
             "RecordsPage": {"type": "object", "required": ["records", "last_seq"], "properties": {
-                "records": {"type": "array", "items": {"type": "object", "required": ["v", "seq", "prev", "ts", "kind"]}},
+                "records": {"type": "array", "items": {"type": "object", "required": ["v", "seq", "prev", "ts", "kind"], "properties": {"html": {"type": "string"}}}},
                 "last_seq": {"type": "integer"}, "next_after": {"type": "integer", "nullable": true}}},
             "Accepted": {"type": "object", "required": ["id", "status"], "properties": {"id": {"type": "string"}, "status": {"type": "string"}}},
             "DiffFile": {"type": "object", "required": ["path", "change", "added", "removed", "binary"], "properties": {

@@ -390,7 +390,8 @@ async fn a_browser_without_the_token_gets_a_login_form_that_posts_json() {
         .starts_with("text/html"));
     let page = r.text().await.unwrap();
     assert!(page.contains("type=\"password\""), "{page}");
-    assert!(page.contains("/v1/login"), "{page}");
+    // The form posts through the page's own script, which says where.
+    assert!(page.contains("<script src=\"/login.js\""), "{page}");
     assert!(!page.contains("sekrit-token"));
 
     let login = format!("{}/v1/login", s.base);
@@ -456,4 +457,65 @@ async fn an_empty_token_is_refused_at_start() {
         assert!(matches!(e, cairn_server::ServeError::EmptyToken), "{e}");
         assert!(e.to_string().contains("--token"), "{e}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_address_gets_the_login_page_and_the_pages_run_only_their_own_scripts() {
+    let s = start(Some("sekrit-token")).await;
+    let c = client();
+    // A shared link to a session, opened without the token: the login page.
+    let r = c
+        .get(format!("{}/s/some-session", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    let csp = r.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let scripts: Vec<&str> = csp
+        .split(';')
+        .map(str::trim)
+        .filter(|d| d.starts_with("script-src"))
+        .collect();
+    assert_eq!(
+        scripts,
+        ["script-src 'self'"],
+        "no inline script runs: {csp}"
+    );
+    let page = r.text().await.unwrap();
+    assert!(
+        page.contains("<script src=\"/login.js\" defer></script>"),
+        "{page}"
+    );
+    // The login page's script loads without the token; the viewer's does not.
+    let r = c.get(format!("{}/login.js", s.base)).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert!(r.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/javascript"));
+    assert!(r.text().await.unwrap().contains("/v1/login"));
+    let r = c.get(format!("{}/viewer.js", s.base)).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    // Only a page's own addresses get the login page; the API answers JSON.
+    let r = c
+        .get(format!("{}/s/a/records", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    assert!(r.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("application/json"));
+    // With the token in the URL, the address is kept and the token dropped.
+    let r = c
+        .get(format!("{}/s/some-session?token=sekrit-token", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 303);
+    assert_eq!(r.headers()["location"].to_str().unwrap(), "/s/some-session");
 }

@@ -37,6 +37,33 @@ fn require_browser() -> PathBuf {
 fn the_viewer_lists_shows_streams_forks_and_diffs() {
     let pw = require_browser();
     let s = Scratch::new();
+    // Markdown, a tool call, and what a hostile model might write.
+    let md = s.script(
+        "md.json",
+        json!([
+            {"text": "## Plan\n\nI will **write** `notes.md`:\n\n```rust\nfn main() {}\n```\n\n<img src=x onerror=\"window.pwned=1\"><script>window.pwned=2</script> [click](javascript:window.pwned=3)",
+             "tool_calls": [call("n", "write_file", json!({"path": "notes.md", "content": "notes\n"}))]},
+            {"text": "Done.\n\n| file | lines |\n|---|---|\n| notes.md | 1 |"}
+        ]),
+    );
+    let out = s.run(&[
+        "run",
+        "--name",
+        "markdown",
+        "--json",
+        "--model",
+        &format!("script:{}", md.display()),
+        "write notes",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md_id = common::json(&out.stdout)["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let script = s.script(
         "hello.json",
         json!([
@@ -77,6 +104,7 @@ fn the_viewer_lists_shows_streams_forks_and_diffs() {
         .arg(&s.ws)
         .arg(&slow)
         .arg(&shot)
+        .arg(&md_id)
         .env("CAIRN_PLAYWRIGHT_DIR", &pw)
         .output()
         .unwrap();

@@ -1,13 +1,15 @@
 // Drives the web viewer in headless Chromium (DESIGN §8): the list shows
 // sessions; clicking one shows its timeline; a live scripted run appears
 // turn by turn; the fork button creates a child shown in the tree; a
-// snapshot diff shows the changed lines. Usage:
-//   node viewer.mjs BASE_URL WORKSPACE SLOW_SCRIPT SCREENSHOT
+// snapshot diff shows the changed lines; every session, record and diff
+// has an address that back, forward and a reload keep; model text is
+// Markdown made safe. Usage:
+//   node viewer.mjs BASE_URL WORKSPACE SLOW_SCRIPT SCREENSHOT MARKDOWN_SESSION
 import { createRequire } from "node:module";
 const require = createRequire(process.env.CAIRN_PLAYWRIGHT_DIR + "/");
 const { chromium } = require("playwright-core");
 
-const [base, workspace, slowScript, shot] = process.argv.slice(2);
+const [base, workspace, slowScript, shot, mdId] = process.argv.slice(2);
 const fail = (msg) => { console.error("viewer test: " + msg); process.exit(1); };
 
 const browser = await chromium.launch({
@@ -18,6 +20,7 @@ const browser = await chromium.launch({
 try {
   const page = await browser.newPage({ viewport: { width: 1280, height: 860 } });
   page.on("pageerror", (e) => fail("page error: " + e.message));
+  page.on("console", (m) => { if (/Content Security Policy/i.test(m.text())) fail("a policy violation: " + m.text()); });
   await page.goto(base + "/");
   // The list shows the session made before the test.
   await page.waitForSelector(".session", { timeout: 15000 });
@@ -31,11 +34,52 @@ try {
   const timeline = await page.locator("#timeline").innerText();
   if (!timeline.includes("write hello.txt")) fail("the timeline lacks the user's message: " + timeline);
 
+  // Its address names it.
+  const firstId = await first.getAttribute("data-id");
+  if (!page.url().endsWith("/s/" + firstId)) fail("the address is not the session's: " + page.url());
+
+  // A record's address opens the session at that record; Markdown is
+  // rendered, and nothing the model wrote runs or loads.
+  await page.goto(base + "/s/" + mdId + "#seq-2");
+  await page.waitForSelector("#timeline .turn.assistant .text strong", { timeout: 15000 });
+  const targeted = await page.locator(".targeted").getAttribute("id");
+  if (targeted !== "seq-2") fail("the record the address names is not marked: " + targeted);
+  if (await page.locator("#timeline pre code.language-rust").count() !== 1) fail("the code block is not rendered with its language");
+  if (await page.locator("#timeline table td").count() < 2) fail("the table is not rendered");
+  if (await page.locator("#timeline script, #timeline img, #timeline [onerror]").count()) fail("the model's markup reached the page");
+  if (await page.evaluate(() => window.pwned)) fail("the model's script ran");
+  const hrefs = await page.locator("#timeline .text a").evaluateAll(as => as.map(a => a.getAttribute("href")));
+  if (hrefs.some(h => h && /^\s*javascript:/i.test(h))) fail("a javascript: link survived: " + hrefs);
+  const shown = await page.locator("#timeline").innerText();
+  if (!shown.includes("<script>window.pwned=2</script>")) fail("the model's raw HTML is not shown as text: " + shown);
+  // The tool call is a cell with its arguments and its outcome.
+  const cell = page.locator("#timeline .tool").first();
+  if ((await cell.locator(".tool-name").innerText()) !== "write_file") fail("the tool cell lacks its name");
+  if ((await cell.locator(".outcome").innerText()) !== "ok") fail("the tool cell lacks its outcome");
+  if (!(await cell.locator(".args").innerText()).includes("notes.md")) fail("the tool cell lacks its arguments");
+  // Bookkeeping is a folded marker, not a turn.
+  const marker = page.locator("#timeline details.marker.snapshot").first();
+  if (await marker.count() !== 1 || await marker.evaluate(d => d.open)) fail("a snapshot is not a folded marker");
+  await page.screenshot({ path: shot.replace(/\.png$/, "-conversation.png"), fullPage: false });
+
+  // Back and forward move between addresses.
+  await page.locator(`.session[data-id="${firstId}"]`).click();
+  await page.waitForFunction((id) => location.pathname === "/s/" + id && document.querySelector("#timeline .rec.user"), firstId, { timeout: 15000 });
+  await page.goBack();
+  await page.waitForFunction((id) => location.pathname === "/s/" + id && document.querySelector("#timeline .text strong"), mdId, { timeout: 15000 });
+  await page.goForward();
+  await page.waitForFunction((id) => location.pathname === "/s/" + id && document.querySelector("#timeline .rec.user") && !document.querySelector("#timeline .text strong"), firstId, { timeout: 15000 });
+
   // A snapshot diff shows the changed lines.
   await page.locator(".diffbtn").first().click();
   await page.waitForSelector("#diff pre.diff", { timeout: 15000 });
   const diff = await page.locator("#diff").innerText();
   if (!diff.includes("+hello, world")) fail("the diff lacks the added line: " + diff);
+  // The diff has an address: a reload shows it again.
+  if (!/\?from=.+&to=.+/.test(page.url())) fail("the diff has no address: " + page.url());
+  await page.reload();
+  await page.waitForSelector("#diff pre.diff", { timeout: 15000 });
+  if (!(await page.locator("#diff").innerText()).includes("+hello, world")) fail("the diff's address does not show it");
 
   // The fork button creates a child shown in the tree.
   const before = await page.locator(".session").count();
