@@ -115,6 +115,13 @@ pub struct RecordsQuery {
     pub after: Option<u64>,
     /// At most this many (default 200, at most 1,000).
     pub limit: Option<usize>,
+    /// Records before this journal seq: the page is the last `limit` of
+    /// them (after `after`), for reading a session backwards.
+    pub before: Option<u64>,
+    /// `true`: the last `limit` records (a viewer opens a session at its
+    /// end, whatever its length).
+    #[serde(default)]
+    pub tail: bool,
     /// `html`: each user and assistant record also carries its text as
     /// safe HTML (`crate::markdown`), for the viewer.
     pub render: Option<Render>,
@@ -150,13 +157,16 @@ pub struct RecordsPage {
     pub last_seq: u64,
     /// `after` for the next page; `null` when this page reaches the end.
     pub next_after: Option<u64>,
+    /// `before` for the page before this one; `null` when this page starts
+    /// at the journal's first record.
+    pub prev_before: Option<u64>,
 }
 
 /// The most records one page holds.
 pub const MAX_PAGE: usize = 1000;
 
-/// `GET /v1/sessions/{id}/records?after=N&limit=M`: the verified records
-/// after journal seq N.
+/// `GET /v1/sessions/{id}/records?after=N&limit=M` (or `before=N`, or
+/// `tail=true`): a page of the verified records.
 pub async fn records(
     State(state): State<Shared>,
     UrlPath(id): UrlPath<String>,
@@ -169,29 +179,54 @@ pub async fn records(
             "limit must be between 1 and {MAX_PAGE}"
         )));
     }
-    let after = q.after.unwrap_or(0);
+    if q.before.is_some() && q.tail {
+        return Err(ApiError::bad_request(
+            "give before or tail, not both: tail is the page before the end",
+        ));
+    }
+    let window = Window {
+        after: q.after.unwrap_or(0),
+        before: if q.tail { Some(u64::MAX) } else { q.before },
+        limit,
+    };
     let store = state.store.clone();
     let page = blocking(move || {
         let scan = cairn_journal::read_journal(&store.journal_path(&id), id.as_str())
             .map_err(ApiError::journal)?;
-        Ok(page_of(scan.records, after, limit, q.render))
+        Ok(page_of(scan.records, window, q.render))
     })
     .await?;
     Ok(Json(page))
 }
 
-/// The page of `records` after `after`.
+/// Which records a page holds: after `after`, before `before` if given;
+/// the first `limit` of them, or with `before` the last `limit`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Window {
+    pub after: u64,
+    pub before: Option<u64>,
+    pub limit: usize,
+}
+
+/// The page of `records` that `w` names.
 pub(crate) fn page_of(
     records: Vec<cairn_journal::Record>,
-    after: u64,
-    limit: usize,
+    w: Window,
     render: Option<Render>,
 ) -> RecordsPage {
     let last_seq = records.last().map_or(0, |r| r.seq);
-    let page: Vec<_> = records
+    let mut inside: Vec<cairn_journal::Record> = records
         .into_iter()
-        .filter(|r| r.seq > after)
-        .take(limit)
+        .filter(|r| r.seq > w.after && w.before.is_none_or(|b| r.seq < b))
+        .collect();
+    if w.before.is_some() {
+        let cut = inside.len().saturating_sub(w.limit);
+        inside.drain(..cut);
+    } else {
+        inside.truncate(w.limit);
+    }
+    let page: Vec<_> = inside
+        .into_iter()
         .map(|record| {
             let html = match (&record.body, render) {
                 (cairn_journal::RecordBody::User(u), Some(Render::Html)) => {
@@ -206,10 +241,12 @@ pub(crate) fn page_of(
         })
         .collect();
     let next_after = page.last().map(|r| r.record.seq).filter(|&s| s < last_seq);
+    let prev_before = page.first().map(|r| r.record.seq).filter(|&s| s > 1);
     RecordsPage {
         records: page,
         last_seq,
         next_after,
+        prev_before,
     }
 }
 

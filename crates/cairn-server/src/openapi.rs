@@ -131,6 +131,8 @@ pub fn spec() -> Value {
                 "parameters": [id_param(),
                     {"name": "after", "in": "query", "schema": {"type": "integer", "minimum": 0}},
                     {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": crate::api::MAX_PAGE}},
+                    {"name": "before", "in": "query", "schema": {"type": "integer", "minimum": 0}, "description": "the last `limit` records before this journal seq"},
+                    {"name": "tail", "in": "query", "schema": {"type": "boolean"}, "description": "true: the last `limit` records"},
                     {"name": "render", "in": "query", "schema": {"type": "string", "enum": ["html"]}, "description": "html: user and assistant records also carry `html`, their text as Markdown rendered to safe HTML"}],
                 "responses": common(ok_json("a page", json!({"$ref": "#/components/schemas/RecordsPage"})))
             }},
@@ -181,7 +183,8 @@ pub fn spec() -> Value {
                 "valid": {"type": "boolean"}, "problem": {"type": "string"}}},
             "RecordsPage": {"type": "object", "required": ["records", "last_seq"], "properties": {
                 "records": {"type": "array", "items": {"type": "object", "required": ["v", "seq", "prev", "ts", "kind"], "properties": {"html": {"type": "string"}}}},
-                "last_seq": {"type": "integer"}, "next_after": {"type": "integer", "nullable": true}}},
+                "last_seq": {"type": "integer"}, "next_after": {"type": "integer", "nullable": true},
+                "prev_before": {"type": "integer", "nullable": true}}},
             "Accepted": {"type": "object", "required": ["id", "status"], "properties": {"id": {"type": "string"}, "status": {"type": "string"}}},
             "DiffFile": {"type": "object", "required": ["path", "change", "added", "removed", "binary"], "properties": {
                 "path": {"type": "string"}, "change": {"type": "string", "enum": ["added", "modified", "deleted", "mode"]},

@@ -96,13 +96,76 @@ async fn list_show_records_and_errors() {
         .collect();
     assert_eq!(seqs, [2, 3]);
     assert_eq!(page["next_after"], 3);
+    assert_eq!(page["prev_before"], 2, "record 1 comes before this page");
     assert_eq!(page["records"][0]["text"], "one");
+    assert!(
+        page["records"][0].get("html").is_none(),
+        "html only when asked"
+    );
+
+    // Backwards: the tail, then the page before it, to the first record.
+    let seqs_of = |page: &serde_json::Value| -> Vec<u64> {
+        page["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["seq"].as_u64().unwrap())
+            .collect()
+    };
+    let tail = get_json(
+        &c,
+        format!("{}/v1/sessions/{id}/records?tail=true&limit=3", s.base),
+    )
+    .await;
+    assert_eq!(seqs_of(&tail), [2, 3, 4]);
+    assert_eq!(tail["next_after"], serde_json::Value::Null);
+    assert_eq!(tail["prev_before"], 2);
+    let before = get_json(
+        &c,
+        format!("{}/v1/sessions/{id}/records?before=2&limit=3", s.base),
+    )
+    .await;
+    assert_eq!(seqs_of(&before), [1]);
+    assert_eq!(before["prev_before"], serde_json::Value::Null);
+    assert_eq!(before["next_after"], 1);
+    let between = get_json(
+        &c,
+        format!(
+            "{}/v1/sessions/{id}/records?after=1&before=4&limit=1",
+            s.base
+        ),
+    )
+    .await;
+    assert_eq!(seqs_of(&between), [3], "the last one of (1, 4)");
+    assert_eq!(between["prev_before"], 3);
+
+    // Rendered: the user's text as HTML beside the text.
+    let shown = get_json(
+        &c,
+        format!(
+            "{}/v1/sessions/{id}/records?after=1&limit=1&render=html",
+            s.base
+        ),
+    )
+    .await;
+    assert_eq!(shown["records"][0]["html"], "<p>one</p>\n");
+    assert_eq!(shown["records"][0]["text"], "one");
 
     for (path, status, code) in [
         ("/v1/sessions/not.an.id", 400, "bad_request"),
         ("/v1/sessions/01J00000000000000000000000", 404, "not_found"),
         (
             &*format!("/v1/sessions/{id}/records?limit=0"),
+            400,
+            "bad_request",
+        ),
+        (
+            &*format!("/v1/sessions/{id}/records?tail=true&before=3"),
+            400,
+            "bad_request",
+        ),
+        (
+            &*format!("/v1/sessions/{id}/records?render=svg"),
             400,
             "bad_request",
         ),

@@ -19,15 +19,16 @@ use serde_json::json;
 fn require_browser() -> PathBuf {
     let pw = std::env::var_os("CAIRN_PLAYWRIGHT_DIR").map(PathBuf::from);
     let ready = std::path::Path::new("/usr/bin/chromium").exists()
-        && pw
-            .as_ref()
-            .is_some_and(|d| d.join("node_modules/playwright-core").exists())
+        && pw.as_ref().is_some_and(|d| {
+            d.join("node_modules/playwright-core").exists()
+                && d.join("node_modules/axe-core").exists()
+        })
         && Command::new("node").arg("--version").output().is_ok();
     assert!(
         ready,
         "this test needs /usr/bin/chromium (apt-get install chromium), node, and \
-         playwright-core installed in the directory CAIRN_PLAYWRIGHT_DIR names \
-         (npm install playwright-core); .ci/run installs them"
+         playwright-core and axe-core installed in the directory CAIRN_PLAYWRIGHT_DIR \
+         names (npm install playwright-core axe-core); .ci/run installs them"
     );
     pw.unwrap_or_default()
 }
@@ -116,4 +117,109 @@ fn the_viewer_lists_shows_streams_forks_and_diffs() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(shot.exists(), "the screenshot was saved");
+}
+
+/// Writes a session of `n` records (meta, a task, then model turns each
+/// with one tool call), its last assistant text `last`; its id.
+fn long_session(store: &cairn_store::Store, ws: &str, name: &str, n: usize, last: &str) -> String {
+    use cairn_journal::{
+        Assistant, JournalWriter, Meta, Outcome, RecordBody, ToolCall, ToolResult, ToolStart, User,
+    };
+    let id = cairn_store::RunId::new();
+    let meta = Meta {
+        run: id.to_string(),
+        created: cairn_journal::now_rfc3339(),
+        workspace: ws.into(),
+        name: Some(name.into()),
+        fingerprint: None,
+        fork: None,
+        routing: None,
+        system_file: None,
+    };
+    let mut w = JournalWriter::create(store, &id, meta).unwrap();
+    let mut bodies = vec![RecordBody::User(User {
+        text: "read every file".into(),
+        origin: None,
+    })];
+    let mut t = 0;
+    while bodies.len() + 2 < n {
+        let call = format!("call_{t}");
+        bodies.push(RecordBody::Assistant(Assistant {
+            text: format!("Step **{t}**: reading the next file."),
+            tool_calls: vec![ToolCall {
+                id: call.clone(),
+                name: "read_file".into(),
+                arguments: json!({"path": "src/lib.rs"}),
+                raw_arguments: None,
+            }],
+            ..Assistant::default()
+        }));
+        bodies.push(RecordBody::ToolStart(ToolStart {
+            call: call.clone(),
+            name: "read_file".into(),
+        }));
+        bodies.push(RecordBody::ToolResult(ToolResult {
+            call,
+            outcome: Outcome::Ok,
+            output: "pub fn add(a: i32, b: i32) -> i32 { a + b }\n".into(),
+        }));
+        t += 1;
+    }
+    bodies.truncate(n - 2);
+    bodies.push(RecordBody::Assistant(Assistant {
+        text: last.into(),
+        ..Assistant::default()
+    }));
+    for chunk in bodies.chunks(4096) {
+        w.append_batch(chunk).unwrap();
+    }
+    id.to_string()
+}
+
+#[test]
+#[ignore = "needs Chromium and playwright-core: .ci/run installs them"]
+fn a_long_session_opens_at_its_end_and_thousands_of_sessions_list_a_page_at_a_time() {
+    let pw = require_browser();
+    let s = Scratch::new();
+    let store = cairn_store::Store::open(&s.store).unwrap();
+    let ws = s.ws.to_string_lossy().into_owned();
+    let sessions: usize = std::env::var("CAIRN_VIEWER_SESSIONS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(10_000);
+    let started = std::time::Instant::now();
+    for i in 0..sessions {
+        long_session(&store, &ws, &format!("small session {i}"), 3, "done");
+    }
+    let big = long_session(&store, &ws, "the long one", 100_000, "THE-LAST-ANSWER");
+    // Projections, as a store that has been used has them.
+    let out = s.run(&["reindex"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!(
+        "{sessions} sessions and one of 100,000 records written in {:?}",
+        started.elapsed()
+    );
+
+    let served = common::Served::start(&s, &[]);
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/browser/scale.mjs");
+    let out = Command::new("node")
+        .arg(&script)
+        .arg(served.base())
+        .arg(&big)
+        .arg((sessions + 1).to_string())
+        .env("CAIRN_PLAYWRIGHT_DIR", &pw)
+        .output()
+        .unwrap();
+    drop(served);
+    println!("{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

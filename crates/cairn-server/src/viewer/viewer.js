@@ -22,15 +22,33 @@ let all = [], current = null, source = null;
 
 // A tool's output is folded past this many lines.
 const FOLD_LINES = 8;
+// Records fetched at a time.
+const PAGE = 200;
+
+// The session list: at most `shown` rows are drawn (a store of 10,000
+// sessions lists without freezing the page); the filter and the status
+// narrow it, and "show more" draws the next rows.
+const LIST_PAGE = 200;
+let shown = LIST_PAGE;
 
 async function loadSessions() {
   all = await api("/v1/sessions");
+  drawSessions();
+}
+
+function drawSessions() {
   const box = document.getElementById("sessions");
+  const words = document.getElementById("filter").value.trim().toLowerCase().split(/\s+/).filter(Boolean);
+  const status = document.getElementById("status-filter").value;
+  const match = all.filter(s => (!status || s.status === status) &&
+    words.every(w => [s.name, s.id, s.workspace, s.status].some(f => f && f.toLowerCase().includes(w))));
   box.textContent = "";
+  const count = document.getElementById("count");
+  count.textContent = match.length === all.length ? `${all.length} session(s)` : `${match.length} of ${all.length} session(s)`;
   if (!all.length) box.textContent = "no sessions yet";
   // Grouped by workspace, the group of the newest session first.
   const groups = new Map();
-  for (const s of all) {
+  for (const s of match.slice(0, shown)) {
     if (!groups.has(s.workspace)) groups.set(s.workspace, []);
     groups.get(s.workspace).push(s);
   }
@@ -51,6 +69,12 @@ async function loadSessions() {
       g.append(row);
     }
     box.append(g);
+  }
+  if (match.length > shown) {
+    const more = $("button", "more", `show ${Math.min(LIST_PAGE, match.length - shown)} more of ${match.length - shown}`);
+    more.id = "more-sessions";
+    more.onclick = () => { shown += LIST_PAGE; drawSessions(); };
+    box.append(more);
   }
 }
 
@@ -109,9 +133,21 @@ function folded(text, cls) {
   return d;
 }
 
+function outcomeLabel(o) {
+  return { ok: "ok", error: "error", unknown: "unknown: in flight at a crash, not run again", refused: "refused: declined, not run" }[o] || o;
+}
+
 // Renders the records of one session as a conversation, in journal order.
 class Conversation {
-  constructor(list) { this.list = list; this.calls = new Map(); }
+  constructor(list) { this.list = list; this.calls = new Map(); this.orphans = new Map(); }
+
+  // Records of an earlier page, put above what is shown.
+  prepend(records, before) {
+    const list = this.list, frag = document.createDocumentFragment();
+    this.list = frag;
+    try { records.forEach(r => this.add(r)); } finally { this.list = list; }
+    list.insertBefore(frag, before);
+  }
 
   add(r) {
     let e;
@@ -122,7 +158,7 @@ class Conversation {
       case "tool_start": {
         // Its call's cell says it: the start is shown only without one.
         const cell = this.calls.get(r.call);
-        if (cell) { cell.classList.add("started"); e = $("span", "rec tool_start hidden"); } else e = this.marker(r);
+        if (cell) { cell.classList.add("started"); e = $("span", "rec tool_start hidden"); e.dataset.call = r.call; } else e = this.marker(r);
         break;
       }
       case "terminal": e = $("div", "rec terminal end", describe(r)); e.prepend(anchor(r), " "); break;
@@ -161,6 +197,9 @@ class Conversation {
       cell.dataset.call = c.id;
       this.calls.set(c.id, cell);
       e.append(cell);
+      // Its result was shown before the call was (read backwards): it moves in.
+      const orphan = this.orphans.get(c.id);
+      if (orphan) { this.orphans.delete(c.id); this.fill(cell, orphan.record); orphan.element.classList.add("hidden"); }
     }
     return e;
   }
@@ -168,30 +207,32 @@ class Conversation {
   // A result fills in its call's cell; one without a call stands alone.
   result(r) {
     const cell = this.calls.get(r.call);
-    const out = folded(r.output || "", "output");
-    const label = { ok: "ok", error: "error", unknown: "unknown: in flight at a crash, not run again", refused: "refused: declined, not run" }[r.outcome] || r.outcome;
-    if (cell) {
-      cell.classList.remove("pending");
-      cell.classList.add(r.outcome);
-      const o = cell.querySelector(".outcome");
-      o.textContent = label;
-      o.className = "outcome " + r.outcome;
-      cell.append(out);
-      return $("span", "rec tool_result hidden");
-    }
+    if (cell) { this.fill(cell, r); const e = $("span", "rec tool_result hidden"); e.dataset.call = r.call; return e; }
     const e = $("div", "rec tool_result tool " + r.outcome);
-    e.append(anchor(r), " ", $("span", "outcome " + r.outcome, label + " (" + r.call + ")"), out);
+    e.append(anchor(r), " ", $("span", "outcome " + r.outcome, outcomeLabel(r.outcome) + " (" + r.call + ")"), folded(r.output || "", "output"));
+    this.orphans.set(r.call, { record: r, element: e });
     return e;
+  }
+
+  fill(cell, r) {
+    cell.classList.remove("pending");
+    cell.classList.add(r.outcome);
+    const o = cell.querySelector(".outcome");
+    o.textContent = outcomeLabel(r.outcome);
+    o.className = "outcome " + r.outcome;
+    cell.append(folded(r.output || "", "output"));
   }
 
   // Bookkeeping: a small marker in the margin, its record folded inside.
   marker(r) {
-    const d = $("details", "rec marker " + r.kind);
-    const s = $("summary");
-    s.append(anchor(r), " ", describe(r));
+    // The record's link stays outside the summary: a control is not nested
+    // in another.
+    const e = $("div", "rec marker " + r.kind);
+    const d = $("details");
     const fields = Object.assign({}, r); delete fields.html;
-    d.append(s, $("pre", null, JSON.stringify(fields, null, 2)));
-    return d;
+    d.append($("summary", null, describe(r)), $("pre", null, JSON.stringify(fields, null, 2)));
+    e.append(anchor(r), " ", d);
+    return e;
   }
 }
 
@@ -253,12 +294,23 @@ async function route() {
 }
 
 // Marks and scrolls to the record the address's fragment names.
-function target() {
+// A record outside the drawn window: the session opens again around it.
+function target(retry = true) {
   document.querySelectorAll(".targeted").forEach(e => e.classList.remove("targeted"));
   const m = location.hash.match(/^#seq-(\d+)$/);
   if (!m) return;
-  const e = document.getElementById("seq-" + m[1]);
+  let e = document.getElementById("seq-" + m[1]);
+  // A tool's start or result is shown in its call's cell.
+  if (e && e.dataset.call) e = document.querySelector(`.tool[data-call="${CSS.escape(e.dataset.call)}"]`) || e;
   if (e) { e.classList.add("targeted"); e.scrollIntoView({block: "center"}); }
+  else if (retry && current) open(current).then(() => target(false)).catch(() => {});
+}
+
+// Whether `e` is on screen or within `margin` pixels of it.
+function near(e, margin) {
+  if (e.hidden) return false;
+  const r = e.getBoundingClientRect(), m = document.querySelector("main").getBoundingClientRect();
+  return r.bottom >= m.top - margin && r.top <= m.bottom + margin;
 }
 
 async function open(id) {
@@ -314,36 +366,85 @@ async function open(id) {
   d.append($("h2", null, "conversation"));
   const list = $("div"); list.id = "timeline"; d.append(list);
   const talk = new Conversation(list);
-  let after = 0;
-  for (;;) {
-    const page = await api(`${path}/records?after=${after}&limit=1000&render=html`);
-    page.records.forEach(r => talk.add(r));
-    if (page.records.length) after = page.records[page.records.length - 1].seq;
-    if (page.next_after === null) break;
-  }
+  // What is drawn is a window of the journal: it opens at the end (or
+  // around the record the address names) and grows a page at a time as the
+  // reader scrolls, so a session of 100,000 records opens as fast as one of
+  // 100. Live records join it only while it reaches the end.
+  const win = { lo: null, hi: 0, end: false };
+  const earlier = $("button", "page", "load earlier records"); earlier.id = "earlier";
+  const later = $("button", "page", "load later records"); later.id = "later";
+  list.append(earlier, later);
+  const draw = (page, where) => {
+    const recs = page.records;
+    if (recs.length) {
+      if (where === "start") {
+        const main = document.querySelector("main"), h = main.scrollHeight;
+        talk.prepend(recs, earlier.nextSibling);
+        main.scrollTop += main.scrollHeight - h;
+      } else {
+        const main = document.querySelector("main");
+        const atBottom = main.scrollHeight - main.scrollTop - main.clientHeight < 40;
+        const list0 = talk.list, frag = document.createDocumentFragment();
+        talk.list = frag; recs.forEach(r => talk.add(r)); talk.list = list0;
+        list.insertBefore(frag, later);
+        // A reader at the bottom of a live session stays there.
+        if (atBottom && where === "end" && win.end) main.scrollTop = main.scrollHeight;
+      }
+      win.lo = win.lo === null ? recs[0].seq : Math.min(win.lo, recs[0].seq);
+      win.hi = Math.max(win.hi, recs[recs.length - 1].seq);
+    }
+    if (where !== "start") win.end = page.next_after === null;
+    if (where !== "end") earlier.hidden = page.prev_before === null;
+    later.hidden = win.end;
+  };
+  const wanted = Number((location.hash.match(/^#seq-(\d+)$/) || [])[1] || 0);
+  const first = await api(wanted
+    ? `${path}/records?after=${Math.max(0, wanted - 50)}&limit=${PAGE}&render=html`
+    : `${path}/records?tail=true&limit=${PAGE}&render=html`);
   if (current !== id) return;
-  // Live: subscribe, fill the gap up to the watermark, then take frames, in
-  // order (each rendered record is fetched before the next is shown).
-  let last = after, queue = Promise.resolve();
+  draw(first, "both");
+  let busy = false;
+  const more = async where => {
+    if (busy || (where === "start" ? earlier.hidden : later.hidden)) return;
+    busy = true;
+    try {
+      const page = await api(where === "start"
+        ? `${path}/records?before=${win.lo}&limit=${PAGE}&render=html`
+        : `${path}/records?after=${win.hi}&limit=${PAGE}&render=html`);
+      if (current === id) draw(page, where);
+    } finally { busy = false; }
+    // Still in view (a short page): the next one.
+    if (current === id && near(where === "start" ? earlier : later, 400)) await more(where);
+  };
+  earlier.onclick = () => more("start");
+  later.onclick = () => more("end");
+  const seen = new IntersectionObserver(entries => entries.forEach(e => {
+    if (e.isIntersecting) more(e.target === earlier ? "start" : "end").catch(() => {});
+  }), { root: document.querySelector("main"), rootMargin: "400px" });
+  seen.observe(earlier); seen.observe(later);
+  if (!wanted && later.previousElementSibling) later.previousElementSibling.scrollIntoView({block: "end"});
+  // Live: subscribe, fill the gap up to the watermark, then take frames.
   // Every step below runs on `queue`, one after another, so the page shows
   // records in journal order whatever order the fetches finish in.
+  let queue = Promise.resolve();
   const take = async r => {
-    if (r.seq <= last) return;
-    last = r.seq;
+    if (!win.end || r.seq <= win.hi) return;
     if (r.kind === "user" || r.kind === "assistant") {
       const page = await api(`${path}/records?after=${r.seq - 1}&limit=1&render=html`).catch(() => null);
       r = page && page.records[0] && page.records[0].seq === r.seq ? page.records[0] : r;
     }
-    if (current === id) talk.add(r);
+    if (current !== id || r.seq <= win.hi) return;
+    draw({ records: [r], next_after: null, prev_before: win.lo > 1 ? win.lo : null }, "end");
   };
   source = new EventSource(`${path}/events`);
   source.addEventListener("subscribed", ev => {
     const w = JSON.parse(ev.data).watermark;
     queue = queue.then(async () => {
-      while (last < w) {
-        const page = await api(`${path}/records?after=${last}&limit=1000&render=html`);
-        page.records.filter(r => r.seq <= w).forEach(r => { talk.add(r); last = r.seq; });
-        if (!page.records.length) break;
+      while (win.end && win.hi < w) {
+        const page = await api(`${path}/records?after=${win.hi}&limit=${PAGE}&render=html`);
+        const upto = page.records.filter(r => r.seq <= w);
+        if (!upto.length || current !== id) break;
+        draw({ records: upto, next_after: null, prev_before: null }, "end");
       }
       live.textContent = "following";
     });
@@ -356,7 +457,18 @@ async function open(id) {
   source.addEventListener("error", () => { live.textContent = "reconnecting…"; });
 }
 
+for (const id of ["filter", "status-filter"]) {
+  document.getElementById(id).addEventListener("input", () => { shown = LIST_PAGE; drawSessions(); });
+}
 window.addEventListener("popstate", () => route().catch(e => { document.getElementById("detail").textContent = "error: " + e.message; }));
 window.addEventListener("hashchange", target);
 loadSessions().then(route).catch(e => { document.getElementById("sessions").textContent = "error: " + e.message; });
-setInterval(() => loadSessions().catch(() => {}), 5000);
+// The list is read again every 5 seconds, or less often when reading it
+// takes long (a store of many sessions): never more than 5% of the time.
+(function refresh(wait) {
+  setTimeout(async () => {
+    const t = performance.now();
+    try { await loadSessions(); } catch (e) { /* shown on the next success */ }
+    refresh(Math.max(5000, 20 * (performance.now() - t)));
+  }, wait);
+})(5000);

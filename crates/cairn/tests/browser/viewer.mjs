@@ -58,7 +58,7 @@ try {
   if ((await cell.locator(".outcome").innerText()) !== "ok") fail("the tool cell lacks its outcome");
   if (!(await cell.locator(".args").innerText()).includes("notes.md")) fail("the tool cell lacks its arguments");
   // Bookkeeping is a folded marker, not a turn.
-  const marker = page.locator("#timeline details.marker.snapshot").first();
+  const marker = page.locator("#timeline .marker.snapshot details").first();
   if (await marker.count() !== 1 || await marker.evaluate(d => d.open)) fail("a snapshot is not a folded marker");
   await page.screenshot({ path: shot.replace(/\.png$/, "-conversation.png"), fullPage: false });
 
@@ -106,6 +106,35 @@ try {
   const live = await page.locator("#live").innerText();
   if (live !== "following") fail("the live stream did not follow: " + live);
   await page.screenshot({ path: shot, fullPage: false });
+
+  // Accessibility: axe-core finds nothing serious on the list or on a
+  // conversation, in the light scheme and the dark one. (axe is injected
+  // into a context that lets a test script in; the viewer's own policy
+  // allows none.)
+  for (const colorScheme of ["light", "dark"]) {
+    const ctx = await browser.newContext({ bypassCSP: true, colorScheme, viewport: { width: 1280, height: 860 } });
+    const p = await ctx.newPage();
+    for (const where of ["/s/" + mdId, "/"]) {
+      await p.goto(base + where);
+      await p.waitForSelector(where === "/" ? ".session" : "#timeline .turn.assistant", { timeout: 15000 });
+      await p.addScriptTag({ path: require.resolve("axe-core/axe.min.js") });
+      const found = await p.evaluate(async () => (await axe.run(document, { resultTypes: ["violations"] })).violations
+        .filter(v => v.impact === "serious" || v.impact === "critical")
+        .map(v => `${v.id} (${v.impact}): ${v.help} — ${v.nodes.slice(0, 3).map(n => n.target.join(" ")).join("; ")}`));
+      if (found.length) fail(`accessibility, ${colorScheme} scheme, ${where}:\n  ` + found.join("\n  "));
+    }
+    await ctx.close();
+  }
+  // Keyboard: Tab reaches the filter, then the sessions; focus is visible.
+  await page.goto(base + "/");
+  await page.waitForSelector(".session", { timeout: 15000 });
+  await page.keyboard.press("Tab");
+  if (await page.evaluate(() => document.activeElement.id) !== "filter") fail("Tab does not reach the filter first");
+  for (let i = 0; i < 5 && !(await page.evaluate(() => document.activeElement.classList.contains("session"))); i++) await page.keyboard.press("Tab");
+  const outline = await page.evaluate(() => getComputedStyle(document.activeElement).outlineStyle);
+  if (outline === "none") fail("the focused session shows no focus");
+  await page.keyboard.press("Enter");
+  await page.waitForFunction(() => location.pathname.startsWith("/s/") && document.querySelector("#timeline .rec"), null, { timeout: 15000 });
   console.log("viewer test: ok (" + seen.join(", ") + ")");
 } finally {
   await browser.close();
