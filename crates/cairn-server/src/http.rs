@@ -110,8 +110,16 @@ pub fn router(state: Shared) -> Router {
         .route("/v1/sessions/{id}/records", get(crate::api::records))
         .route("/v1/sessions/{id}/events", get(crate::live::events))
         .route("/v1/sessions/{id}/fork", post(crate::api::fork))
-        .route("/v1/sessions/{id}/snapshots", get(crate::api::snapshots))
-        .route("/v1/sessions/{id}/diff", get(crate::api::diff))
+        .route("/v1/sessions/{id}/snapshots", get(crate::files::snapshots))
+        .route(
+            "/v1/sessions/{id}/snapshots/{snap}/tree",
+            get(crate::files::tree),
+        )
+        .route(
+            "/v1/sessions/{id}/snapshots/{snap}/file",
+            get(crate::files::file),
+        )
+        .route("/v1/sessions/{id}/diff", get(crate::files::diff))
         .route(
             "/v1/sessions/{id}/checkpoints",
             get(crate::api::checkpoints).post(crate::api::save_checkpoint),

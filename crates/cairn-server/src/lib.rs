@@ -9,7 +9,7 @@
 //!   a browser's login;
 //! - [`markdown`]: model text as safe HTML (the one place it becomes
 //!   markup);
-//! - `api`, `live`, `openapi`, `viewer`, `runs`: the routes; a journal
+//! - `api`, `files` (what snapshots hold), `live`, `openapi`, `viewer`, `runs`: the routes; a journal
 //!   another process writes is followed by `cairn_journal::JournalFollower`,
 //!   runs are started through `cairn_agent::Launcher`.
 #![deny(missing_docs)]
@@ -17,6 +17,7 @@
 mod access;
 mod api;
 mod error;
+mod files;
 mod http;
 mod live;
 pub mod markdown;

@@ -12,6 +12,10 @@ fn id_param() -> Value {
     json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,128}$"}, "description": "a session id"})
 }
 
+fn snap_param() -> Value {
+    json!({"name": "snap", "in": "path", "required": true, "schema": {"type": "string"}, "description": "a snapshot id"})
+}
+
 fn ok_json(description: &str, schema: Value) -> Value {
     json!({"description": description, "content": {"application/json": {"schema": schema}}})
 }
@@ -159,6 +163,20 @@ pub fn spec() -> Value {
                     {"name": "from", "in": "query", "required": true, "schema": {"type": "string"}},
                     {"name": "to", "in": "query", "required": true, "schema": {"type": "string"}}],
                 "responses": common(ok_json("files", json!({"type": "array", "items": {"$ref": "#/components/schemas/DiffFile"}})))
+            }},
+            "/v1/sessions/{id}/snapshots/{snap}/tree": {"get": {
+                "summary": "The files of a snapshot, sorted by path",
+                "parameters": [id_param(), snap_param()],
+                "responses": common(ok_json("files", json!({"type": "array", "items": {"type": "object", "required": ["path", "size", "mode"], "properties": {
+                    "path": {"type": "string"}, "size": {"type": "integer"}, "mode": {"type": "integer"}}}})))
+            }},
+            "/v1/sessions/{id}/snapshots/{snap}/file": {"get": {
+                "summary": "One file as a snapshot holds it: its text, or that it is binary or too large",
+                "parameters": [id_param(), snap_param(),
+                    {"name": "path", "in": "query", "required": true, "schema": {"type": "string"}}],
+                "responses": common(ok_json("the file", json!({"type": "object", "required": ["path", "size", "mode", "binary", "too_large"], "properties": {
+                    "path": {"type": "string"}, "size": {"type": "integer"}, "mode": {"type": "integer"},
+                    "text": {"type": "string", "nullable": true}, "binary": {"type": "boolean"}, "too_large": {"type": "boolean"}}})))
             }},
             "/v1/sessions/{id}/checkpoints": {"get": {
                 "summary": "Checkpoints, newest first",

@@ -222,7 +222,7 @@ pub(crate) fn unified(
 
 /// The content as text; `None` when it is binary (rule 3). Absent content
 /// is the empty text.
-fn text(bytes: Option<&[u8]>) -> Option<&str> {
+pub(crate) fn text(bytes: Option<&[u8]>) -> Option<&str> {
     let bytes = bytes.unwrap_or_default();
     if bytes[..bytes.len().min(BINARY_PROBE)].contains(&0) {
         return None;

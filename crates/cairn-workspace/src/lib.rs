@@ -114,6 +114,7 @@ mod prune_source;
 mod rebuild;
 mod restore;
 mod safe_fs;
+mod show;
 mod statcache;
 mod walk;
 mod workspace;
@@ -137,6 +138,7 @@ pub use prune_source::SnapshotManifests;
 pub use rebuild::{NotRebuilt, RebuildReport};
 pub use restore::{LeftAlone, RestoreReport, RestoreScope};
 #[doc(hidden)]
+pub use show::{FileAt, Snapshots, TreeEntry};
 pub use statcache::statcache_round_trip;
 pub use workspace::{list_snapshots, NodeEnd, NodeEntry, Workspace};
 

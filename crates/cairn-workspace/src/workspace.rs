@@ -260,7 +260,7 @@ impl Workspace {
     }
 
     pub(crate) fn manifest_path(&self, id: &SnapshotId) -> PathBuf {
-        self.snapshots_dir().join(format!("{id}.json"))
+        crate::show::manifest_path(&self.store, &self.run, id)
     }
 
     pub(crate) fn index_path(&self) -> PathBuf {
@@ -580,8 +580,7 @@ impl Workspace {
         from: &SnapshotId,
         to: &SnapshotId,
     ) -> Result<Vec<FileChange>, WorkspaceError> {
-        let (a, b) = (self.manifest(from)?, self.manifest(to)?);
-        diffstat::describe_all(&self.pool, &diffstat::differing(&a.entries, &b.entries))
+        self.snapshots().diff_stat(from, to)
     }
 
     /// Like [`Workspace::diff_stat`], but only the paths the run itself
@@ -648,8 +647,12 @@ impl Workspace {
         to: &SnapshotId,
         path: &str,
     ) -> Result<Option<String>, WorkspaceError> {
-        let (a, b) = (self.manifest(from)?, self.manifest(to)?);
-        crate::diffstat::unified(self.pool(), path, a.entries.get(path), b.entries.get(path))
+        self.snapshots().unified_diff(from, to, path)
+    }
+
+    /// This run's snapshots, read from the store alone.
+    pub fn snapshots(&self) -> crate::Snapshots {
+        crate::Snapshots::of(&self.store, &self.run)
     }
 
     /// Every snapshot, newest first, with every label each carries.

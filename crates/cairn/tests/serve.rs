@@ -365,3 +365,96 @@ fn walk(dir: &std::path::Path) -> Vec<String> {
     }
     out
 }
+
+#[test]
+fn a_snapshots_files_are_read_over_http_from_the_store_alone() {
+    let s = Scratch::new();
+    let script = s.script(
+        "w.json",
+        json!([
+            {"text": "writing", "tool_calls": [common::call("w", "write_file", json!({"path": "src/hello.txt", "content": "hello, world\n"}))]},
+            {"text": "done"}
+        ]),
+    );
+    let out = s.run(&[
+        "run",
+        "--model",
+        &format!("script:{}", script.display()),
+        "write hello",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = s.only_session();
+    let served = Served::start(&s, &[]);
+    let addr = served.addr.clone();
+    let (code, snaps) = request(&addr, "GET", &format!("/v1/sessions/{id}/snapshots"), None);
+    assert_eq!(code, 200, "{snaps}");
+    let newest = snaps[0]["id"].as_str().unwrap().to_string();
+    let oldest = snaps.as_array().unwrap().last().unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The workspace directory is not read: the store holds what is shown.
+    std::fs::remove_dir_all(&s.ws).unwrap();
+
+    let (code, tree) = request(
+        &addr,
+        "GET",
+        &format!("/v1/sessions/{id}/snapshots/{newest}/tree"),
+        None,
+    );
+    assert_eq!(code, 200, "{tree}");
+    assert_eq!(
+        tree,
+        json!([{"path": "src/hello.txt", "size": 13, "mode": 0o644}])
+    );
+    let (code, old_tree) = request(
+        &addr,
+        "GET",
+        &format!("/v1/sessions/{id}/snapshots/{oldest}/tree"),
+        None,
+    );
+    assert_eq!((code, old_tree), (200, json!([])));
+    let (code, file) = request(
+        &addr,
+        "GET",
+        &format!("/v1/sessions/{id}/snapshots/{newest}/file?path=src/hello.txt"),
+        None,
+    );
+    assert_eq!(code, 200, "{file}");
+    assert_eq!(file["text"], "hello, world\n");
+    assert_eq!(file["binary"], false);
+    let (code, diff) = request(
+        &addr,
+        "GET",
+        &format!("/v1/sessions/{id}/diff?from={oldest}&to={newest}"),
+        None,
+    );
+    assert_eq!(code, 200, "{diff}");
+    assert_eq!(diff[0]["path"], "src/hello.txt");
+    assert_eq!(diff[0]["added"], 1);
+
+    for (path, want) in [
+        (
+            format!("/v1/sessions/{id}/snapshots/{newest}/file?path=nope.txt"),
+            404,
+        ),
+        (
+            format!("/v1/sessions/{id}/snapshots/{oldest}/file?path=src/hello.txt"),
+            404,
+        ),
+        (
+            format!("/v1/sessions/{id}/snapshots/not-a-snapshot/tree"),
+            400,
+        ),
+        (format!("/v1/sessions/{id}/snapshots/{newest}/file"), 400),
+    ] {
+        let (code, body) = request(&addr, "GET", &path, None);
+        assert_eq!(code, want, "{path}: {body}");
+        assert!(body["error"]["message"].is_string(), "{path}: {body}");
+    }
+    drop(served);
+}

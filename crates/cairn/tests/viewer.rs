@@ -44,7 +44,8 @@ fn the_viewer_lists_shows_streams_forks_and_diffs() {
         json!([
             {"text": "## Plan\n\nI will **write** `notes.md`:\n\n```rust\nfn main() {}\n```\n\n<img src=x onerror=\"window.pwned=1\"><script>window.pwned=2</script> [click](javascript:window.pwned=3)",
              "tool_calls": [call("n", "write_file", json!({"path": "notes.md", "content": "notes\n"}))]},
-            {"text": "Done.\n\n| file | lines |\n|---|---|\n| notes.md | 1 |"}
+            {"text": "Done.\n\n| file | lines |\n|---|---|\n| notes.md | 1 |"},
+            {"text": "Resumed after your edit."}
         ]),
     );
     let out = s.run(&[
@@ -65,6 +66,14 @@ fn the_viewer_lists_shows_streams_forks_and_diffs() {
         .as_str()
         .unwrap()
         .to_string();
+    // The operator edits a file while the session is paused, then resumes it.
+    std::fs::write(s.ws.join("operator.txt"), "edited by hand\n").unwrap();
+    let out = s.run(&["resume", &md_id, "and now?"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let script = s.script(
         "hello.json",
         json!([

@@ -133,13 +133,42 @@ function folded(text, cls) {
   return d;
 }
 
+// A folded list of the files that differ between two snapshots, read
+// when it first comes into view.
+const filesSeen = new IntersectionObserver(entries => entries.forEach(e => {
+  if (!e.isIntersecting) return;
+  filesSeen.unobserve(e.target);
+  e.target.load();
+}), { rootMargin: "300px" });
+
+function filesCell(id, from, to, title, who) {
+  const d = $("details", "files " + who);
+  const sum = $("summary", null, title);
+  const stat = $("span", "stat", " …");
+  sum.append(stat);
+  d.append(sum);
+  d.load = async () => {
+    try {
+      const list = await diffFiles(id, from, to);
+      const rows = list.querySelectorAll("details.file");
+      let add = 0, del = 0;
+      list.querySelectorAll("summary .add").forEach(x => { add += Number(x.textContent.slice(1)); });
+      list.querySelectorAll("summary .del").forEach(x => { del += Number(x.textContent.slice(1)); });
+      stat.textContent = ` · ${rows.length} file(s) +${add} -${del}`;
+      d.append(list);
+    } catch (e) { stat.textContent = " · " + e.message; }
+  };
+  filesSeen.observe(d);
+  return d;
+}
+
 function outcomeLabel(o) {
   return { ok: "ok", error: "error", unknown: "unknown: in flight at a crash, not run again", refused: "refused: declined, not run" }[o] || o;
 }
 
 // Renders the records of one session as a conversation, in journal order.
 class Conversation {
-  constructor(list) { this.list = list; this.calls = new Map(); this.orphans = new Map(); }
+  constructor(list, id) { this.list = list; this.id = id; this.calls = new Map(); this.orphans = new Map(); this.snaps = new Map(); }
 
   // Records of an earlier page, put above what is shown.
   prepend(records, before) {
@@ -162,6 +191,7 @@ class Conversation {
         break;
       }
       case "terminal": e = $("div", "rec terminal end", describe(r)); e.prepend(anchor(r), " "); break;
+      case "snapshot": e = this.snapshot(r); break;
       default: e = this.marker(r);
     }
     if (!e) return;
@@ -223,6 +253,21 @@ class Conversation {
     cell.append(folded(r.output || "", "output"));
   }
 
+  // A turn's end: its marker, after the files the turn changed. A turn's
+  // start after a window: the files changed outside the run first (yours).
+  snapshot(r) {
+    const m = /^(pre|post):turn:(\d+)$/.exec(r.label || "");
+    this.snaps.set(r.label, r.snapshot);
+    const marker = this.marker(r);
+    if (!m) return marker;
+    const n = Number(m[2]);
+    const from = m[1] === "post" ? this.snaps.get(`pre:turn:${n}`) : this.snaps.get(`post:turn:${n - 1}`);
+    if (!from || from === r.snapshot) return marker;
+    const e = $("div", "rec snapshot-with-files");
+    e.append(filesCell(this.id, from, r.snapshot, m[1] === "post" ? `files turn ${n} changed` : `edited outside the run, before turn ${n} (yours)`, m[1] === "post" ? "run" : "operator"), marker);
+    return e;
+  }
+
   // Bookkeeping: a small marker in the margin, its record folded inside.
   marker(r) {
     // The record's link stays outside the summary: a control is not nested
@@ -250,19 +295,90 @@ function tree(id) {
   return lines.join("\n");
 }
 
+// The files that differ from snapshot `from` to `to`, each folded with its
+// diff, unified or side by side.
+async function diffFiles(id, from, to) {
+  const files = await api(`/v1/sessions/${encodeURIComponent(id)}/diff?from=${encodeURIComponent(from)}&to=${encodeURIComponent(to)}`);
+  const out = $("div", "files-list");
+  if (!files.length) out.append($("div", "id", "no file changed"));
+  for (const f of files) {
+    const d = $("details", "file");
+    const sum = $("summary");
+    sum.append($("span", "path", f.path), " ", $("span", "add", "+" + f.added), " ", $("span", "del", "-" + f.removed), " ", $("span", "id", f.change + (f.binary ? ", binary" : "")));
+    d.append(sum);
+    if (f.unified) {
+      const view = $("div", "diffview");
+      const uni = $("button", "mode", "side by side");
+      uni.setAttribute("aria-pressed", "false");
+      const show = side => { view.replaceChildren(side ? sideBySide(f.unified) : unified(f.unified)); uni.textContent = side ? "unified" : "side by side"; uni.setAttribute("aria-pressed", String(side)); };
+      let side = false;
+      uni.onclick = () => { side = !side; show(side); };
+      show(false);
+      d.append(uni, view);
+    }
+    out.append(d);
+  }
+  return out;
+}
+
+function unified(text) {
+  const pre = $("pre", "diff");
+  for (const line of text.split("\n")) pre.append($("span", line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : line.startsWith("@@") ? "hunk" : null, line + "\n"));
+  return pre;
+}
+
+// A unified diff as two columns: removed lines on the left beside the
+// lines that replaced them on the right.
+function sideBySide(text) {
+  const table = $("table", "sbs");
+  let left = [], right = [], l = 0, r = 0;
+  const row = (a, b, cls) => {
+    const tr = $("tr", cls);
+    tr.append($("td", "ln", a ? String(a.n) : ""), $("td", a ? a.cls : "empty", a ? a.text : ""), $("td", "ln", b ? String(b.n) : ""), $("td", b ? b.cls : "empty", b ? b.text : ""));
+    table.append(tr);
+  };
+  const flush = () => { for (let i = 0; i < Math.max(left.length, right.length); i++) row(left[i], right[i]); left = []; right = []; };
+  for (const line of text.split("\n")) {
+    if (line.startsWith("---") || line.startsWith("+++")) continue;
+    const h = line.match(/^@@ -(\d+)(?:,\d+)? \+(\d+)/);
+    if (h) { flush(); l = Number(h[1]); r = Number(h[2]); const tr = $("tr", "hunk"); const td = $("td", null, line); td.colSpan = 4; tr.append(td); table.append(tr); continue; }
+    if (line.startsWith("-")) left.push({ n: l++, text: line.slice(1), cls: "del" });
+    else if (line.startsWith("+")) right.push({ n: r++, text: line.slice(1), cls: "add" });
+    else if (line.startsWith(" ")) { flush(); row({ n: l++, text: line.slice(1), cls: "ctx" }, { n: r++, text: line.slice(1), cls: "ctx" }); }
+  }
+  flush();
+  return table;
+}
+
 async function showDiff(id, from, to, box) {
   box.textContent = "loading…";
-  const files = await api(`/v1/sessions/${encodeURIComponent(id)}/diff?from=${encodeURIComponent(from)}&to=${encodeURIComponent(to)}`);
-  box.textContent = "";
-  box.append($("div", "id", `${from} → ${to}`));
-  if (!files.length) box.append($("div", null, "no file changed"));
-  for (const f of files) {
-    box.append($("div", "file", `${f.path}  ${f.change} +${f.added} -${f.removed}${f.binary ? " (binary)" : ""}`));
-    if (f.unified) {
-      const pre = $("pre", "diff");
-      for (const line of f.unified.split("\n")) pre.append($("span", line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : null, line + "\n"));
-      box.append(pre);
-    }
+  const files = await diffFiles(id, from, to);
+  box.replaceChildren($("h3", null, `${from} → ${to}`), files);
+  files.querySelectorAll("details").forEach(d => { d.open = true; });
+}
+
+// The files of a snapshot; with `path`, that file as the snapshot holds it.
+async function showTree(id, snap, path, box) {
+  box.textContent = "loading…";
+  const base = `/v1/sessions/${encodeURIComponent(id)}/snapshots/${encodeURIComponent(snap)}`;
+  const tree = await api(`${base}/tree`);
+  const list = $("ul", "tree-files");
+  for (const f of tree) {
+    const li = $("li");
+    const a = $("a", null, f.path);
+    a.href = `/s/${encodeURIComponent(id)}?snap=${encodeURIComponent(snap)}&path=${encodeURIComponent(f.path)}`;
+    a.onclick = ev => { ev.preventDefault(); go(a.getAttribute("href")); };
+    li.append(a, $("span", "id", ` ${f.size} bytes`));
+    list.append(li);
+  }
+  box.replaceChildren($("h3", null, `snapshot ${snap}: ${tree.length} file(s)`), list);
+  if (path) {
+    const f = await api(`${base}/file?path=${encodeURIComponent(path)}`);
+    const h = $("h3", "path", f.path);
+    const body = f.text !== null && f.text !== undefined ? $("pre", "content", f.text)
+      : $("p", "id", f.too_large ? `${f.size} bytes: too large to show` : `${f.size} bytes of binary content`);
+    body.id = "file-content";
+    box.append(h, body);
   }
 }
 
@@ -285,11 +401,14 @@ async function route() {
   const id = decodeURIComponent(m[1]);
   if (id !== current) await open(id);
   const q = new URLSearchParams(location.search);
+  const box = document.getElementById("diff");
   if (q.get("from") && q.get("to")) {
-    const box = document.getElementById("diff");
     await showDiff(id, q.get("from"), q.get("to"), box);
     box.scrollIntoView();
-  }
+  } else if (q.get("snap")) {
+    await showTree(id, q.get("snap"), q.get("path"), box);
+    box.scrollIntoView();
+  } else if (box) box.textContent = "";
   target();
 }
 
@@ -349,7 +468,11 @@ async function open(id) {
   const diffBox = $("div"); diffBox.id = "diff";
   const sl = $("div");
   snaps.forEach((x, i) => {
-    const row = $("div", null, x.id + "  " + (x.labels || []).join(" ") + "  " + x.files + " files ");
+    const row = $("div", null, x.id + "  " + (x.labels || []).join(" ") + "  ");
+    const files = $("a", "treebtn", x.files + " files");
+    files.href = `/s/${encodeURIComponent(id)}?snap=${encodeURIComponent(x.id)}`;
+    files.onclick = ev => { ev.preventDefault(); go(files.getAttribute("href")); };
+    row.append(files, " ");
     if (i + 1 < snaps.length) {
       const b = $("a", "diffbtn", "diff from previous");
       b.href = `/s/${encodeURIComponent(id)}?from=${encodeURIComponent(snaps[i + 1].id)}&to=${encodeURIComponent(x.id)}`;
@@ -365,7 +488,7 @@ async function open(id) {
   d.append($("div", null, cps.length ? cps.map(c => c.id + " seq " + c.seq).join("\n") : "none"));
   d.append($("h2", null, "conversation"));
   const list = $("div"); list.id = "timeline"; d.append(list);
-  const talk = new Conversation(list);
+  const talk = new Conversation(list, id);
   // What is drawn is a window of the journal: it opens at the end (or
   // around the record the address names) and grows a page at a time as the
   // reader scrolls, so a session of 100,000 records opens as fast as one of

@@ -62,6 +62,39 @@ try {
   if (await marker.count() !== 1 || await marker.evaluate(d => d.open)) fail("a snapshot is not a folded marker");
   await page.screenshot({ path: shot.replace(/\.png$/, "-conversation.png"), fullPage: false });
 
+  // What each turn did to the files: a folded cell after the turn, its
+  // stat read when it comes into view; each file's diff, unified or side
+  // by side. The operator's edit while the session was paused is its own
+  // cell, said to be theirs.
+  const turnFiles = page.locator("#timeline details.files.run").first();
+  await turnFiles.scrollIntoViewIfNeeded();
+  await page.waitForFunction(() => /1 file\(s\) \+1 -0/.test(document.querySelector("#timeline details.files.run summary").textContent), null, { timeout: 15000 });
+  await turnFiles.locator("summary").first().click();
+  const fileRow = turnFiles.locator("details.file").first();
+  if ((await fileRow.locator(".path").innerText()) !== "notes.md") fail("the turn's file is not notes.md");
+  await fileRow.locator("summary").click();
+  if (!(await fileRow.locator("pre.diff").innerText()).includes("+notes")) fail("the unified diff lacks the line");
+  await fileRow.locator("button.mode").click();
+  if ((await fileRow.locator("table.sbs td.add").first().innerText()) !== "notes") fail("the side-by-side diff lacks the line");
+  const yours = page.locator("#timeline details.files.operator").first();
+  await yours.scrollIntoViewIfNeeded();
+  await page.waitForFunction(() => { const s = document.querySelector("#timeline details.files.operator summary"); return s && /yours/.test(s.textContent) && /1 file\(s\)/.test(s.textContent); }, null, { timeout: 15000 });
+  await yours.locator("summary").first().click();
+  if ((await yours.locator(".path").first().innerText()) !== "operator.txt") fail("the operator's edit is not operator.txt");
+  await turnFiles.scrollIntoViewIfNeeded();
+  await page.screenshot({ path: shot.replace(/\.png$/, "-diff.png"), fullPage: false });
+
+  // A snapshot's tree and one file as it holds it, each with an address.
+  await page.locator(".treebtn").first().click();
+  await page.waitForSelector("ul.tree-files a", { timeout: 15000 });
+  if (!/\?snap=/.test(page.url())) fail("the tree has no address: " + page.url());
+  await page.locator("ul.tree-files a", { hasText: "notes.md" }).click();
+  await page.waitForSelector("#file-content", { timeout: 15000 });
+  if ((await page.locator("#file-content").innerText()).trim() !== "notes") fail("the file's content is not what the snapshot holds");
+  await page.reload();
+  await page.waitForSelector("#file-content", { timeout: 15000 });
+  if (!/&path=notes\.md/.test(page.url())) fail("the file has no address: " + page.url());
+
   // Back and forward move between addresses.
   await page.locator(`.session[data-id="${firstId}"]`).click();
   await page.waitForFunction((id) => location.pathname === "/s/" + id && document.querySelector("#timeline .rec.user"), firstId, { timeout: 15000 });
