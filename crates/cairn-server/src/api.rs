@@ -299,7 +299,10 @@ pub async fn fork(
 }
 
 /// The workspace versioning of a session.
-fn tracker(store: &cairn_store::Store, id: &RunId) -> Result<cairn_workspace::Workspace, ApiError> {
+pub(crate) fn tracker(
+    store: &cairn_store::Store,
+    id: &RunId,
+) -> Result<cairn_workspace::Workspace, ApiError> {
     let root = cairn_sessions::load(store, id)
         .map_err(|e| ApiError::session(&e))?
         .state

@@ -102,6 +102,15 @@ pub fn router(state: Shared) -> Router {
         .route("/v1/sessions/{id}/resume", post(crate::runs::resume))
         .route("/v1/sessions/{id}/suspend", post(crate::runs::suspend))
         .route("/v1/sessions/{id}/rewind", post(crate::api::rewind))
+        .route("/v1/sessions/{id}/rewind-points", get(crate::points::list))
+        .route(
+            "/v1/sessions/{id}/rewind-preview",
+            post(crate::points::preview),
+        )
+        .route(
+            "/v1/sessions/{id}/rewind-point",
+            post(crate::points::rewind),
+        )
         .route(
             "/v1/checkpoints/{cp}/restore",
             post(crate::api::restore_checkpoint),

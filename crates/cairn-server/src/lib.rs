@@ -9,7 +9,8 @@
 //!   a browser's login;
 //! - [`markdown`]: model text as safe HTML (the one place it becomes
 //!   markup);
-//! - `api`, `files` (what snapshots hold), `live`, `openapi`, `viewer`, `runs`: the routes; a journal
+//! - `api`, `files` (what snapshots hold), `points` (the rewind of the
+//!   TUI), `live`, `openapi`, `viewer`, `runs`: the routes; a journal
 //!   another process writes is followed by `cairn_journal::JournalFollower`,
 //!   runs are started through `cairn_agent::Launcher`.
 #![deny(missing_docs)]
@@ -22,6 +23,7 @@ mod http;
 mod live;
 pub mod markdown;
 mod openapi;
+mod points;
 mod runs;
 pub mod stream;
 mod viewer;

@@ -119,6 +119,25 @@ pub fn spec() -> Value {
                     "to": {"type": "string"}, "snapshot": {"type": "string"}, "scope": {"type": "string", "enum": ["run", "full"]}, "fork": {"type": "boolean"}}})),
                 "responses": mutation("200", ok_json("the restore report, with `fork` (the new session's id) when one was asked for, or `fork_error` when the fork failed after the files were restored (`bank` undoes them)", json!({"type": "object", "required": ["target", "bank", "written", "deleted"]})))
             }},
+            "/v1/sessions/{id}/rewind-points": {"get": {
+                "summary": "Your messages, each a point to go back to, with the files its turns changed (the TUI's rewind picker)",
+                "parameters": [id_param()],
+                "responses": common(ok_json("points, first first", json!({"type": "array", "items": {"type": "object", "required": ["number", "seq", "text", "name", "files"], "properties": {
+                    "number": {"type": "integer"}, "seq": {"type": "integer"}, "text": {"type": "string"}, "turn": {"type": "integer", "nullable": true},
+                    "name": {"type": "string"}, "files": {"type": "array", "items": {"type": "string"}}}}})))
+            }},
+            "/v1/sessions/{id}/rewind-preview": {"post": {
+                "summary": "What going back to a point in the files would change now, and what it would leave alone (banks and journals the current state; changes no file)",
+                "parameters": [id_param()],
+                "requestBody": json_body(json!({"type": "object", "required": ["seq"], "properties": {"seq": {"type": "integer", "minimum": 0}}})),
+                "responses": mutation("200", ok_json("the preview", json!({"type": "object", "required": ["target", "bank", "changes", "left_alone"]})))
+            }},
+            "/v1/sessions/{id}/rewind-point": {"post": {
+                "summary": "Go back to a point: the files (code), the conversation as a fork before the message (conversation), or both",
+                "parameters": [id_param()],
+                "requestBody": json_body(json!({"type": "object", "required": ["seq"], "properties": {"seq": {"type": "integer", "minimum": 0}, "action": {"type": "string", "enum": ["code", "conversation", "both"]}}})),
+                "responses": mutation("200", ok_json("what was done: `report` (its `bank` undoes the files), `fork` (the new session), or `fork_error`", json!({"type": "object"})))
+            }},
             "/v1/checkpoints/{cp}/restore": {"post": {
                 "summary": "Restore a checkpoint (as `cairn checkpoint restore CP`)",
                 "parameters": [{"name": "cp", "in": "path", "required": true, "schema": {"type": "string"}}],

@@ -126,6 +126,16 @@ fn the_viewer_lists_shows_streams_forks_and_diffs() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(shot.exists(), "the screenshot was saved");
+    // The rewind from the page was undone; the operator's edit was never
+    // touched.
+    assert_eq!(
+        std::fs::read_to_string(s.ws.join("notes.md")).unwrap(),
+        "notes\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(s.ws.join("operator.txt")).unwrap(),
+        "edited by hand\n"
+    );
 }
 
 /// Writes a session of `n` records (meta, a task, then model turns each

@@ -37,6 +37,9 @@ async function loadSessions() {
 }
 
 function drawSessions() {
+  // The lineage is drawn from the list: drawn again with it.
+  const lineage = document.querySelector("#detail .tree");
+  if (lineage && current) lineage.textContent = tree(current);
   const box = document.getElementById("sessions");
   const words = document.getElementById("filter").value.trim().toLowerCase().split(/\s+/).filter(Boolean);
   const status = document.getElementById("status-filter").value;
@@ -382,6 +385,93 @@ async function showTree(id, snap, path, box) {
   }
 }
 
+// The rewind of the TUI: pick one of your messages, choose what goes back
+// (code, conversation, both), see what the files would do and what is left
+// alone (your own edits), confirm; the result offers its undo.
+async function rewindDialog(id) {
+  const path = `/v1/sessions/${encodeURIComponent(id)}`;
+  const dlg = document.getElementById("rewind-dialog");
+  const points = await api(`${path}/rewind-points`);
+  const list = document.getElementById("rewind-points");
+  const previewBox = document.getElementById("rewind-preview");
+  const result = document.getElementById("rewind-result");
+  const confirm = document.getElementById("rewind-confirm");
+  list.replaceChildren(); previewBox.replaceChildren(); result.replaceChildren();
+  confirm.disabled = true;
+  if (!points.length) list.append($("p", null, "This session has no message of yours to go back to."));
+  points.forEach((p, i) => {
+    const label = $("label", "point");
+    const radio = $("input"); radio.type = "radio"; radio.name = "rewind-point"; radio.value = String(p.seq);
+    radio.dataset.turn = p.turn === null || p.turn === undefined ? "" : String(p.turn);
+    label.append(radio, " ", $("b", null, `${p.number}. `), $("span", null, p.text.length > 120 ? p.text.slice(0, 120) + "…" : p.text),
+      $("span", "id", ` · ${p.name} · ${p.files.length} file(s)${p.files.length ? ": " + p.files.slice(0, 5).join(", ") : ""}`));
+    list.append(label);
+    if (i === points.length - 1) radio.checked = true;
+  });
+  const chosen = () => { const r = list.querySelector("input:checked"); return r ? { seq: Number(r.value), turn: r.dataset.turn } : null; };
+  const action = () => (dlg.querySelector("input[name=rewind-action]:checked") || {}).value || "both";
+  const previews = new Map();
+  const update = async () => {
+    const c = chosen();
+    result.replaceChildren();
+    confirm.disabled = !c;
+    previewBox.replaceChildren();
+    if (!c) return;
+    if (action() === "conversation") { previewBox.append($("p", null, "The files stay as they are; the conversation forks just before this message, for you to send it again or change it.")); return; }
+    if (!c.turn) { previewBox.append($("p", "problem", "No model turn ran after this message: there are no files to put back.")); confirm.disabled = true; return; }
+    previewBox.append($("p", "id", "reading what would change…"));
+    try {
+      if (!previews.has(c.seq)) previews.set(c.seq, await post(`${path}/rewind-preview`, { seq: c.seq }));
+      const pv = previews.get(c.seq);
+      previewBox.replaceChildren($("p", null, pv.changes.length ? `The files go back: ${pv.changes.length} file(s) change.` : "No file would change."));
+      const ul = $("ul", "changes");
+      for (const f of pv.changes) { const li = $("li"); li.append($("span", "path", f.path), " ", $("span", "id", f.change), " ", $("span", "add", "+" + f.added), " ", $("span", "del", "-" + f.removed)); ul.append(li); }
+      previewBox.append(ul);
+      if (pv.left_alone.length) {
+        previewBox.append($("p", null, "Left alone:"));
+        const la = $("ul", "left-alone");
+        for (const l of pv.left_alone) la.append($("li", null, `${l.path}: ${l.reason}`));
+        previewBox.append(la);
+      }
+    } catch (e) { previewBox.replaceChildren($("p", "problem", e.message)); confirm.disabled = true; }
+  };
+  list.onchange = update;
+  dlg.querySelectorAll("input[name=rewind-action]").forEach(r => { r.onchange = update; });
+  confirm.onclick = async () => {
+    const c = chosen();
+    if (!c) return;
+    confirm.disabled = true;
+    try {
+      const r = await post(`${path}/rewind-point`, { seq: c.seq, action: action() });
+      result.replaceChildren();
+      if (r.report) {
+        const rep = r.report;
+        result.append($("p", null, `Files put back: ${rep.written.length} written, ${rep.deleted.length} deleted` + (rep.left_alone && rep.left_alone.length ? `, ${rep.left_alone.length} left alone` : "") + `. The state before is banked as ${rep.bank.snapshot}.`));
+        const undo = $("button", null, "undo"); undo.id = "rewind-undo";
+        undo.onclick = async () => {
+          undo.disabled = true;
+          try {
+            const u = await post(`${path}/rewind`, { snapshot: rep.bank.snapshot });
+            result.append($("p", "done", `Undone: ${u.written.length} written, ${u.deleted.length} deleted; the files are as they were before the rewind.`));
+          } catch (e) { result.append($("p", "problem", e.message)); undo.disabled = false; }
+        };
+        result.append(undo);
+      }
+      if (r.fork) {
+        const a = $("a", "fork-link", `continue in the fork ${r.fork}`);
+        a.href = "/s/" + encodeURIComponent(r.fork);
+        a.onclick = ev => { ev.preventDefault(); dlg.close(); loadSessions().finally(() => go(a.getAttribute("href"))); };
+        result.append($("p", null, "The conversation forked before the message: "), a);
+      }
+      if (r.fork_error) result.append($("p", "problem", "The files were put back, but the fork failed: " + r.fork_error));
+      previews.clear();
+    } catch (e) { result.replaceChildren($("p", "problem", e.message)); confirm.disabled = false; }
+  };
+  document.getElementById("rewind-cancel").onclick = () => dlg.close();
+  dlg.showModal();
+  await update();
+}
+
 // Moves to an address of this page, as a link would.
 function go(url) {
   history.pushState(null, "", url);
@@ -439,7 +529,17 @@ async function open(id) {
   const d = document.getElementById("detail");
   d.textContent = "";
   const path = `/v1/sessions/${encodeURIComponent(id)}`;
-  const s = await api(path);
+  // Everything the page shows of the session is asked for at once.
+  const wanted = Number((location.hash.match(/^#seq-(\d+)$/) || [])[1] || 0);
+  const [s, snaps, cps, first] = await Promise.all([
+    api(path),
+    api(`${path}/snapshots`),
+    api(`${path}/checkpoints`),
+    api(wanted
+      ? `${path}/records?after=${Math.max(0, wanted - 50)}&limit=${PAGE}&render=html`
+      : `${path}/records?tail=true&limit=${PAGE}&render=html`),
+  ]);
+  if (current !== id) return;
   document.title = (s.name || s.id) + " · cairn";
   d.append($("h1", null, (s.name || "(unnamed)") + " "), $("div", "id", s.id + " · " + s.status + " · " + s.workspace + " · " + cost(s.cost)));
   const fork = $("button", null, "fork"); fork.id = "fork";
@@ -449,22 +549,14 @@ async function open(id) {
   resume.onclick = async () => { try { await post(`${path}/resume`, {text: say.value || null}); say.value = ""; } catch (e) { alert(e.message); } };
   const suspend = $("button", null, "suspend"); suspend.id = "suspend";
   suspend.onclick = async () => { try { await post(`${path}/suspend`); } catch (e) { alert(e.message); } };
-  const node = $("input"); node.id = "node"; node.placeholder = "turn:1"; node.size = 8; node.setAttribute("aria-label", "the turn to rewind to");
-  const rewind = $("button", null, "rewind"); rewind.id = "rewind";
-  rewind.onclick = async () => {
-    try {
-      const r = await post(`${path}/rewind`, {to: node.value || "turn:1", scope: "run"});
-      alert(`restored ${r.target}: ${r.written.length} written, ${r.deleted.length} deleted; banked as ${r.bank.snapshot}`);
-      open(id);
-    } catch (e) { alert(e.message); }
-  };
+  const rewind = $("button", null, "rewind…"); rewind.id = "rewind";
+  rewind.onclick = () => rewindDialog(id).catch(e => alert(e.message));
   const live = $("span", null, ""); live.id = "live"; live.setAttribute("aria-live", "polite");
   const bar = $("div", "actions");
-  bar.append(say, resume, suspend, fork, $("span", null, " "), node, rewind, $("span", null, " live: "), live);
+  bar.append(say, resume, suspend, fork, rewind, $("span", null, " live: "), live);
   d.append(bar);
   d.append($("h2", null, "lineage"), $("div", "tree", tree(id)));
   d.append($("h2", null, "snapshots"));
-  const snaps = await api(`${path}/snapshots`);
   const diffBox = $("div"); diffBox.id = "diff";
   const sl = $("div");
   snaps.forEach((x, i) => {
@@ -484,7 +576,6 @@ async function open(id) {
   if (!snaps.length) sl.textContent = "none";
   d.append(sl, diffBox);
   d.append($("h2", null, "checkpoints"));
-  const cps = await api(`${path}/checkpoints`);
   d.append($("div", null, cps.length ? cps.map(c => c.id + " seq " + c.seq).join("\n") : "none"));
   d.append($("h2", null, "conversation"));
   const list = $("div"); list.id = "timeline"; d.append(list);
@@ -520,11 +611,6 @@ async function open(id) {
     if (where !== "end") earlier.hidden = page.prev_before === null;
     later.hidden = win.end;
   };
-  const wanted = Number((location.hash.match(/^#seq-(\d+)$/) || [])[1] || 0);
-  const first = await api(wanted
-    ? `${path}/records?after=${Math.max(0, wanted - 50)}&limit=${PAGE}&render=html`
-    : `${path}/records?tail=true&limit=${PAGE}&render=html`);
-  if (current !== id) return;
   draw(first, "both");
   let busy = false;
   const more = async where => {
@@ -585,7 +671,10 @@ for (const id of ["filter", "status-filter"]) {
 }
 window.addEventListener("popstate", () => route().catch(e => { document.getElementById("detail").textContent = "error: " + e.message; }));
 window.addEventListener("hashchange", target);
-loadSessions().then(route).catch(e => { document.getElementById("sessions").textContent = "error: " + e.message; });
+// The session the address names opens first; the list (which may be of
+// thousands) loads after it, so the two do not compete.
+route().catch(e => { document.getElementById("detail").textContent = "error: " + e.message; })
+  .finally(() => loadSessions().catch(e => { document.getElementById("sessions").textContent = "error: " + e.message; }));
 // The list is read again every 5 seconds, or less often when reading it
 // takes long (a store of many sessions): never more than 5% of the time.
 (function refresh(wait) {

@@ -103,7 +103,36 @@ try {
   await page.goForward();
   await page.waitForFunction((id) => location.pathname === "/s/" + id && document.querySelector("#timeline .rec.user") && !document.querySelector("#timeline .text strong"), firstId, { timeout: 15000 });
 
+  // The rewind of the TUI, from the page: pick a message, choose code only,
+  // see the files that go back and your edit left alone, confirm, undo;
+  // then go back in the conversation and land in the fork.
+  await page.goto(base + "/s/" + mdId);
+  await page.waitForSelector("#timeline .turn.assistant", { timeout: 15000 });
+  await page.locator("#rewind").click();
+  await page.waitForSelector("#rewind-dialog[open] label.point", { timeout: 15000 });
+  if (await page.locator("#rewind-dialog label.point").count() !== 2) fail("the dialog does not list the two messages");
+  await page.locator("#rewind-dialog label.point", { hasText: "write notes" }).locator("input").check();
+  await page.locator("#rewind-dialog input[name=rewind-action][value=code]").check();
+  await page.waitForSelector("#rewind-preview ul.changes li", { timeout: 15000 });
+  const preview = await page.locator("#rewind-preview").innerText();
+  if (!/notes\.md/.test(preview)) fail("the preview does not name the file that goes back: " + preview);
+  if (!/operator\.txt/.test(await page.locator("#rewind-preview ul.left-alone").innerText())) fail("the preview does not say your edit is left alone: " + preview);
+  await page.screenshot({ path: shot.replace(/\.png$/, "-rewind.png"), fullPage: false });
+  await page.locator("#rewind-confirm").click();
+  await page.waitForSelector("#rewind-undo", { timeout: 15000 });
+  if (!/1 deleted/.test(await page.locator("#rewind-result").innerText())) fail("the rewind did not delete notes.md: " + await page.locator("#rewind-result").innerText());
+  await page.locator("#rewind-undo").click();
+  await page.waitForSelector("#rewind-result .done", { timeout: 15000 });
+  if (!/1 written/.test(await page.locator("#rewind-result .done").innerText())) fail("the undo did not write notes.md back");
+  await page.locator("#rewind-dialog input[name=rewind-action][value=conversation]").check();
+  await page.locator("#rewind-confirm").click();
+  await page.waitForSelector("#rewind-result a.fork-link", { timeout: 15000 });
+  await page.locator("#rewind-result a.fork-link").click();
+  await page.waitForFunction((id) => location.pathname.startsWith("/s/") && location.pathname !== "/s/" + id && /fork of markdown/.test((document.querySelector("#detail h1") || {}).textContent || ""), mdId, { timeout: 15000 });
+
   // A snapshot diff shows the changed lines.
+  await page.goto(base + "/s/" + firstId);
+  await page.waitForSelector("#timeline .rec.user", { timeout: 15000 });
   await page.locator(".diffbtn").first().click();
   await page.waitForSelector("#diff pre.diff", { timeout: 15000 });
   const diff = await page.locator("#diff").innerText();
