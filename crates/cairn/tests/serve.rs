@@ -458,3 +458,104 @@ fn a_snapshots_files_are_read_over_http_from_the_store_alone() {
     }
     drop(served);
 }
+
+#[test]
+fn the_rewind_to_a_message_previews_goes_back_and_is_undone_over_http() {
+    let s = Scratch::new();
+    let script = s.script(
+        "w.json",
+        json!([
+            {"text": "writing", "tool_calls": [common::call("w", "write_file", json!({"path": "hello.txt", "content": "hello\n"}))]},
+            {"text": "done"}
+        ]),
+    );
+    let out = s.run(&[
+        "run",
+        "--model",
+        &format!("script:{}", script.display()),
+        "write hello",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = s.only_session();
+    let served = Served::start(&s, &[]);
+    let addr = served.addr.clone();
+    let base = format!("/v1/sessions/{id}");
+
+    let (code, points) = request(&addr, "GET", &format!("{base}/rewind-points"), None);
+    assert_eq!(code, 200, "{points}");
+    assert_eq!(points.as_array().unwrap().len(), 1, "{points}");
+    assert_eq!(points[0]["text"], "write hello");
+    assert_eq!(points[0]["name"], "turn:1");
+    assert_eq!(points[0]["files"], json!(["hello.txt"]));
+    let seq = points[0]["seq"].as_u64().unwrap();
+
+    let (code, preview) = request(
+        &addr,
+        "POST",
+        &format!("{base}/rewind-preview"),
+        Some(&json!({"seq": seq})),
+    );
+    assert_eq!(code, 200, "{preview}");
+    assert_eq!(preview["changes"][0]["path"], "hello.txt");
+    assert_eq!(preview["changes"][0]["change"], "deleted");
+    assert!(s.ws.join("hello.txt").exists(), "a preview changes no file");
+
+    let (code, done) = request(
+        &addr,
+        "POST",
+        &format!("{base}/rewind-point"),
+        Some(&json!({"seq": seq, "action": "code"})),
+    );
+    assert_eq!(code, 200, "{done}");
+    assert_eq!(done["report"]["deleted"], json!(["hello.txt"]));
+    assert_eq!(done["fork"], serde_json::Value::Null);
+    assert!(!s.ws.join("hello.txt").exists());
+    let bank = done["report"]["bank"]["snapshot"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (code, undone) = request(
+        &addr,
+        "POST",
+        &format!("{base}/rewind"),
+        Some(&json!({"snapshot": bank})),
+    );
+    assert_eq!(code, 200, "{undone}");
+    assert_eq!(
+        std::fs::read_to_string(s.ws.join("hello.txt")).unwrap(),
+        "hello\n"
+    );
+
+    let (code, forked) = request(
+        &addr,
+        "POST",
+        &format!("{base}/rewind-point"),
+        Some(&json!({"seq": seq, "action": "conversation"})),
+    );
+    assert_eq!(code, 200, "{forked}");
+    assert!(forked["report"].is_null(), "{forked}");
+    let child = forked["fork"].as_str().unwrap();
+    let (code, shown) = request(&addr, "GET", &format!("/v1/sessions/{child}"), None);
+    assert_eq!(code, 200, "{shown}");
+    assert_eq!(shown["parent"]["id"], id.as_str());
+    assert_eq!(
+        shown["parent"]["seq"],
+        seq - 1,
+        "the fork is just before the message"
+    );
+
+    for (body, want) in [
+        (json!({"seq": 1, "action": "code"}), 400),
+        (json!({"seq": seq, "action": "sideways"}), 400),
+        (json!({"action": "code"}), 400),
+    ] {
+        let (code, answer) = request(&addr, "POST", &format!("{base}/rewind-point"), Some(&body));
+        assert_eq!(code, want, "{body}: {answer}");
+        assert!(answer["error"]["message"].is_string(), "{answer}");
+    }
+    drop(served);
+}
