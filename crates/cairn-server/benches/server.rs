@@ -692,9 +692,10 @@ async fn run() {
         // Direct: publish into the server's own LiveStream.
         let id = RunId::new();
         drop(JournalWriter::create(&store, &id, meta("direct live".into())).unwrap());
-        let followed_stream = Arc::new(Followed {
-            stream: LiveStream::starting_at(StreamLimits::default(), JournalSeq(1)),
-        });
+        let followed_stream = Arc::new(Followed::detached(LiveStream::starting_at(
+            StreamLimits::default(),
+            JournalSeq(1),
+        )));
         direct_state
             .streams
             .lock()

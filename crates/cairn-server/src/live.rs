@@ -22,7 +22,7 @@
 //!   starts (400, `cursor_ahead`).
 
 use std::convert::Infallible;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use axum::extract::{Path as UrlPath, Query, State};
@@ -46,15 +46,110 @@ const POLL: Duration = Duration::from_millis(25);
 const PATIENCE: Duration = Duration::from_secs(1);
 
 /// A session's live stream and the thread that feeds it from its journal.
+///
+/// Records reach the stream only under the follower's lock, which is never
+/// held while waiting: the follower thread reads the journal every
+/// [`POLL`] and, when a subscriber has no room, lets go of the lock to wait
+/// (records read and not yet published wait with the lock's state). A run
+/// this server drives publishes each piece of its streamed text
+/// ([`Followed::publish_delta`]) under the same lock, after reading the
+/// journal and publishing everything before it: a client sees every record
+/// the run wrote before a piece of text before that text, and every record
+/// written after it after it — one ordered stream. The run waits for a
+/// read of the journal's new bytes, never for a reader.
 pub struct Followed {
     /// The stream.
     pub stream: LiveStream,
+    /// The journal's reader and what it read and has not yet published.
+    follower: Mutex<Reading>,
 }
 
-impl Drop for Followed {
-    fn drop(&mut self) {
-        self.stream.close();
+/// The follower's state, under its lock.
+struct Reading {
+    /// Reads the journal's new records; `None` once reading failed (then
+    /// the stream is closed), or for a stream no journal feeds.
+    follower: Option<Follower>,
+    /// Reading failed: the stream is closed.
+    failed: bool,
+    /// Read and not yet published, oldest first: (journal seq, frame data).
+    unpublished: std::collections::VecDeque<(u64, String)>,
+}
+
+impl Followed {
+    /// Reads the journal's new records and publishes them; with `patient`,
+    /// stops at the first record a full subscriber has no room for and
+    /// returns true (the caller waits outside the lock, then calls again).
+    /// Reading that fails closes the stream (and later calls do nothing).
+    fn catch_up(&self, r: &mut Reading, patient: bool) -> bool {
+        if let Some(follower) = r.follower.as_mut() {
+            match follower.poll() {
+                // The record as the journal holds it (a verified JSON line).
+                Ok(new) => r.unpublished.extend(new.into_iter().map(|(rec, line)| {
+                    (
+                        rec.seq,
+                        format!("{{\"journal_seq\":{},\"record\":{line}}}", rec.seq),
+                    )
+                })),
+                Err(e) => {
+                    tracing::warn!("following a journal stopped: {e}");
+                    r.follower = None;
+                    r.failed = true;
+                }
+            }
+        }
+        while let Some((seq, data)) = r.unpublished.front() {
+            if patient && self.stream.room() == Some(0) {
+                return true;
+            }
+            self.stream.publish_record(JournalSeq(*seq), data);
+            r.unpublished.pop_front();
+        }
+        if r.failed {
+            self.stream.close();
+        }
+        false
     }
+
+    /// A stream no journal feeds: what is published into it is all it
+    /// carries (a benchmark's direct publisher, a test's).
+    pub fn detached(stream: LiveStream) -> Followed {
+        Followed {
+            stream,
+            follower: Mutex::new(Reading {
+                follower: None,
+                failed: false,
+                unpublished: Default::default(),
+            }),
+        }
+    }
+
+    /// Publishes a piece of a run's streamed text after every record the
+    /// journal holds by now.
+    pub fn publish_delta(&self, data: &str) {
+        let mut r = lock(&self.follower);
+        self.catch_up(&mut r, false);
+        if !r.failed {
+            self.stream.publish_delta(data);
+        }
+    }
+
+    /// One turn of the follower thread: `None` once the journal is no
+    /// longer followed, else whether it stopped at a full subscriber (and
+    /// has waited for room since: it goes on at once).
+    fn step(&self) -> Option<bool> {
+        let mut r = lock(&self.follower);
+        let full = self.catch_up(&mut r, true);
+        let following = r.follower.is_some() || !r.unpublished.is_empty();
+        drop(r);
+        if full {
+            wait_for_room(&self.stream);
+        }
+        following.then_some(full)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The record frame's data.
@@ -86,6 +181,11 @@ pub(crate) fn followed(state: &Shared, id: &cairn_store::RunId) -> Result<Arc<Fo
     }
     let f = Arc::new(Followed {
         stream: LiveStream::starting_at(StreamLimits::default(), JournalSeq(covered)),
+        follower: Mutex::new(Reading {
+            follower: Some(follower),
+            failed: false,
+            unpublished: Default::default(),
+        }),
     });
     map.insert(id.to_string(), f.clone());
     drop(map);
@@ -93,7 +193,7 @@ pub(crate) fn followed(state: &Shared, id: &cairn_store::RunId) -> Result<Arc<Fo
     let run = id.to_string();
     std::thread::Builder::new()
         .name(format!("cairn-follow-{}", &run[..run.len().min(8)]))
-        .spawn(move || follow(weak, follower))
+        .spawn(move || follow(weak))
         .map_err(|e| ApiError::failed(format!("cannot follow the journal: {e}")))?;
     Ok(f)
 }
@@ -124,25 +224,18 @@ fn wait_for_room(stream: &LiveStream) {
     }
 }
 
-/// Publishes each new record of the journal until the stream is gone.
-fn follow(stream: Weak<Followed>, mut follower: Follower) {
+/// Publishes each new record of the journal until the stream is gone (or
+/// its journal stops reading).
+fn follow(stream: Weak<Followed>) {
+    let mut full = false;
     loop {
-        std::thread::sleep(POLL);
+        if !full {
+            std::thread::sleep(POLL);
+        }
         let Some(f) = stream.upgrade() else { return };
-        match follower.poll() {
-            Ok(new) => {
-                for (r, line) in new {
-                    wait_for_room(&f.stream);
-                    // The record as the journal holds it (a verified JSON line).
-                    let data = format!("{{\"journal_seq\":{},\"record\":{line}}}", r.seq);
-                    f.stream.publish_record(JournalSeq(r.seq), &data);
-                }
-            }
-            Err(e) => {
-                tracing::warn!("following a journal stopped: {e}");
-                f.stream.close();
-                return;
-            }
+        match f.step() {
+            Some(stopped) => full = stopped,
+            None => return,
         }
     }
 }
@@ -303,4 +396,64 @@ fn receiver_stream(
     mut rx: tokio::sync::mpsc::Receiver<Event>,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx).map(|e| e.map(Ok)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cairn_journal::{JournalWriter, Meta, RecordBody, User};
+
+    /// A run's text, published right after the run appended a record, comes
+    /// after that record on the stream — not when the follower's next poll
+    /// gets to it (the record would then arrive after the text).
+    #[test]
+    fn a_runs_text_comes_after_every_record_it_wrote_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = cairn_store::Store::open(dir.path().join("store")).unwrap();
+        let id = cairn_store::RunId::new();
+        let meta = Meta {
+            run: id.to_string(),
+            created: cairn_journal::now_rfc3339(),
+            workspace: "/nowhere".into(),
+            name: None,
+            fingerprint: None,
+            fork: None,
+            routing: None,
+            system_file: None,
+        };
+        let mut writer = JournalWriter::create(&store, &id, meta).unwrap();
+        let state: Shared = Arc::new(crate::http::AppState {
+            store: store.clone(),
+            token: None,
+            login: None,
+            streams: Default::default(),
+            launcher: None,
+            runs: Default::default(),
+        });
+        let f = followed(&state, &id).unwrap();
+        let mut sub = f.stream.subscribe(None).unwrap();
+        const N: usize = 40;
+        for k in 0..N {
+            writer
+                .append(&RecordBody::User(User {
+                    text: format!("record {k}"),
+                    origin: None,
+                }))
+                .unwrap();
+            f.publish_delta(&format!("{{\"text\":\"after {k}\"}}"));
+        }
+        let mut order = Vec::new();
+        let since = std::time::Instant::now();
+        while order.len() < 2 * N && since.elapsed() < Duration::from_secs(10) {
+            match sub.live.try_next().unwrap() {
+                Some(frame) => order.push(match frame.record {
+                    Some(_) => "record",
+                    None => "text",
+                }),
+                None => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+        let want: Vec<&str> = (0..N).flat_map(|_| ["record", "text"]).collect();
+        assert_eq!(order, want);
+    }
 }

@@ -85,9 +85,10 @@ impl Events for Streamed {
         if self.stream.is_none() {
             self.stream = crate::live::followed(&self.state, &self.run).ok();
         }
+        // After every record the run wrote before this text (one ordered
+        // stream: a tool's result never arrives after the next turn's text).
         if let Some(f) = &self.stream {
-            f.stream
-                .publish_delta(&serde_json::json!({ "text": delta }).to_string());
+            f.publish_delta(&serde_json::json!({ "text": delta }).to_string());
         }
     }
 }

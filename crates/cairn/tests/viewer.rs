@@ -96,12 +96,13 @@ fn the_viewer_lists_shows_streams_forks_and_diffs() {
         "slow.json",
         json!([
             {"text": "step one", "tool_calls": [common::shell("a", "sleep 0.7")]},
-            {"text": "step two", "tool_calls": [common::shell("b", "sleep 0.7")]},
+            {"text": "step two of the count, streamed to the page word by word as the model writes it", "tool_calls": [common::shell("b", "sleep 0.7")]},
             {"text": "step three"}
         ]),
     );
 
-    let served = common::Served::start(&s, &[]);
+    // Runs this server starts stream their words 40 ms apart.
+    let served = common::Served::start(&s, &[("CAIRN_SCRIPT_DELAY_MS", "40")]);
     let base = served.base();
 
     let target = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target");

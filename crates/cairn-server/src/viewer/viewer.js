@@ -643,7 +643,22 @@ async function open(id) {
       r = page && page.records[0] && page.records[0].seq === r.seq ? page.records[0] : r;
     }
     if (current !== id || r.seq <= win.hi) return;
+    // The turn's record replaces the text streamed for it.
+    if (streaming && (r.kind === "assistant" || r.kind === "terminal")) { streaming.remove(); streaming = null; }
     draw({ records: [r], next_after: null, prev_before: win.lo > 1 ? win.lo : null }, "end");
+  };
+  // Text as the model streams it (a run this server drives), shown until
+  // its turn's record arrives; as text, never as markup.
+  let streaming = null;
+  const streamed = text => {
+    if (!win.end || current !== id) return;
+    if (!streaming) {
+      streaming = $("section", "rec turn assistant streaming");
+      streaming.setAttribute("aria-busy", "true");
+      streaming.append($("header", null, "streaming…"), $("div", "text"));
+      list.insertBefore(streaming, later);
+    }
+    streaming.lastChild.textContent += text;
   };
   source = new EventSource(`${path}/events`);
   source.addEventListener("subscribed", ev => {
@@ -657,6 +672,11 @@ async function open(id) {
       }
       live.textContent = "following";
     });
+  });
+  source.addEventListener("delta", ev => {
+    let d = null;
+    try { d = JSON.parse(ev.data); } catch (e) { return; }
+    if (d && typeof d.text === "string") queue = queue.then(() => streamed(d.text));
   });
   source.addEventListener("record", ev => {
     const m = JSON.parse(ev.data);

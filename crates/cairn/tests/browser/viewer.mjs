@@ -159,6 +159,9 @@ try {
   await page.evaluate(() => loadSessions());
   await page.locator(`.session[data-id="${started.id}"]`).click();
   await page.waitForSelector("#timeline", { timeout: 15000 });
+  // Streamed text appears as it arrives, then gives way to its turn.
+  await page.waitForFunction(() => { const e = document.querySelector("#timeline .streaming"); return e && /step two of/.test(e.textContent); }, null, { timeout: 20000 });
+  await page.waitForFunction(() => !document.querySelector("#timeline .streaming") && /word by word as the model writes it/.test([...document.querySelectorAll("#timeline .turn.assistant .text")].map(e => e.textContent).join(" ")), null, { timeout: 20000 });
   const seen = [];
   for (const step of ["step one", "step two", "step three"]) {
     await page.waitForFunction((t) => document.querySelector("#timeline") && document.querySelector("#timeline").textContent.includes(t), step, { timeout: 20000 });
