@@ -101,6 +101,10 @@ pub fn router(state: Shared) -> Router {
         )
         .route("/v1/sessions/{id}/resume", post(crate::runs::resume))
         .route("/v1/sessions/{id}/suspend", post(crate::runs::suspend))
+        .route(
+            "/v1/sessions/{id}/approval",
+            get(crate::approvals::pending).post(crate::approvals::answer),
+        )
         .route("/v1/sessions/{id}/rewind", post(crate::api::rewind))
         .route("/v1/sessions/{id}/rewind-points", get(crate::points::list))
         .route(

@@ -9,7 +9,8 @@
 //!   a browser's login;
 //! - [`markdown`]: model text as safe HTML (the one place it becomes
 //!   markup);
-//! - `api`, `files` (what snapshots hold), `points` (the rewind of the
+//! - `api`, `approvals` (a served run's questions, answered from the
+//!   page), `files` (what snapshots hold), `points` (the rewind of the
 //!   TUI), `live`, `openapi`, `viewer`, `runs`: the routes; a journal
 //!   another process writes is followed by `cairn_journal::JournalFollower`,
 //!   runs are started through `cairn_agent::Launcher`.
@@ -17,6 +18,7 @@
 
 mod access;
 mod api;
+mod approvals;
 mod error;
 mod files;
 mod http;

@@ -97,7 +97,8 @@ pub fn spec() -> Value {
                 "summary": "Start a session working on a task (as `cairn run`), in the background",
                 "requestBody": json_body(json!({"type": "object", "required": ["task", "workspace"], "properties": {
                     "task": {"type": "string"}, "workspace": {"type": "string"}, "model": {"type": "string"}, "name": {"type": "string"},
-                    "max_turns": {"type": "integer", "minimum": 0}, "max_tokens": {"type": "integer", "minimum": 0}}})),
+                    "max_turns": {"type": "integer", "minimum": 0}, "max_tokens": {"type": "integer", "minimum": 0},
+                    "approve": {"type": "string", "enum": ["never", "shell", "writes"]}}})),
                 "responses": mutation("201", ok_json("started", json!({"$ref": "#/components/schemas/Accepted"})))
             }},
             "/v1/sessions/{id}/resume": {"post": {
@@ -106,6 +107,21 @@ pub fn spec() -> Value {
                 "requestBody": json_body(json!({"type": "object", "properties": {"text": {"type": "string"}}})),
                 "responses": mutation("202", ok_json("resuming", json!({"$ref": "#/components/schemas/Accepted"})))
             }},
+            "/v1/sessions/{id}/approval": {
+                "get": {
+                    "summary": "The call a run this server drives waits on for your yes (null when none)",
+                    "parameters": [id_param()],
+                    "responses": common(ok_json("the question", json!({"type": "object", "nullable": true, "properties": {
+                        "call": {"type": "object", "required": ["id", "name", "arguments"]}, "preview": {"type": "string", "nullable": true}}})))
+                },
+                "post": {
+                    "summary": "Answer the waiting call: run it, or decline it (it is not run; the model is told)",
+                    "parameters": [id_param()],
+                    "requestBody": json_body(json!({"type": "object", "required": ["call", "decision"], "properties": {
+                        "call": {"type": "string"}, "decision": {"type": "string", "enum": ["run", "decline"]}}})),
+                    "responses": mutation("200", ok_json("the answer, and whether the run heard it", json!({"type": "object", "required": ["call", "decision", "heard"]})))
+                }
+            },
             "/v1/sessions/{id}/suspend": {"post": {
                 "summary": "Suspend a run this server drives, after the step in flight",
                 "parameters": [id_param()],

@@ -45,12 +45,17 @@ pub struct StartRequest {
     pub max_turns: Option<u64>,
     /// Token budget.
     pub max_tokens: Option<u64>,
+    /// `shell` or `writes`: those calls wait for a person's yes, asked on
+    /// `GET /v1/sessions/{id}/approval` (default `never`).
+    pub approve: Option<String>,
 }
 
 /// The runs this server drives, by session id.
 #[derive(Default)]
 pub struct Runs {
     running: Mutex<HashMap<String, StopHandle>>,
+    /// Their questions waiting for a person's answer.
+    pub(crate) approvals: crate::approvals::Approvals,
 }
 
 impl Runs {
@@ -187,9 +192,29 @@ pub async fn start(
             workspace,
         };
         let task = req.task;
+        let policy = match req.approve.as_deref() {
+            None => cairn_agent::ApprovePolicy::Never,
+            Some(p) => p
+                .parse::<cairn_agent::ApprovePolicy>()
+                .map_err(|e| ApiError::bad_request(e.to_string()))?,
+        };
+        let approvals = st.clone();
         spawn(&st, Some(task.clone()), move |stop| {
             launcher.check_new(&spec)?;
-            launcher.create(&spec, &task, stop)
+            let agent = launcher.create(&spec, &task, stop)?;
+            Ok(match policy {
+                cairn_agent::ApprovePolicy::Never => agent,
+                policy => {
+                    let run = agent.session().id().to_string();
+                    agent.with_approval(
+                        policy,
+                        Box::new(crate::approvals::PageApprover {
+                            state: approvals,
+                            run,
+                        }),
+                    )
+                }
+            })
         })
     })
     .await?;

@@ -559,3 +559,81 @@ fn the_rewind_to_a_message_previews_goes_back_and_is_undone_over_http() {
     }
     drop(served);
 }
+
+#[test]
+fn a_served_run_asks_over_http_and_hears_the_answer() {
+    let s = Scratch::new();
+    let script = s.script(
+        "asks.json",
+        json!([
+            {"text": "write", "tool_calls": [common::call("y", "write_file", json!({"path": "yes.txt", "content": "yes\n"}))]},
+            {"text": "done"}
+        ]),
+    );
+    let served = Served::start(&s, &[]);
+    let addr = served.addr.clone();
+    let ws = s.ws.display().to_string();
+    let model = format!("script:{}", script.display());
+    let (code, bad) = request(
+        &addr,
+        "POST",
+        "/v1/sessions",
+        Some(&json!({"task": "t", "workspace": ws, "model": model, "approve": "always"})),
+    );
+    assert_eq!(code, 400, "{bad}");
+    let (code, started) = request(
+        &addr,
+        "POST",
+        "/v1/sessions",
+        Some(&json!({"task": "t", "workspace": ws, "model": model, "approve": "writes"})),
+    );
+    assert_eq!(code, 201, "{started}");
+    let id = started["id"].as_str().unwrap().to_string();
+    let path = format!("/v1/sessions/{id}/approval");
+    let since = std::time::Instant::now();
+    let question = loop {
+        let (code, q) = request(&addr, "GET", &path, None);
+        assert_eq!(code, 200, "{q}");
+        if !q.is_null() {
+            break q;
+        }
+        assert!(
+            since.elapsed() < Duration::from_secs(20),
+            "no question was asked"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(question["call"]["name"], "write_file");
+    assert!(
+        question["preview"].as_str().unwrap().contains("+yes"),
+        "{question}"
+    );
+    assert!(
+        !s.ws.join("yes.txt").exists(),
+        "nothing runs before the answer"
+    );
+    let call = question["call"]["id"].as_str().unwrap();
+    for (body, want) in [
+        (json!({"call": "another", "decision": "run"}), 409),
+        (json!({"call": call, "decision": "maybe"}), 400),
+    ] {
+        let (code, answer) = request(&addr, "POST", &path, Some(&body));
+        assert_eq!(code, want, "{body}: {answer}");
+    }
+    let (code, answer) = request(
+        &addr,
+        "POST",
+        &path,
+        Some(&json!({"call": call, "decision": "run"})),
+    );
+    assert_eq!(code, 200, "{answer}");
+    assert_eq!(answer["heard"], true);
+    wait_status(&addr, &id, "completed");
+    assert_eq!(
+        std::fs::read_to_string(s.ws.join("yes.txt")).unwrap(),
+        "yes\n"
+    );
+    let (_, after) = request(&addr, "GET", &path, None);
+    assert!(after.is_null(), "{after}");
+    drop(served);
+}

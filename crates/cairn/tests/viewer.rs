@@ -101,6 +101,15 @@ fn the_viewer_lists_shows_streams_forks_and_diffs() {
         ]),
     );
 
+    // A run that asks before each write: one answered yes, one declined.
+    let asks = s.script(
+        "asks.json",
+        json!([
+            {"text": "first write", "tool_calls": [call("y", "write_file", json!({"path": "approved.txt", "content": "yes\n"}))]},
+            {"text": "second write", "tool_calls": [call("n", "write_file", json!({"path": "declined.txt", "content": "no\n"}))]},
+            {"text": "finished"}
+        ]),
+    );
     // Runs this server starts stream their words 40 ms apart.
     let served = common::Served::start(&s, &[("CAIRN_SCRIPT_DELAY_MS", "40")]);
     let base = served.base();
@@ -116,6 +125,7 @@ fn the_viewer_lists_shows_streams_forks_and_diffs() {
         .arg(&slow)
         .arg(&shot)
         .arg(&md_id)
+        .arg(&asks)
         .env("CAIRN_PLAYWRIGHT_DIR", &pw)
         .output()
         .unwrap();
@@ -137,6 +147,12 @@ fn the_viewer_lists_shows_streams_forks_and_diffs() {
         std::fs::read_to_string(s.ws.join("operator.txt")).unwrap(),
         "edited by hand\n"
     );
+    // Approved from the page: written; declined: never run.
+    assert_eq!(
+        std::fs::read_to_string(s.ws.join("approved.txt")).unwrap(),
+        "yes\n"
+    );
+    assert!(!s.ws.join("declined.txt").exists());
 }
 
 /// Writes a session of `n` records (meta, a task, then model turns each

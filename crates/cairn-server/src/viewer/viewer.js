@@ -472,6 +472,35 @@ async function rewindDialog(id) {
   await update();
 }
 
+// The call a run this server drives waits on, with what it would change,
+// and the two answers. Everything the model wrote is shown as text.
+async function askApproval(id, box) {
+  const path = `/v1/sessions/${encodeURIComponent(id)}/approval`;
+  const q = await api(path);
+  if (current !== id) return;
+  if (!q) { box.hidden = true; box.replaceChildren(); return; }
+  if (box.dataset.call === q.call.id && !box.hidden) return;
+  box.dataset.call = q.call.id;
+  const run = $("button", "run", "run it"); run.id = "approve-run";
+  const decline = $("button", "decline", "decline"); decline.id = "approve-decline";
+  const said = $("p", "id");
+  const answer = async decision => {
+    run.disabled = decline.disabled = true;
+    try {
+      await post(path, { call: q.call.id, decision });
+      box.hidden = true; box.replaceChildren();
+    } catch (e) { said.textContent = e.message; run.disabled = decline.disabled = false; }
+  };
+  run.onclick = () => answer("run");
+  decline.onclick = () => answer("decline");
+  box.replaceChildren($("h2", null, "waiting for your yes"), $("p", null, ""), $("pre", "args", JSON.stringify(q.call.arguments, null, 2)));
+  box.children[1].append("the model wants to run ", $("b", "tool-name", q.call.name), ":");
+  if (q.preview) box.append($("p", null, "what it would change:"), unified(q.preview));
+  box.append(run, " ", decline, said);
+  box.hidden = false;
+  run.focus();
+}
+
 // Moves to an address of this page, as a link would.
 function go(url) {
   history.pushState(null, "", url);
@@ -577,6 +606,14 @@ async function open(id) {
   d.append(sl, diffBox);
   d.append($("h2", null, "checkpoints"));
   d.append($("div", null, cps.length ? cps.map(c => c.id + " seq " + c.seq).join("\n") : "none"));
+  const approval = $("div", "approval"); approval.id = "approval"; approval.hidden = true;
+  approval.setAttribute("role", "region"); approval.setAttribute("aria-label", "a call waiting for your yes");
+  d.append(approval);
+  const ask = () => askApproval(id, approval).catch(() => {});
+  ask();
+  // A question is asked just after its pause window is journaled: asked
+  // again now and then while the session is open.
+  const asking = setInterval(() => { if (current !== id) clearInterval(asking); else ask(); }, 1500);
   d.append($("h2", null, "conversation"));
   const list = $("div"); list.id = "timeline"; d.append(list);
   const talk = new Conversation(list, id);
@@ -643,6 +680,8 @@ async function open(id) {
       r = page && page.records[0] && page.records[0].seq === r.seq ? page.records[0] : r;
     }
     if (current !== id || r.seq <= win.hi) return;
+    // A pause window may hold a question; a call's start or end answers it.
+    if ((r.kind === "snapshot" && /^pause:/.test(r.label || "")) || ["tool_start", "tool_result", "terminal"].includes(r.kind)) ask();
     // The turn's record replaces the text streamed for it.
     if (streaming && (r.kind === "assistant" || r.kind === "terminal")) { streaming.remove(); streaming = null; }
     draw({ records: [r], next_after: null, prev_before: win.lo > 1 ? win.lo : null }, "end");

@@ -4,12 +4,12 @@
 // snapshot diff shows the changed lines; every session, record and diff
 // has an address that back, forward and a reload keep; model text is
 // Markdown made safe. Usage:
-//   node viewer.mjs BASE_URL WORKSPACE SLOW_SCRIPT SCREENSHOT MARKDOWN_SESSION
+//   node viewer.mjs BASE_URL WORKSPACE SLOW_SCRIPT SCREENSHOT MARKDOWN_SESSION ASKING_SCRIPT
 import { createRequire } from "node:module";
 const require = createRequire(process.env.CAIRN_PLAYWRIGHT_DIR + "/");
 const { chromium } = require("playwright-core");
 
-const [base, workspace, slowScript, shot, mdId] = process.argv.slice(2);
+const [base, workspace, slowScript, shot, mdId, asksScript] = process.argv.slice(2);
 const fail = (msg) => { console.error("viewer test: " + msg); process.exit(1); };
 
 const browser = await chromium.launch({
@@ -171,6 +171,26 @@ try {
   const live = await page.locator("#live").innerText();
   if (live !== "following") fail("the live stream did not follow: " + live);
   await page.screenshot({ path: shot, fullPage: false });
+
+  // Approvals from the page: a run started with approve=writes waits; its
+  // call is shown with its diff, run from the page; the next is declined.
+  const asking = await page.evaluate(async ([ws, script]) => {
+    const r = await fetch("/v1/sessions", { method: "POST", headers: { "content-type": "application/json" },
+      body: JSON.stringify({ task: "write two files", workspace: ws, model: "script:" + script, approve: "writes" }) });
+    return r.json();
+  }, [workspace, asksScript]);
+  if (!asking.id) fail("the asking run did not start: " + JSON.stringify(asking));
+  await page.goto(base + "/s/" + asking.id);
+  await page.waitForSelector("#approval:not([hidden]) #approve-run", { timeout: 20000 });
+  const question = await page.locator("#approval").innerText();
+  if (!/write_file/.test(question) || !/approved\.txt/.test(question) || !/\+yes/.test(question)) fail("the question lacks the call or its diff: " + question);
+  await page.screenshot({ path: shot.replace(/\.png$/, "-approval.png"), fullPage: false });
+  await page.locator("#approve-run").click();
+  await page.waitForFunction(() => [...document.querySelectorAll("#timeline .tool .outcome")].some(o => o.textContent === "ok"), null, { timeout: 20000 });
+  await page.waitForFunction(() => { const b = document.querySelector("#approval:not([hidden])"); return b && /declined\.txt/.test(b.textContent); }, null, { timeout: 20000 });
+  await page.locator("#approve-decline").click();
+  await page.waitForFunction(() => [...document.querySelectorAll("#timeline .tool .outcome")].some(o => /^refused/.test(o.textContent)), null, { timeout: 20000 });
+  await page.waitForFunction(() => /terminal: completed/.test(document.querySelector("#timeline").textContent), null, { timeout: 20000 });
 
   // Accessibility: axe-core finds nothing serious on the list or on a
   // conversation, in the light scheme and the dark one. (axe is injected
