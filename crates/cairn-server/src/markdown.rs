@@ -12,7 +12,9 @@
 //!   carries `rel="noopener noreferrer nofollow"`; a relative link (into
 //!   this server's own API) loses its target;
 //! - a fenced code block keeps its language as a `language-…` class and
-//!   nothing else of its info string.
+//!   nothing else of its info string, and is highlighted by syntect's
+//!   grammar for it (spans with `hl-…` classes: colour only) when it is
+//!   under [`MAX_HIGHLIGHTED`].
 //!
 //! The page's Content-Security-Policy (`viewer.rs`) allows no inline script
 //! either, so a cleaning gap would still not run code.
@@ -20,7 +22,7 @@
 use std::collections::HashSet;
 use std::sync::OnceLock;
 
-use pulldown_cmark::{CodeBlockKind, CowStr, Event, Options, Parser, Tag};
+use pulldown_cmark::{CodeBlockKind, CowStr, Event, Options, Parser, Tag, TagEnd};
 
 /// The longest text rendered as Markdown; past it the text is shown as
 /// plain text by the page (rendering is linear, but a page of megabytes of
@@ -35,26 +37,101 @@ pub fn render(text: &str) -> Option<String> {
     }
     let options =
         Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
-    let events = Parser::new_ext(text, options).map(|event| match event {
-        // Raw HTML is the model's text, not markup.
-        Event::Html(html) | Event::InlineHtml(html) => Event::Text(html),
-        // Only the language word of an info string is kept.
-        Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(info))) => {
-            let lang: String = info
-                .split(|c: char| c.is_whitespace() || c == ',' || c == '{')
-                .next()
-                .unwrap_or("")
-                .chars()
-                .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '_' | '#'))
-                .take(32)
-                .collect();
-            Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(CowStr::from(lang))))
+    let mut events = Vec::new();
+    // The fenced block being read: its language and its text so far.
+    let mut block: Option<(String, String)> = None;
+    for event in Parser::new_ext(text, options) {
+        match event {
+            // Only the language word of an info string is kept.
+            Event::Start(Tag::CodeBlock(kind)) => {
+                let lang = match kind {
+                    CodeBlockKind::Fenced(info) => language(&info),
+                    CodeBlockKind::Indented => String::new(),
+                };
+                block = Some((lang, String::new()));
+            }
+            Event::Text(t) if block.is_some() => {
+                if let Some((_, code)) = block.as_mut() {
+                    code.push_str(&t);
+                }
+            }
+            Event::End(TagEnd::CodeBlock) => {
+                if let Some((lang, code)) = block.take() {
+                    events.push(Event::Html(CowStr::from(code_block(&lang, &code))));
+                }
+            }
+            // Raw HTML is the model's text, not markup.
+            Event::Html(html) | Event::InlineHtml(html) => events.push(Event::Text(html)),
+            other => events.push(other),
         }
-        other => other,
-    });
+    }
     let mut html = String::with_capacity(text.len() + text.len() / 4);
-    pulldown_cmark::html::push_html(&mut html, events);
+    pulldown_cmark::html::push_html(&mut html, events.into_iter());
     Some(cleaner().clean(&html).to_string())
+}
+
+/// The language word of a fence's info string (`rust` of `rust,ignore`),
+/// letters, digits and `+-_#` only.
+fn language(info: &str) -> String {
+    info.split(|c: char| c.is_whitespace() || c == ',' || c == '{')
+        .next()
+        .unwrap_or("")
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '_' | '#'))
+        .take(32)
+        .collect()
+}
+
+/// A code block's HTML: highlighted by syntect's grammar for `lang`
+/// (classes `hl-…`, which the page's stylesheet colours) when there is
+/// one and the block is under [`MAX_HIGHLIGHTED`], else escaped as is.
+fn code_block(lang: &str, code: &str) -> String {
+    let class = if lang.is_empty() {
+        String::new()
+    } else {
+        format!(" class=\"language-{lang}\"")
+    };
+    let body = highlighted(lang, code).unwrap_or_else(|| escape(code));
+    format!("<pre><code{class}>{body}</code></pre>\n")
+}
+
+/// The largest code block highlighted: a grammar's regexes over megabytes
+/// would hold a request for long, and a reader gains little.
+pub const MAX_HIGHLIGHTED: usize = 64 * 1024;
+
+fn highlighted(lang: &str, code: &str) -> Option<String> {
+    use syntect::html::{ClassStyle, ClassedHTMLGenerator};
+    use syntect::util::LinesWithEndings;
+    static SYNTAXES: OnceLock<syntect::parsing::SyntaxSet> = OnceLock::new();
+    if lang.is_empty() || code.len() > MAX_HIGHLIGHTED {
+        return None;
+    }
+    let set = SYNTAXES.get_or_init(syntect::parsing::SyntaxSet::load_defaults_newlines);
+    let syntax = set.find_syntax_by_token(lang)?;
+    let mut out = ClassedHTMLGenerator::new_with_class_style(
+        syntax,
+        set,
+        ClassStyle::SpacedPrefixed { prefix: "hl-" },
+    );
+    for line in LinesWithEndings::from(code) {
+        out.parse_html_for_line_which_includes_newline(line).ok()?;
+    }
+    Some(out.finalize())
+}
+
+/// `text` with `&`, `<`, `>` and `"` escaped.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// ammonia's builder, narrowed for model text; built once.
@@ -80,6 +157,7 @@ fn cleaner() -> &'static ammonia::Builder<'static> {
             "ol",
             "p",
             "pre",
+            "span",
             "strong",
             "sup",
             "table",
@@ -99,6 +177,8 @@ fn cleaner() -> &'static ammonia::Builder<'static> {
                 [
                     ("a", ["href", "title"].into_iter().collect()),
                     ("code", ["class"].into_iter().collect()),
+                    // The highlighter's classes (`hl-…`): colour only.
+                    ("span", ["class"].into_iter().collect()),
                     // A task list's box: disabled and checked are all it keeps.
                     (
                         "input",
@@ -136,8 +216,12 @@ mod tests {
             ("**bold** and *em*", "<p><strong>bold</strong> and <em>em</em></p>"),
             ("`x < y`", "<p><code>x &lt; y</code></p>"),
             (
-                "```rust title=\"a\"\nfn main() {}\n```",
-                "<pre><code class=\"language-rust\">fn main() {}\n</code></pre>",
+                "```nosuchlanguage title=\"a\"\nfn main() {}\n```",
+                "<pre><code class=\"language-nosuchlanguage\">fn main() {}\n</code></pre>",
+            ),
+            (
+                "    indented <code>\n",
+                "<pre><code>indented &lt;code&gt;\n</code></pre>",
             ),
             ("- a\n- b", "<ul>\n<li>a</li>\n<li>b</li>\n</ul>"),
             ("~~gone~~", "<p><del>gone</del></p>"),
@@ -209,6 +293,7 @@ mod tests {
             "ol",
             "p",
             "pre",
+            "span",
             "strong",
             "sup",
             "table",
@@ -242,6 +327,7 @@ mod tests {
                     ("a", "rel") => value == "noopener noreferrer nofollow",
                     ("a", "title") => true,
                     ("code", "class") => value.starts_with("language-"),
+                    ("span", "class") => value.split(' ').all(|c| c.starts_with("hl-")),
                     ("input", "type") => value == "checkbox",
                     ("input", "disabled" | "checked") => value.is_empty(),
                     ("td" | "th", "align") | ("ol", "start") => true,
@@ -272,6 +358,45 @@ mod tests {
             let out = render(&text).unwrap();
             proptest::prop_assert!(check_markup(&out).is_ok(), "{:?} gave {:?}: {:?}", text, out, check_markup(&out));
         }
+    }
+
+    #[test]
+    fn a_code_block_is_highlighted_by_its_language_and_stays_its_text() {
+        let out = html("```rust\nfn main() { let s = \"<b>\"; } // note\n```");
+        check_markup(&out).unwrap();
+        assert!(
+            out.starts_with(
+                "<pre><code class=\"language-rust\"><span class=\"hl-source hl-rust\">"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("<span class=\"hl-storage hl-type hl-function hl-rust\">fn</span>"),
+            "{out}"
+        );
+        assert!(out.contains("hl-comment"), "{out}");
+        assert!(
+            out.contains("&lt;b&gt;"),
+            "the code's text is escaped: {out}"
+        );
+        // What the reader sees is the code, whatever the colours.
+        let text: String = {
+            let mut t = String::new();
+            let mut inside = false;
+            for c in out.chars() {
+                match c {
+                    '<' => inside = true,
+                    '>' => inside = false,
+                    c if !inside => t.push(c),
+                    _ => {}
+                }
+            }
+            t
+        };
+        assert_eq!(text, "fn main() { let s = \"&lt;b&gt;\"; } // note\n\n");
+        // Too long to highlight: shown as it is.
+        let long = format!("```rust\n{}\n```", "x".repeat(MAX_HIGHLIGHTED + 1));
+        assert!(!html(&long).contains("<span"));
     }
 
     #[test]

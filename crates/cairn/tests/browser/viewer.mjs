@@ -45,6 +45,10 @@ try {
   const targeted = await page.locator(".targeted").getAttribute("id");
   if (targeted !== "seq-2") fail("the record the address names is not marked: " + targeted);
   if (await page.locator("#timeline pre code.language-rust").count() !== 1) fail("the code block is not rendered with its language");
+  if (await page.locator("#timeline pre code.language-rust span[class^=hl-]").count() < 2) fail("the code block is not highlighted");
+  const fnColor = await page.locator("#timeline pre code.language-rust span.hl-storage").first().evaluate(e => getComputedStyle(e).color);
+  const plain = await page.locator("#timeline .turn.assistant .text p").first().evaluate(e => getComputedStyle(e).color);
+  if (fnColor === plain) fail("a keyword is not coloured apart from the text");
   if (await page.locator("#timeline table td").count() < 2) fail("the table is not rendered");
   if (await page.locator("#timeline script, #timeline img, #timeline [onerror]").count()) fail("the model's markup reached the page");
   if (await page.evaluate(() => window.pwned)) fail("the model's script ran");
