@@ -20,6 +20,7 @@
 //! | [`statcache`]  | the stat cache file                                          |
 //! | [`chunks`]     | object files, chunk lists among them (`ObjectPool`)          |
 //! | [`checkpoint`] | checkpoint manifests (`show`, `list_all`, prune's reader)    |
+//! | [`markdown`]   | the viewer's Markdown renderer (`cairn_server::markdown`)     |
 //!
 //! # Guarantees
 //! Every function accepts any bytes. A panic means a property of the
@@ -45,6 +46,7 @@ mod gateway;
 mod ignore;
 mod journal;
 mod manifest;
+mod markdown;
 mod scratch;
 mod sse;
 mod statcache;
@@ -56,6 +58,7 @@ pub use gateway::gateway_stream;
 pub use ignore::ignore;
 pub use journal::{journal, RUN};
 pub use manifest::{manifest, SNAPSHOT_ID};
+pub use markdown::markdown;
 pub use sse::sse;
 pub use statcache::statcache;
 pub use stream::{anthropic_stream, openai_stream, responses_stream};
@@ -65,7 +68,7 @@ pub type Target = fn(&[u8]);
 
 /// Every target, by name, as the corpus directories and `fuzz/fuzz_targets/`
 /// name them.
-pub const TARGETS: [(&str, Target); 11] = [
+pub const TARGETS: [(&str, Target); 12] = [
     ("journal", journal),
     ("sse", sse),
     ("openai_stream", openai_stream),
@@ -77,4 +80,5 @@ pub const TARGETS: [(&str, Target); 11] = [
     ("statcache", statcache),
     ("chunks", chunks),
     ("checkpoint", checkpoint),
+    ("markdown", markdown),
 ];

@@ -94,3 +94,8 @@ fn chunks_corpus() {
 fn checkpoint_corpus() {
     run("checkpoint", cairn_fuzz::checkpoint);
 }
+
+#[test]
+fn markdown_corpus() {
+    run("markdown", cairn_fuzz::markdown);
+}
