@@ -505,3 +505,46 @@ pub async fn restore_checkpoint(
     .await?;
     Ok(Json(out))
 }
+
+/// `GET /v1/search` query.
+#[derive(Debug, Deserialize)]
+pub struct SearchQuery {
+    /// The text to find (1 to 200 characters; ASCII case ignored).
+    pub q: String,
+    /// At most this many hits (default 50, at most 200).
+    pub limit: Option<usize>,
+}
+
+/// How long one search may read journals before it answers with what it
+/// found (`complete: false`).
+const SEARCH_TIME: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// `GET /v1/search?q=TEXT`: the records of every session that say `TEXT`,
+/// newest session first (`cairn_sessions::search`).
+pub async fn search(
+    State(state): State<Shared>,
+    Query(q): Query<SearchQuery>,
+) -> Result<Json<cairn_sessions::Found>, ApiError> {
+    let text = q.q.trim().to_owned();
+    if text.is_empty() || text.chars().count() > 200 {
+        return Err(ApiError::bad_request(
+            "q must be 1 to 200 characters of text to find",
+        ));
+    }
+    let limit = q.limit.unwrap_or(50);
+    if limit == 0 || limit > 200 {
+        return Err(ApiError::bad_request("limit must be between 1 and 200"));
+    }
+    let store = state.store.clone();
+    let found = blocking(move || {
+        cairn_sessions::search(
+            &store,
+            &text,
+            limit,
+            std::time::Instant::now() + SEARCH_TIME,
+        )
+        .map_err(|e| ApiError::session(&e))
+    })
+    .await?;
+    Ok(Json(found))
+}

@@ -119,6 +119,7 @@ pub fn router(state: Shared) -> Router {
             "/v1/checkpoints/{cp}/restore",
             post(crate::api::restore_checkpoint),
         )
+        .route("/v1/search", get(crate::api::search))
         .route("/v1/sessions/{id}", get(crate::api::show))
         .route("/v1/sessions/{id}/records", get(crate::api::records))
         .route("/v1/sessions/{id}/events", get(crate::live::events))

@@ -107,6 +107,15 @@ pub fn spec() -> Value {
                 "requestBody": json_body(json!({"type": "object", "properties": {"text": {"type": "string"}}})),
                 "responses": mutation("202", ok_json("resuming", json!({"$ref": "#/components/schemas/Accepted"})))
             }},
+            "/v1/search": {"get": {
+                "summary": "The records of every session that say a text (your messages, the model's answers, tool output), newest session first; bounded by hits and by 3 s of reading",
+                "parameters": [
+                    {"name": "q", "in": "query", "required": true, "schema": {"type": "string", "minLength": 1, "maxLength": 200}},
+                    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 200}}],
+                "responses": common(ok_json("hits", json!({"type": "object", "required": ["hits", "searched", "unreadable", "complete"], "properties": {
+                    "hits": {"type": "array", "items": {"type": "object", "required": ["id", "seq", "kind", "excerpt"]}},
+                    "searched": {"type": "integer"}, "unreadable": {"type": "integer"}, "complete": {"type": "boolean"}}})))
+            }},
             "/v1/sessions/{id}/approval": {
                 "get": {
                     "summary": "The call a run this server drives waits on for your yes (null when none)",

@@ -46,6 +46,7 @@ mod remove;
 mod repo;
 mod resolve;
 pub mod restore;
+mod search;
 mod session;
 mod summary;
 mod transfer;
@@ -69,6 +70,7 @@ pub use restore::{
     boundary_seq, last_bank, preview, restore_checkpoint, rewind, rewind_and_fork, save_checkpoint,
     RewindTarget, RewoundFork,
 };
+pub use search::{search, Found, Hit};
 pub use session::Session;
 pub use summary::{
     list, newest_idle, refresh, reindex, reindex_workspaces, summarize, ParentRef, Summary,

@@ -637,3 +637,60 @@ fn a_served_run_asks_over_http_and_hears_the_answer() {
     assert!(after.is_null(), "{after}");
     drop(served);
 }
+
+#[test]
+fn a_search_finds_what_the_sessions_said_and_where() {
+    let s = Scratch::new();
+    for (file, text, output) in [
+        ("a.json", "the FIRST answer", "echo alpha"),
+        ("b.json", "the second answer", "echo beta-output"),
+    ] {
+        let script = s.script(
+            file,
+            json!([
+                {"text": text, "tool_calls": [common::shell("c", output)]},
+                {"text": "done"}
+            ]),
+        );
+        let out = s.run(&[
+            "run",
+            "--model",
+            &format!("script:{}", script.display()),
+            "a task",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let served = Served::start(&s, &[]);
+    let addr = served.addr.clone();
+    let (code, found) = request(&addr, "GET", "/v1/search?q=first%20ANSWER", None);
+    assert_eq!(code, 200, "{found}");
+    assert_eq!(found["complete"], true);
+    assert_eq!(found["searched"], 2);
+    let hits = found["hits"].as_array().unwrap();
+    assert_eq!(hits.len(), 1, "{found}");
+    assert_eq!(hits[0]["kind"], "assistant");
+    assert_eq!(hits[0]["excerpt"], "the FIRST answer");
+    let id = hits[0]["id"].as_str().unwrap();
+    let records = s.records(id);
+    let seq = hits[0]["seq"].as_u64().unwrap();
+    assert_eq!(records[seq as usize - 1]["text"], "the FIRST answer");
+    // Tool output is searched too; a bound stops early and says so.
+    let (_, found) = request(&addr, "GET", "/v1/search?q=beta-output", None);
+    assert_eq!(found["hits"][0]["kind"], "tool_result", "{found}");
+    let (_, found) = request(&addr, "GET", "/v1/search?q=answer&limit=1", None);
+    assert_eq!(found["hits"].as_array().unwrap().len(), 1);
+    assert_eq!(found["complete"], false);
+    for path in [
+        "/v1/search?q=",
+        "/v1/search?q=%20%20",
+        "/v1/search?q=x&limit=0",
+    ] {
+        let (code, body) = request(&addr, "GET", path, None);
+        assert_eq!(code, 400, "{path}: {body}");
+    }
+    drop(served);
+}

@@ -728,6 +728,32 @@ async function open(id) {
 for (const id of ["filter", "status-filter"]) {
   document.getElementById(id).addEventListener("input", () => { shown = LIST_PAGE; drawSessions(); });
 }
+
+// The filter's words are also looked for in what the sessions say (your
+// messages, the model's answers, tool output), a moment after typing stops.
+let searching = null;
+document.getElementById("filter").addEventListener("input", () => {
+  clearTimeout(searching);
+  const box = document.getElementById("found");
+  const q = document.getElementById("filter").value.trim();
+  if (q.length < 3) { box.replaceChildren(); return; }
+  searching = setTimeout(async () => {
+    try {
+      const f = await api(`/v1/search?q=${encodeURIComponent(q)}&limit=20`);
+      if (document.getElementById("filter").value.trim() !== q) return;
+      box.replaceChildren();
+      if (!f.hits.length) { box.append($("p", "id", `no session says “${q}”` + (f.complete ? "" : " (searched the newest only)"))); return; }
+      box.append($("h2", "repo", `said in ${f.hits.length} place(s)` + (f.complete ? "" : " (the newest sessions)")));
+      for (const h of f.hits) {
+        const a = $("a", "hit");
+        a.href = `/s/${encodeURIComponent(h.id)}#seq-${h.seq}`;
+        a.append($("b", null, h.name || h.id), " ", $("span", "id", `#${h.seq} ${h.kind}`), $("br"), $("span", "excerpt", h.excerpt));
+        a.onclick = ev => { if (ev.button !== 0 || ev.ctrlKey || ev.metaKey || ev.shiftKey) return; ev.preventDefault(); go(a.getAttribute("href")); };
+        box.append(a);
+      }
+    } catch (e) { box.replaceChildren($("p", "problem", e.message)); }
+  }, 400);
+});
 window.addEventListener("popstate", () => route().catch(e => { document.getElementById("detail").textContent = "error: " + e.message; }));
 window.addEventListener("hashchange", target);
 // The session the address names opens first; the list (which may be of

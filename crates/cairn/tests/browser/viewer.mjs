@@ -99,6 +99,17 @@ try {
   await page.waitForSelector("#file-content", { timeout: 15000 });
   if (!/&path=notes\.md/.test(page.url())) fail("the file has no address: " + page.url());
 
+  // What a session said is found from the filter, and its hit opens the
+  // session at that record.
+  await page.locator("#filter").fill("after your edit");
+  await page.waitForSelector("#found a.hit", { timeout: 15000 });
+  const hitHref = await page.locator("#found a.hit").first().getAttribute("href");
+  if (!hitHref.startsWith("/s/" + mdId + "#seq-")) fail("the search hit is not the markdown session's record: " + hitHref);
+  await page.locator("#found a.hit").first().click();
+  await page.waitForSelector(".targeted", { timeout: 15000 });
+  if (!/after your edit/.test(await page.locator(".targeted").innerText())) fail("the hit does not open at the record that says it");
+  await page.locator("#filter").fill("");
+
   // Back and forward move between addresses.
   await page.locator(`.session[data-id="${firstId}"]`).click();
   await page.waitForFunction((id) => location.pathname === "/s/" + id && document.querySelector("#timeline .rec.user"), firstId, { timeout: 15000 });
