@@ -258,9 +258,12 @@ pub fn allowed(html: &str) -> Result<(), String> {
             let value = &value_start[..end];
             attrs = &value_start[end + 1..];
             let ok = match (name, attr) {
-                ("a", "href") => ["http:", "https:", "mailto:"]
-                    .iter()
-                    .any(|p| value.starts_with(p)),
+                // A scheme's case does not matter (`HTTPS:` is `https:`).
+                ("a", "href") => ["http:", "https:", "mailto:"].iter().any(|p| {
+                    value
+                        .get(..p.len())
+                        .is_some_and(|v| v.eq_ignore_ascii_case(p))
+                }),
                 ("a", "rel") => value == "noopener noreferrer nofollow",
                 ("a", "title") => true,
                 ("code", "class") => value.starts_with("language-"),
