@@ -134,42 +134,44 @@ fn escape(text: &str) -> String {
     out
 }
 
+/// The tags model text may become: text structure only (no image, media,
+/// form, frame, script or style). `span` carries the highlighter's classes.
+const TAGS: &[&str] = &[
+    "a",
+    "blockquote",
+    "br",
+    "code",
+    "del",
+    "em",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "hr",
+    "input",
+    "li",
+    "ol",
+    "p",
+    "pre",
+    "span",
+    "strong",
+    "sup",
+    "table",
+    "tbody",
+    "td",
+    "th",
+    "thead",
+    "tr",
+    "ul",
+];
+
 /// ammonia's builder, narrowed for model text; built once.
 fn cleaner() -> &'static ammonia::Builder<'static> {
     static CLEANER: OnceLock<ammonia::Builder<'static>> = OnceLock::new();
     CLEANER.get_or_init(|| {
-        let tags: HashSet<&str> = [
-            "a",
-            "blockquote",
-            "br",
-            "code",
-            "del",
-            "em",
-            "h1",
-            "h2",
-            "h3",
-            "h4",
-            "h5",
-            "h6",
-            "hr",
-            "input",
-            "li",
-            "ol",
-            "p",
-            "pre",
-            "span",
-            "strong",
-            "sup",
-            "table",
-            "tbody",
-            "td",
-            "th",
-            "thead",
-            "tr",
-            "ul",
-        ]
-        .into_iter()
-        .collect();
+        let tags: HashSet<&str> = TAGS.iter().copied().collect();
         let mut b = ammonia::Builder::default();
         b.tags(tags)
             .generic_attributes(HashSet::new())
@@ -211,36 +213,7 @@ fn cleaner() -> &'static ammonia::Builder<'static> {
 /// # Errors
 /// The first tag, attribute or link outside the allowlist.
 pub fn allowed(html: &str) -> Result<(), String> {
-    let allowed = [
-        "a",
-        "blockquote",
-        "br",
-        "code",
-        "del",
-        "em",
-        "h1",
-        "h2",
-        "h3",
-        "h4",
-        "h5",
-        "h6",
-        "hr",
-        "input",
-        "li",
-        "ol",
-        "p",
-        "pre",
-        "span",
-        "strong",
-        "sup",
-        "table",
-        "tbody",
-        "td",
-        "th",
-        "thead",
-        "tr",
-        "ul",
-    ];
+    let allowed = TAGS;
     let mut rest = html;
     while let Some(open) = rest.find('<') {
         let close = rest[open..].find('>').ok_or("a tag is not closed")? + open;

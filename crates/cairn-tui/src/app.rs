@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use cairn_agent::{Decision, StopHandle};
+use cairn_agent::{Decision, StopHandle, StopLevel};
 use cairn_journal::{ToolCall, Totals};
 use cairn_sessions::Summary;
 
@@ -174,5 +174,17 @@ impl App {
             self.activity,
             Activity::Working | Activity::Suspending | Activity::Interrupting | Activity::Approving
         )
+    }
+
+    /// The work in flight is asked to suspend after its step (Ctrl-C once,
+    /// `/pause`, a quit or a hang-up while working): the stop is raised to
+    /// its first level unless it is already raised.
+    fn suspend_after_step(&mut self) {
+        if let Some(h) = &self.stop {
+            if h.level() == StopLevel::None {
+                h.escalate();
+            }
+        }
+        self.activity = Activity::Suspending;
     }
 }

@@ -2,7 +2,7 @@
 //! a turn's text streaming in, tool cells, approvals asked, the end of a
 //! stretch of work, a hang-up.
 
-use cairn_agent::{Decision, StopLevel};
+use cairn_agent::Decision;
 use cairn_journal::{TerminalReason, ToolCall};
 use crossterm::event::Event;
 
@@ -242,12 +242,7 @@ impl App {
             let _ = reply.send(Decision::Decline);
         }
         if self.working() {
-            if let Some(h) = &self.stop {
-                if h.level() == StopLevel::None {
-                    h.escalate();
-                }
-            }
-            self.activity = Activity::Suspending;
+            self.suspend_after_step();
             self.quit_after_stop = true;
             Vec::new()
         } else {

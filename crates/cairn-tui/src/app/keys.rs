@@ -291,12 +291,7 @@ impl App {
 
     fn quit_cmds(&mut self) -> Vec<Cmd> {
         if self.working() {
-            if let Some(h) = &self.stop {
-                if h.level() == StopLevel::None {
-                    h.escalate();
-                }
-            }
-            self.activity = Activity::Suspending;
+            self.suspend_after_step();
             self.quit_after_stop = true;
             self.hint = Some("quitting once the step in flight is done".into());
             return Vec::new();
@@ -385,12 +380,7 @@ impl App {
     /// `/pause`: the work in flight is asked to suspend after its step.
     fn pause(&mut self) {
         if self.working() {
-            if let Some(h) = &self.stop {
-                if h.level() == StopLevel::None {
-                    h.escalate();
-                }
-            }
-            self.activity = Activity::Suspending;
+            self.suspend_after_step();
             self.hint = Some("suspending after the step in flight".into());
         } else {
             self.hint = Some(
