@@ -12,7 +12,6 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use axum::extract::{Path as UrlPath, State};
-use axum::http::StatusCode;
 use axum::Json;
 use cairn_agent::{Approver, Decision};
 use cairn_journal::ToolCall;
@@ -20,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
 use crate::api::session_id;
-use crate::error::{ApiError, Class};
+use crate::error::ApiError;
 use crate::http::Shared;
 
 /// The questions waiting for an answer, by session id.
@@ -154,15 +153,10 @@ pub async fn answer(
         }
     };
     let Some(w) = waiting else {
-        return Err(ApiError {
-            status: StatusCode::CONFLICT,
-            code: "refused",
-            class: Class::Refused,
-            message: format!(
+        return Err(ApiError::refused(format!(
                 "session {id} is not waiting for an answer about call {} (it was answered, or the run stopped)",
                 a.call
-            ),
-        });
+            )));
     };
     // The run may have stopped in between: then nobody hears the answer.
     let heard = w.answer.send(decision).is_ok();

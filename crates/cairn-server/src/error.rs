@@ -125,6 +125,17 @@ impl ApiError {
         ApiError::session(&cairn_sessions::SessionError::Workspace(e))
     }
 
+    /// A refusal (409): the request is sound, but the session's state does
+    /// not allow it now.
+    pub fn refused(message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: StatusCode::CONFLICT,
+            code: "refused",
+            class: Class::Refused,
+            message: message.into(),
+        }
+    }
+
     /// A failure while working.
     pub fn failed(message: impl Into<String>) -> ApiError {
         ApiError {

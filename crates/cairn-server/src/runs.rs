@@ -25,7 +25,7 @@ use cairn_store::RunId;
 use serde::{Deserialize, Serialize};
 
 use crate::api::session_id;
-use crate::error::{ApiError, Class};
+use crate::error::ApiError;
 use crate::http::Shared;
 
 /// What `POST /v1/sessions` asks for: `cairn run`'s arguments.
@@ -70,11 +70,8 @@ impl Runs {
 }
 
 fn launcher(state: &Shared) -> Result<Launcher, ApiError> {
-    state.launcher.clone().ok_or_else(|| ApiError {
-        status: StatusCode::CONFLICT,
-        code: "refused",
-        class: Class::Refused,
-        message: "this server was started without a launcher, so it cannot run sessions".into(),
+    state.launcher.clone().ok_or_else(|| {
+        ApiError::refused("this server was started without a launcher, so it cannot run sessions")
     })
 }
 
@@ -245,12 +242,9 @@ pub async fn resume(
     let id = session_id(&state, &id)?;
     let launcher = launcher(&state)?;
     if state.runs.is_running(id.as_str()) {
-        return Err(ApiError {
-            status: StatusCode::CONFLICT,
-            code: "refused",
-            class: Class::Refused,
-            message: format!("session {id} is running here; suspend it first"),
-        });
+        return Err(ApiError::refused(format!(
+            "session {id} is running here; suspend it first"
+        )));
     }
     let text = body.and_then(|b| b.text).filter(|t| !t.trim().is_empty());
     let st = state.clone();
@@ -298,13 +292,8 @@ pub async fn suspend(
             )
                 .into_response())
         }
-        None => Err(ApiError {
-            status: StatusCode::CONFLICT,
-            code: "refused",
-            class: Class::Refused,
-            message: format!(
+        None => Err(ApiError::refused(format!(
                 "session {id} is not running in this server (a run of another process is stopped where it runs)"
-            ),
-        }),
+            ))),
     }
 }
