@@ -612,8 +612,10 @@ async function open(id) {
   const ask = () => askApproval(id, approval).catch(() => {});
   ask();
   // A question is asked just after its pause window is journaled: asked
-  // again now and then while the session is open.
-  const asking = setInterval(() => { if (current !== id) clearInterval(asking); else ask(); }, 1500);
+  // again now and then while the session runs (only a running session asks).
+  if (s.status === "running") {
+    const asking = setInterval(() => { if (current !== id) clearInterval(asking); else ask(); }, 1500);
+  }
   d.append($("h2", null, "conversation"));
   const list = $("div"); list.id = "timeline"; d.append(list);
   const talk = new Conversation(list, id);
