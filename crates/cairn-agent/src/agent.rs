@@ -48,6 +48,7 @@ use crate::convert;
 use crate::events::{Events, Sink};
 use crate::fingerprint::{compare, fingerprint, Verdict};
 use crate::offload::{Offloaded, Work};
+use crate::questions::Posted;
 use crate::responses;
 use crate::stop::{Stop, StopLevel};
 use crate::{AgentError, Pricing, Session};
@@ -592,16 +593,35 @@ impl Agent {
         self.boundary(Label::Pause, turn, ev).await?;
         ev.approval_needed(call);
         let preview = cairn_tools::preview(&self.workspace, &call.name, &call.arguments);
+        let (store, run) = (self.session.store(), self.session.id());
+        let posted = match Posted::post(store, run, call, preview.as_deref()) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                ev.notice(&format!(
+                    "cairn: the question cannot be posted for the viewer ({e}); answer it here"
+                ));
+                None
+            }
+        };
         let decision = {
             let (approval, stop) = (&mut self.approval, &mut self.stop);
             match approval {
-                Some(a) => tokio::select! {
-                    d = a.approver.ask_previewed(call, preview) => Some(d),
-                    _ = stop.immediate() => None,
-                },
+                Some(a) => {
+                    let asked = tokio::select! {
+                        d = a.approver.ask_previewed(call, preview) => Some((d, false)),
+                        d = Posted::answered(posted.as_ref()) => Some((d, true)),
+                        _ = stop.immediate() => None,
+                    };
+                    if let Some((d, true)) = asked {
+                        a.approver.answered_elsewhere(call, d);
+                    }
+                    asked.map(|(d, _)| d)
+                }
                 None => Some(Decision::Run),
             }
         };
+        // Withdrawn however the wait ended (rule 3 of `questions`).
+        drop(posted);
         // Closed on every way out, an abandoned question included, so that
         // the `fail:` the interruption writes holds no edit of the person's.
         self.close_window(turn, Gap::Approval(call), ev).await?;

@@ -11,6 +11,9 @@
 //!    `tool_start`, and the model reads that it was not run.
 //! 4. An immediate stop while waiting abandons the question; nothing is
 //!    journaled for the call.
+//! 5. Every question is also posted in the session's directory
+//!    ([`crate::questions`]), so the viewer can answer it; the first answer
+//!    wins, wherever it was given.
 
 use std::str::FromStr;
 
@@ -74,8 +77,9 @@ impl ApprovePolicy {
     }
 }
 
-/// A person's answer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A person's answer (`run` or `decline` when written down).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Decision {
     /// Run the call.
     Run,
@@ -97,6 +101,26 @@ pub trait Approver: Send {
     async fn ask_previewed(&mut self, call: &ToolCall, preview: Option<String>) -> Decision {
         let _ = preview;
         self.ask(call).await
+    }
+
+    /// The question about `call` was answered elsewhere (the viewer; see
+    /// [`crate::questions`]) while this approver was asking: its question
+    /// is withdrawn (the future of its ask was dropped) and it may say so.
+    fn answered_elsewhere(&mut self, call: &ToolCall, decision: Decision) {
+        let _ = (call, decision);
+    }
+}
+
+/// An approver that asks no one in this process: the answer comes only
+/// through the question the loop posts ([`crate::questions`]), from the
+/// viewer of `cairn serve`. The approver of runs a server drives.
+#[derive(Debug, Default)]
+pub struct AnsweredElsewhere;
+
+#[async_trait::async_trait]
+impl Approver for AnsweredElsewhere {
+    async fn ask(&mut self, _call: &ToolCall) -> Decision {
+        std::future::pending().await
     }
 }
 

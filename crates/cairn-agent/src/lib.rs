@@ -45,11 +45,12 @@ mod fingerprint;
 mod launch;
 mod offload;
 mod plan;
+pub mod questions;
 mod responses;
 mod stop;
 
 pub use agent::{Agent, Config, Ending, Faults};
-pub use approve::{ApprovePolicy, Approver, Decision, UnknownPolicy};
+pub use approve::{AnsweredElsewhere, ApprovePolicy, Approver, Decision, UnknownPolicy};
 pub use cairn_calls::ResponseStore;
 pub use cairn_calls::{is_local, Price, PriceTable, Pricing};
 pub use cairn_sessions::Session;

@@ -9,7 +9,7 @@
 //!   a browser's login;
 //! - [`markdown`]: model text as safe HTML (the one place it becomes
 //!   markup);
-//! - `api`, `approvals` (a served run's questions, answered from the
+//! - `api`, `approvals` (a waiting run's question, answered from the
 //!   page), `files` (what snapshots hold), `points` (the rewind of the
 //!   TUI), `live`, `openapi`, `viewer`, `runs`: the routes; a journal
 //!   another process writes is followed by `cairn_journal::JournalFollower`,

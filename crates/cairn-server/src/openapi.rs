@@ -104,7 +104,8 @@ pub fn spec() -> Value {
             "/v1/sessions/{id}/resume": {"post": {
                 "summary": "Resume a session, optionally with a follow-up (as `cairn resume ID [TEXT]`)",
                 "parameters": [id_param()],
-                "requestBody": json_body(json!({"type": "object", "properties": {"text": {"type": "string"}}})),
+                "requestBody": json_body(json!({"type": "object", "properties": {"text": {"type": "string"},
+                    "approve": {"type": "string", "enum": ["never", "shell", "writes"]}}})),
                 "responses": mutation("202", ok_json("resuming", json!({"$ref": "#/components/schemas/Accepted"})))
             }},
             "/v1/search": {"get": {
@@ -118,9 +119,10 @@ pub fn spec() -> Value {
             }},
             "/v1/sessions/{id}/approval": {
                 "get": {
-                    "summary": "The call a run this server drives waits on for your yes (null when none)",
+                    "summary": "The call a run waits on for your yes (null when none): a run this server drives, or `cairn run --approve` in a terminal on this host",
                     "parameters": [id_param()],
                     "responses": common(ok_json("the question", json!({"type": "object", "nullable": true, "properties": {
+                        "asked": {"type": "string"},
                         "call": {"type": "object", "required": ["id", "name", "arguments"]}, "preview": {"type": "string", "nullable": true}}})))
                 },
                 "post": {

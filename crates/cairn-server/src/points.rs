@@ -69,14 +69,17 @@ pub struct PointBody {
     pub action: Option<String>,
 }
 
-/// The point of `id` whose user record is `seq`.
-fn point(
+/// Opens session `id` for a rewind, with the point whose user record is
+/// `seq`: one read of the journal, under the session's lock.
+fn open_at(
     store: &cairn_store::Store,
     id: &cairn_store::RunId,
     ws: &cairn_workspace::Workspace,
     seq: u64,
-) -> Result<cairn_sessions::RewindPoint, ApiError> {
-    cairn_sessions::rewind_points(store, id, ws)
+) -> Result<(cairn_sessions::Session, cairn_sessions::RewindPoint), ApiError> {
+    let (session, records) =
+        cairn_sessions::Session::open_with_records(store, id).map_err(|e| ApiError::session(&e))?;
+    let point = cairn_sessions::points_in(&records, ws)
         .map_err(|e| ApiError::session(&e))?
         .into_iter()
         .find(|p| p.seq == seq)
@@ -84,7 +87,8 @@ fn point(
             ApiError::bad_request(format!(
                 "record {seq} of session {id} is not a message of yours to go back to (see rewind-points)"
             ))
-        })
+        })?;
+    Ok((session, point))
 }
 
 /// `POST /v1/sessions/{id}/rewind-preview` `{"seq"}`: what going back to
@@ -100,15 +104,13 @@ pub async fn preview(
     let store = state.store.clone();
     let preview = blocking(move || {
         let ws = tracker(&store, &id)?;
-        let p = point(&store, &id, &ws, body.seq)?;
+        let (mut session, p) = open_at(&store, &id, &ws, body.seq)?;
         let node = p.node().ok_or_else(|| {
             ApiError::bad_request(format!(
                 "no model turn ran after message {} of session {id}, so there are no files to put back",
                 p.number
             ))
         })?;
-        let mut session =
-            cairn_sessions::Session::open(&store, &id).map_err(|e| ApiError::session(&e))?;
         cairn_sessions::preview(
             &mut session,
             &ws,
@@ -156,9 +158,7 @@ pub async fn rewind(
     let store = state.store.clone();
     let done = blocking(move || {
         let ws = tracker(&store, &id)?;
-        let p = point(&store, &id, &ws, body.seq)?;
-        let mut session =
-            cairn_sessions::Session::open(&store, &id).map_err(|e| ApiError::session(&e))?;
+        let (mut session, p) = open_at(&store, &id, &ws, body.seq)?;
         let done = cairn_sessions::rewind_to_point(
             &mut session,
             &ws,

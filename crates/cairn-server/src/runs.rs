@@ -19,8 +19,8 @@ use axum::extract::{Path as UrlPath, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use cairn_agent::StopHandle;
 use cairn_agent::{stop_pair, Agent, AgentError, Events, Launcher, NewSession, Request, Stop};
+use cairn_agent::{ApprovePolicy, StopHandle};
 use cairn_store::RunId;
 use serde::{Deserialize, Serialize};
 
@@ -54,8 +54,6 @@ pub struct StartRequest {
 #[derive(Default)]
 pub struct Runs {
     running: Mutex<HashMap<String, StopHandle>>,
-    /// Their questions waiting for a person's answer.
-    pub(crate) approvals: crate::approvals::Approvals,
 }
 
 impl Runs {
@@ -189,29 +187,10 @@ pub async fn start(
             workspace,
         };
         let task = req.task;
-        let policy = match req.approve.as_deref() {
-            None => cairn_agent::ApprovePolicy::Never,
-            Some(p) => p
-                .parse::<cairn_agent::ApprovePolicy>()
-                .map_err(|e| ApiError::bad_request(e.to_string()))?,
-        };
-        let approvals = st.clone();
+        let policy = policy(req.approve.as_deref())?;
         spawn(&st, Some(task.clone()), move |stop| {
             launcher.check_new(&spec)?;
-            let agent = launcher.create(&spec, &task, stop)?;
-            Ok(match policy {
-                cairn_agent::ApprovePolicy::Never => agent,
-                policy => {
-                    let run = agent.session().id().to_string();
-                    agent.with_approval(
-                        policy,
-                        Box::new(crate::approvals::PageApprover {
-                            state: approvals,
-                            run,
-                        }),
-                    )
-                }
-            })
+            Ok(asking(launcher.create(&spec, &task, stop)?, policy))
         })
     })
     .await?;
@@ -225,11 +204,31 @@ pub async fn start(
         .into_response())
 }
 
+/// An approval policy as a request names it (`never` when it does not).
+fn policy(name: Option<&str>) -> Result<ApprovePolicy, ApiError> {
+    name.map_or(Ok(ApprovePolicy::Never), |p| {
+        p.parse::<ApprovePolicy>()
+            .map_err(|e| ApiError::bad_request(e.to_string()))
+    })
+}
+
+/// `agent`, asking under `policy`: the question is answered from the page
+/// (`approvals`), as no one here can.
+fn asking(agent: Agent, policy: ApprovePolicy) -> Agent {
+    match policy {
+        ApprovePolicy::Never => agent,
+        policy => agent.with_approval(policy, Box::new(cairn_agent::AnsweredElsewhere)),
+    }
+}
+
 /// `POST /v1/sessions/{id}/resume` body.
 #[derive(Debug, Default, Deserialize)]
 pub struct ResumeBody {
     /// A follow-up message.
     pub text: Option<String>,
+    /// `never`, `shell` or `writes`: which calls wait for an answer from
+    /// the page (default `never`).
+    pub approve: Option<String>,
 }
 
 /// `POST /v1/sessions/{id}/resume`: `cairn resume ID [TEXT]` in the
@@ -246,7 +245,9 @@ pub async fn resume(
             "session {id} is running here; suspend it first"
         )));
     }
-    let text = body.and_then(|b| b.text).filter(|t| !t.trim().is_empty());
+    let body = body.unwrap_or_default();
+    let policy = policy(body.approve.as_deref())?;
+    let text = body.text.filter(|t| !t.trim().is_empty());
     let st = state.clone();
     let id2 = id.clone();
     crate::api::blocking(move || {
@@ -254,13 +255,14 @@ pub async fn resume(
         // journal as it is now and every new record is a frame.
         crate::live::followed(&st, &id2)?;
         spawn(&st, text, move |stop| {
-            launcher.open(
+            let agent = launcher.open(
                 &id2,
                 &Request::default(),
                 false,
                 stop,
                 &mut cairn_agent::Silent,
-            )
+            )?;
+            Ok(asking(agent, policy))
         })
         .map(drop)
     })

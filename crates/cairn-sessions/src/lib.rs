@@ -57,7 +57,9 @@ pub use fork::{check_receipt, fork, lineage, pin_at, Pin, MAX_DEPTH};
 pub use fork_checkpoint::{fork_from_checkpoint, CheckpointFork};
 pub use load::{load, state_for_resume, verify, Loaded};
 pub use node::{Node, NodeExit, NodeOutcome, NodeReport};
-pub use points::{rewind_points, rewind_to_point, PointRewound, RewindAction, RewindPoint};
+pub use points::{
+    points_in, rewind_points, rewind_to_point, PointRewound, RewindAction, RewindPoint,
+};
 pub use projection::{read_index, read_meta, Binding, Projection, MAX_INDEX_BYTES, MAX_META_BYTES};
 pub use prune::prune;
 pub use remove::{remove, RemoveOptions, Removed};

@@ -15,7 +15,7 @@
 //! fork, under the lineage lock taken before the first change, as
 //! [`crate::rewind_and_fork`] does for `cairn rewind --fork`.
 
-use cairn_journal::RecordBody;
+use cairn_journal::{Record, RecordBody};
 use cairn_store::{RunId, Store};
 use cairn_workspace::{Label, LabelKind, NodeRef, Progress, RestoreReport, RestoreScope};
 use cairn_workspace::{SnapshotId, Workspace};
@@ -107,11 +107,19 @@ pub fn rewind_points(
     id: &RunId,
     ws: &Workspace,
 ) -> Result<Vec<RewindPoint>, SessionError> {
-    let records = crate::load(store, id)?.scan.records;
+    points_in(&crate::load(store, id)?.scan.records, ws)
+}
+
+/// The rewind points of a session whose records are `records` (as
+/// [`Session::open_with_records`] hands them back).
+///
+/// # Errors
+/// A snapshot the records name does not read.
+pub fn points_in(records: &[Record], ws: &Workspace) -> Result<Vec<RewindPoint>, SessionError> {
     let mut points: Vec<RewindPoint> = Vec::new();
     // The `pre:` snapshot of the turn in progress, by turn number.
     let mut open: Option<(u64, SnapshotId)> = None;
-    for r in &records {
+    for r in records {
         match &r.body {
             RecordBody::User(u) if !u.is_note(r.v) => points.push(RewindPoint {
                 number: points.len() + 1,

@@ -78,14 +78,30 @@ impl Session {
     /// # Errors
     /// [`cairn_journal::JournalError::Locked`] and read errors.
     pub fn open(store: &Store, id: &RunId) -> Result<Self, SessionError> {
+        Self::open_with_records(store, id).map(|(session, _)| session)
+    }
+
+    /// [`Session::open`], handing back the records it read and verified:
+    /// a caller that needs them as well (the rewind points of a rewind)
+    /// reads the journal once, and reads it under the lock.
+    ///
+    /// # Errors
+    /// As [`Session::open`].
+    pub fn open_with_records(
+        store: &Store,
+        id: &RunId,
+    ) -> Result<(Self, Vec<Record>), SessionError> {
         let (writer, scan) = JournalWriter::open(store, id)?;
         let (state, receipt) = crate::state_for_resume(store, id, &scan)?;
-        Ok(Session {
-            store: store.clone(),
-            writer,
-            state,
-            receipt,
-        })
+        Ok((
+            Session {
+                store: store.clone(),
+                writer,
+                state,
+                receipt,
+            },
+            scan.records,
+        ))
     }
 
     /// The run id.

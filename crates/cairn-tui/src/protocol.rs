@@ -150,6 +150,14 @@ pub enum Ev {
         /// (`cairn_tools::preview`), shown instead of the arguments.
         preview: Option<String>,
     },
+    /// The waiting call was answered elsewhere (the viewer): its prompt
+    /// goes.
+    AnsweredElsewhere {
+        /// The call's id.
+        call: String,
+        /// The answer given.
+        decision: Decision,
+    },
     /// Something to know.
     Notice(String),
     /// A stretch of work ended.

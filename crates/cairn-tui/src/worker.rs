@@ -135,6 +135,13 @@ impl Approver for AskScreen {
         // A screen that went away without answering declined.
         answer.await.unwrap_or(Decision::Decline)
     }
+
+    fn answered_elsewhere(&mut self, call: &ToolCall, decision: Decision) {
+        let _ = self.0.send(Ev::AnsweredElsewhere {
+            call: call.id.clone(),
+            decision,
+        });
+    }
 }
 
 impl Worker {

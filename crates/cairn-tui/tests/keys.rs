@@ -181,3 +181,45 @@ fn a_hangup_while_working_suspends_then_closes() {
     });
     assert!(matches!(cmds.as_slice(), [Cmd::Quit]));
 }
+
+#[test]
+fn a_prompt_answered_from_the_viewer_goes_and_says_so() {
+    use cairn_agent::Decision;
+    use cairn_journal::ToolCall;
+    let mut app = idle();
+    app.activity = Activity::Working;
+    let call = ToolCall {
+        id: "c1".into(),
+        name: "shell".into(),
+        arguments: serde_json::json!({"command": "make"}),
+        raw_arguments: None,
+    };
+    let (reply, mut heard) = tokio::sync::oneshot::channel();
+    app.event(Ev::Approval {
+        call: call.clone(),
+        reply,
+        preview: None,
+    });
+    assert!(app.approval.is_some());
+    assert_eq!(app.activity, Activity::Approving);
+    // An answer about another call leaves the prompt alone.
+    app.event(Ev::AnsweredElsewhere {
+        call: "other".into(),
+        decision: Decision::Run,
+    });
+    assert!(app.approval.is_some());
+    app.event(Ev::AnsweredElsewhere {
+        call: "c1".into(),
+        decision: Decision::Decline,
+    });
+    assert!(app.approval.is_none(), "the prompt went");
+    assert_eq!(app.activity, Activity::Working);
+    // The key that would have answered it now answers nothing.
+    key(&mut app, KeyCode::Char('y'));
+    assert!(heard.try_recv().is_err(), "nothing was sent from here");
+    let shown = format!("{:?}", app.cells);
+    assert!(
+        shown.contains("answered from the viewer: declined"),
+        "{shown}"
+    );
+}

@@ -567,7 +567,9 @@ fn a_served_run_asks_over_http_and_hears_the_answer() {
         "asks.json",
         json!([
             {"text": "write", "tool_calls": [common::call("y", "write_file", json!({"path": "yes.txt", "content": "yes\n"}))]},
-            {"text": "done"}
+            {"text": "done"},
+            {"text": "again", "tool_calls": [common::call("z", "write_file", json!({"path": "no.txt", "content": "no\n"}))]},
+            {"text": "left it"}
         ]),
     );
     let served = Served::start(&s, &[]);
@@ -635,6 +637,142 @@ fn a_served_run_asks_over_http_and_hears_the_answer() {
     );
     let (_, after) = request(&addr, "GET", &path, None);
     assert!(after.is_null(), "{after}");
+    // A resume asks too, when told to.
+    let resume = format!("/v1/sessions/{id}/resume");
+    let (code, bad) = request(
+        &addr,
+        "POST",
+        &resume,
+        Some(&json!({"text": "more", "approve": "sometimes"})),
+    );
+    assert_eq!(code, 400, "{bad}");
+    let (code, resumed) = request(
+        &addr,
+        "POST",
+        &resume,
+        Some(&json!({"text": "more", "approve": "writes"})),
+    );
+    assert_eq!(code, 202, "{resumed}");
+    question_about(&addr, &id, "z");
+    let (code, answer) = request(
+        &addr,
+        "POST",
+        &path,
+        Some(&json!({"call": "z", "decision": "decline"})),
+    );
+    assert_eq!(code, 200, "{answer}");
+    wait_status(&addr, &id, "completed");
+    assert!(!s.ws.join("no.txt").exists(), "a declined write ran");
+    drop(served);
+}
+
+/// The question a session waits on, once it asks one about `call`.
+fn question_about(addr: &str, id: &str, call: &str) -> serde_json::Value {
+    let since = std::time::Instant::now();
+    loop {
+        let (code, q) = request(addr, "GET", &format!("/v1/sessions/{id}/approval"), None);
+        assert_eq!(code, 200, "{q}");
+        if q["call"]["id"] == call {
+            return q;
+        }
+        assert!(
+            since.elapsed() < Duration::from_secs(30),
+            "no question about {call}: {q}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_run_asking_in_a_terminal_is_answered_from_the_page_then_from_its_terminal() {
+    use std::process::Stdio;
+    let s = Scratch::new();
+    let script = s.script(
+        "terminal.json",
+        json!([
+            {"text": "one", "tool_calls": [common::shell("c1", "echo one > one.txt")]},
+            {"text": "two", "tool_calls": [common::shell("c2", "echo two > two.txt")]},
+            {"text": "done"}
+        ]),
+    );
+    let served = Served::start(&s, &[]);
+    let addr = served.addr.clone();
+    let model = format!("script:{}", script.display());
+    let mut run = s
+        .cmd()
+        .args(["run", "--approve", "shell", "--model", &model, "task"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Held open: the terminal's prompt waits for a line that does not come.
+    let mut stdin = run.stdin.take().unwrap();
+    let runs = s.store.join("runs");
+    let since = std::time::Instant::now();
+    let id = loop {
+        let found: Vec<String> = std::fs::read_dir(&runs)
+            .map(|d| {
+                d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                    .filter(|n| !n.starts_with('.'))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let [one] = found.as_slice() {
+            break one.clone();
+        }
+        assert!(since.elapsed() < Duration::from_secs(30), "no session");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let path = format!("/v1/sessions/{id}/approval");
+    let q = question_about(&addr, &id, "c1");
+    assert_eq!(q["call"]["name"], "shell", "{q}");
+    assert!(
+        !s.ws.join("one.txt").exists(),
+        "nothing runs before the answer"
+    );
+    let (code, answer) = request(
+        &addr,
+        "POST",
+        &path,
+        Some(&json!({"call": "c1", "decision": "run"})),
+    );
+    assert_eq!(code, 200, "{answer}");
+    assert_eq!(answer["heard"], true, "{answer}");
+    // The next question is answered on the terminal, by the line typed
+    // after it (the read the first prompt began is the one that hears it).
+    question_about(&addr, &id, "c2");
+    stdin.write_all(b"n\n").unwrap();
+    drop(stdin);
+    let out = run.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("cairn: answered from the viewer: run"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(s.ws.join("one.txt")).unwrap(),
+        "one\n"
+    );
+    assert!(!s.ws.join("two.txt").exists(), "the terminal declined it");
+    let outcomes: Vec<_> = s
+        .records(&id)
+        .into_iter()
+        .filter(|r| r["kind"] == "tool_result")
+        .map(|r| (r["call"].clone(), r["outcome"].clone()))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [(json!("c1"), json!("ok")), (json!("c2"), json!("refused"))]
+    );
+    // Nothing is left waiting, and nothing is left in the session's
+    // directory to be mistaken for a question.
+    let (_, after) = request(&addr, "GET", &path, None);
+    assert!(after.is_null(), "{after}");
+    for f in ["question.json", "answer.json"] {
+        assert!(!runs.join(&id).join(f).exists(), "{f} left behind");
+    }
     drop(served);
 }
 

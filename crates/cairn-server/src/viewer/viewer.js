@@ -472,15 +472,16 @@ async function rewindDialog(id) {
   await update();
 }
 
-// The call a run this server drives waits on, with what it would change,
-// and the two answers. Everything the model wrote is shown as text.
+// The call a run waits on (one this server drives, or `cairn run --approve`
+// in a terminal on this host: the first answer wins), with what it would
+// change, and the two answers. Everything the model wrote is shown as text.
 async function askApproval(id, box) {
   const path = `/v1/sessions/${encodeURIComponent(id)}/approval`;
   const q = await api(path);
   if (current !== id) return;
   if (!q) { box.hidden = true; box.replaceChildren(); return; }
-  if (box.dataset.call === q.call.id && !box.hidden) return;
-  box.dataset.call = q.call.id;
+  if (box.dataset.asked === q.asked && !box.hidden) return;
+  box.dataset.asked = q.asked;
   const run = $("button", "run", "run it"); run.id = "approve-run";
   const decline = $("button", "decline", "decline"); decline.id = "approve-decline";
   const said = $("p", "id");

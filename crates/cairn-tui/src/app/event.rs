@@ -100,6 +100,20 @@ impl App {
                 self.approval_preview = preview;
                 self.mode = Mode::Transcript;
             }
+            Ev::AnsweredElsewhere { call, decision } => {
+                if self.approval.as_ref().is_some_and(|(c, _)| c.id == call) {
+                    self.approval = None;
+                    self.approval_preview = None;
+                    self.activity = Activity::Working;
+                }
+                self.cells.push(Cell::Notice(format!(
+                    "answered from the viewer: {}",
+                    match decision {
+                        Decision::Run => "run",
+                        Decision::Decline => "declined",
+                    }
+                )));
+            }
             Ev::Notice(n) => self.cells.push(Cell::Notice(n)),
             Ev::Ended {
                 reason,

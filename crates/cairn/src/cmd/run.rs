@@ -49,9 +49,10 @@ pub fn run(ctx: &Context, args: RunArgs) -> anyhow::Result<Code> {
     let (handle, stop) = stop_pair();
     let rt = runtime()?;
     rt.block_on(async {
-        let agent = launcher
-            .create(&spec, &task, stop)?
-            .with_approval(ctx.approve(args.model.approve)?, Box::new(CliApprover));
+        let agent = launcher.create(&spec, &task, stop)?.with_approval(
+            ctx.approve(args.model.approve)?,
+            Box::new(CliApprover::default()),
+        );
         if !args.json {
             output::note(format!(
                 "cairn: session {} in {}",
@@ -65,8 +66,78 @@ pub fn run(ctx: &Context, args: RunArgs) -> anyhow::Result<Code> {
 
 /// Asks on the terminal whether a call may run: the call on stderr (shown,
 /// never obeyed: no raw escapes), one line from stdin. `y` or `yes` runs
-/// it; anything else, or the end of input, declines.
-struct CliApprover;
+/// it; anything else, or the end of input, declines. The question is also
+/// posted for the viewer (`cairn_agent::questions`); when it is answered
+/// there first, the prompt says so and the line typed next answers the next
+/// question.
+#[derive(Default)]
+struct CliApprover {
+    lines: Option<Lines>,
+}
+
+/// Standard input read one line at a time, on request, by a thread of its
+/// own — not the runtime's blocking pool, which the runtime waits for on
+/// shutdown: a read abandoned by an immediate stop must not hold up the
+/// exit. A read outlives an ask that was answered elsewhere: the line it
+/// brings goes to whoever asks next (the person answers the prompt in
+/// front of them), or nowhere when no one is asking.
+struct Lines {
+    wants: std::sync::mpsc::Sender<()>,
+    answer: std::sync::Arc<std::sync::Mutex<Option<Reply>>>,
+}
+
+type Reply = tokio::sync::oneshot::Sender<Option<String>>;
+
+impl Lines {
+    fn start() -> std::io::Result<Lines> {
+        let (wants, wanted) = std::sync::mpsc::channel::<()>();
+        let answer: std::sync::Arc<std::sync::Mutex<Option<Reply>>> = Default::default();
+        let slot = answer.clone();
+        std::thread::Builder::new()
+            .name("cairn-approve".into())
+            .spawn(move || {
+                let mut at_end = false;
+                while wanted.recv().is_ok() {
+                    let line = if at_end {
+                        None
+                    } else {
+                        let mut line = String::new();
+                        match std::io::stdin().lock().read_line(&mut line) {
+                            Ok(n) if n > 0 => Some(line),
+                            // The end of input (or an unreadable stdin) is
+                            // a no, now and for every later question.
+                            _ => {
+                                at_end = true;
+                                None
+                            }
+                        }
+                    };
+                    let reply = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+                    if let Some(reply) = reply {
+                        let _ = reply.send(line);
+                    }
+                }
+            })?;
+        Ok(Lines { wants, answer })
+    }
+
+    /// The next line, for this ask.
+    async fn next(&self) -> Option<String> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        // A read still under way for an ask answered elsewhere brings its
+        // line here; otherwise a new read is asked for.
+        let reading = self
+            .answer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .replace(tx)
+            .is_some_and(|old| old.is_closed());
+        if !reading && self.wants.send(()).is_err() {
+            return None;
+        }
+        rx.await.ok().flatten()
+    }
+}
 
 #[async_trait::async_trait]
 impl Approver for CliApprover {
@@ -98,25 +169,18 @@ impl Approver for CliApprover {
                 .write_all(output::visible(&question).as_bytes())
                 .and_then(|_| err.flush());
         }
-        // A thread of its own rather than the runtime's blocking pool,
-        // which the runtime waits for on shutdown: a read abandoned by
-        // an immediate stop must not hold up the exit.
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let reader = std::thread::Builder::new()
-            .name("cairn-approve".into())
-            .spawn(move || {
-                let mut line = String::new();
-                let read = std::io::stdin().lock().read_line(&mut line);
-                let _ = tx.send(read.map(|n| (n, line)));
-            });
-        if reader.is_err() {
-            output::note("\ncairn: cannot read an answer; declined");
-            return Decision::Decline;
+        if self.lines.is_none() {
+            match Lines::start() {
+                Ok(l) => self.lines = Some(l),
+                Err(_) => {
+                    output::note("\ncairn: cannot read an answer; declined");
+                    return Decision::Decline;
+                }
+            }
         }
-        let answer = match rx.await {
-            Ok(Ok((n, line))) if n > 0 => Some(line.trim().to_owned()),
-            // The end of input (or an unreadable stdin) is a no.
-            _ => None,
+        let answer = match &self.lines {
+            Some(lines) => lines.next().await.map(|l| l.trim().to_owned()),
+            None => None,
         };
         // A terminal echoed the answer and its newline; anything else
         // did not, so the log says what was answered.
@@ -127,6 +191,13 @@ impl Approver for CliApprover {
             Some("y" | "yes") => Decision::Run,
             _ => Decision::Decline,
         }
+    }
+
+    fn answered_elsewhere(&mut self, _call: &ToolCall, decision: Decision) {
+        output::note(match decision {
+            Decision::Run => "\ncairn: answered from the viewer: run",
+            Decision::Decline => "\ncairn: answered from the viewer: declined",
+        });
     }
 }
 
@@ -165,7 +236,7 @@ fn resume_id(
         let mut printer = Printer::new(json);
         let agent = launcher
             .open(&id, &request(m), force, stop, &mut printer)?
-            .with_approval(ctx.approve(m.approve)?, Box::new(CliApprover));
+            .with_approval(ctx.approve(m.approve)?, Box::new(CliApprover::default()));
         drive(agent, text, json, handle).await
     })
 }
