@@ -54,12 +54,26 @@ impl ChainHash {
     /// Parses exactly 64 lowercase hex digits; anything else is `None`, so an
     /// upper-case or padded `prev` never compares equal to the computed link.
     pub fn from_hex(s: &str) -> Option<Self> {
-        if s.len() != 64 || !s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        // One pass, no second validation: every record's `prev` is read
+        // through here, so it is on the hot path of every read.
+        let b = s.as_bytes();
+        if b.len() != 64 {
             return None;
         }
         let mut out = [0u8; 32];
-        hex::decode_to_slice(s, &mut out).ok()?;
+        for (o, pair) in out.iter_mut().zip(b.chunks_exact(2)) {
+            *o = (nibble(pair[0])? << 4) | nibble(pair[1])?;
+        }
         Some(ChainHash(out))
+    }
+}
+
+/// The value of one lowercase hex digit.
+fn nibble(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
     }
 }
 
@@ -121,5 +135,12 @@ mod tests {
         assert_eq!(ChainHash::from_hex(&g.to_hex()), Some(g));
         assert_eq!(ChainHash::from_hex(&g.to_hex().to_uppercase()), None);
         assert_eq!(ChainHash::from_hex("ab"), None);
+        for bad in ["g", "G", "A", " ", "-", "é"] {
+            let mut h = g.to_hex();
+            h.replace_range(63..64, bad);
+            assert_eq!(ChainHash::from_hex(&h), None, "{h}");
+        }
+        let all = "0123456789abcdef".repeat(4);
+        assert_eq!(ChainHash::from_hex(&all).map(|h| h.to_hex()), Some(all));
     }
 }

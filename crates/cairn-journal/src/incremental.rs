@@ -49,6 +49,7 @@
 use std::fmt;
 use std::path::Path;
 
+use crate::ahead::{read_line, Ahead, Read};
 use crate::chain::ChainHash;
 use crate::fold::TotalsCheck;
 use crate::reader::{TornTail, VerifyReport};
@@ -376,31 +377,53 @@ impl IncrementalReader {
     /// continue the chain; judges what follows them; returns the bytes
     /// consumed.
     fn walk(&mut self, buf: &[u8], sink: &mut impl FnMut(Record, &[u8])) -> usize {
-        let mut parsed = parse_lines(buf).into_iter();
+        let mut ahead = Ahead::of(buf, self.chain_start(buf));
         let mut pos = 0;
+        let mut i = 0;
         while pos < buf.len() {
             let Some(end) = next_line(buf, pos) else {
                 self.stop = Stop::Torn(self.torn(&buf[pos..]));
                 return pos;
             };
-            let early = parsed.next().flatten();
-            if let Err(fault) = self.line(&buf[pos..end], early, sink) {
+            let line = &buf[pos..end];
+            let read = ahead.take(i).unwrap_or_else(|| read_line(line));
+            if let Err(fault) = self.line(line, read, ahead.link(i), sink) {
                 self.stop = self.judge(fault, &buf[pos..], end - pos);
                 return pos;
             }
             pos = end + 1;
+            i += 1;
         }
         self.stop = Stop::Clean;
         pos
     }
 
-    /// Checks line `walked + 1` and consumes it when it continues the
-    /// chain (rules 3 and 4), recording a deferred or totals problem
-    /// (rules 5 and 6) and yielding its record when there is none before.
+    /// The chain hash the first line of `buf` should state: `h(walked)`,
+    /// or before line 1, `h(0)` as its `meta` gives it (a guess for the read
+    /// ahead; the walk decides for itself).
+    fn chain_start(&self, buf: &[u8]) -> ChainHash {
+        if self.walked > 0 {
+            return self.prev;
+        }
+        let first = next_line(buf, 0).map_or(buf, |end| &buf[..end]);
+        match serde_json::from_slice::<MetaHead>(first) {
+            Ok(MetaHead { fork: Some(f), .. }) => {
+                ChainHash::fork_genesis(&f.parent, f.seq, &f.hash)
+            }
+            _ => self.prev,
+        }
+    }
+
+    /// Checks line `walked + 1`, as `read`, and consumes it when it
+    /// continues the chain (rules 3 and 4), recording a deferred or totals
+    /// problem (rules 5 and 6) and yielding its record when there is none
+    /// before. `link` is the chain hashed ahead: the hash before the line
+    /// and after it.
     fn line(
         &mut self,
         line: &[u8],
-        early: Option<Result<Record, serde_json::Error>>,
+        read: Read<'_>,
+        link: Option<(ChainHash, ChainHash)>,
         sink: &mut impl FnMut(Record, &[u8]),
     ) -> Result<(), Fault> {
         let seq = self.walked + 1;
@@ -410,18 +433,38 @@ impl IncrementalReader {
             offset,
             reason,
         };
-        let header: Header = serde_json::from_slice(line).map_err(Fault::NotRecord)?;
-        if header.seq != seq {
+        // What the header says (`ahead`'s first invariant: a record's own
+        // header, or the header read on its own), and the record.
+        let (v, stated_seq, stated, is_meta, record) = match read {
+            Read::Record(r) => (
+                r.v,
+                r.seq,
+                Some(r.prev),
+                matches!(r.body, RecordBody::Meta(_)),
+                Ok(r),
+            ),
+            Read::NotRecord { header, record } => {
+                let h = header.map_err(Fault::NotRecord)?;
+                let kind = h.kind.into_owned();
+                (
+                    h.v,
+                    h.seq,
+                    ChainHash::from_hex(&h.prev),
+                    kind == "meta",
+                    Err((kind, record)),
+                )
+            }
+        };
+        if stated_seq != seq {
             return Err(Fault::Settled(damaged(format!(
-                "record carries seq {} where {seq} was expected",
-                header.seq
+                "record carries seq {stated_seq} where {seq} was expected"
             ))));
         }
         // Nothing is changed before the line is consumed: it may be judged
         // again, or replaced (`forget_unconsumed`).
         let (prev, fork) = if seq == 1 {
             match serde_json::from_slice::<MetaHead>(line) {
-                Ok(m) if header.kind == "meta" => {
+                Ok(m) if is_meta => {
                     if m.run != self.run {
                         return Err(Fault::Settled(Problem::WrongRun { found: m.run }));
                     }
@@ -439,7 +482,6 @@ impl IncrementalReader {
         } else {
             (self.prev, false)
         };
-        let stated = ChainHash::from_hex(&header.prev);
         if stated != Some(prev) {
             return Err(Fault::Link(stated));
         }
@@ -456,15 +498,12 @@ impl IncrementalReader {
             seq,
             before,
         };
-        if header.v > SCHEMA_VERSION {
+        if v > SCHEMA_VERSION {
             if self.deferred.is_none() {
-                self.deferred = Some(defer(Problem::Newer {
-                    seq,
-                    found: header.v,
-                }));
+                self.deferred = Some(defer(Problem::Newer { seq, found: v }));
             }
         } else if self.deferred.is_none() {
-            match early.unwrap_or_else(|| Record::from_line(line)) {
+            match record {
                 Ok(r) if seq > 1 && matches!(r.body, RecordBody::Meta(_)) => {
                     self.deferred = Some(defer(damaged("a second `meta` record".into())));
                 }
@@ -478,16 +517,18 @@ impl IncrementalReader {
                     }
                     sink(r, line);
                 }
-                Err(e) => {
+                Err((kind, e)) => {
                     self.deferred = Some(defer(damaged(format!(
-                        "the `{}` record does not match its schema: {e}",
-                        header.kind
+                        "the `{kind}` record does not match its schema: {e}"
                     ))));
                 }
             }
         }
         self.before_last = before;
-        self.prev = prev.next(line);
+        self.prev = match link {
+            Some((before, after)) if before == prev => after,
+            _ => prev.next(line),
+        };
         self.walked = seq;
         self.consumed = offset + line.len() as u64 + 1;
         Ok(())
@@ -620,33 +661,6 @@ pub(crate) fn next_line(bytes: &[u8], pos: usize) -> Option<usize> {
         .iter()
         .position(|&b| b == b'\n')
         .map(|i| pos + i)
-}
-
-/// Every complete line of `bytes` parsed as a record, in parallel: the
-/// walk still checks each line in order (seq, chain, schema) and takes a
-/// parsed record only where it would have parsed it itself, so this
-/// changes how fast a journal reads, never what it reads as.
-fn parse_lines(bytes: &[u8]) -> Vec<Option<Result<Record, serde_json::Error>>> {
-    use rayon::prelude::*;
-    // Fewer than 2,048 lines are not worth the threads; no line is shorter
-    // than its header (about 100 bytes), so a short buffer is not counted.
-    if bytes.len() < 128 * 1024 {
-        return Vec::new();
-    }
-    let mut ranges = Vec::new();
-    let mut pos = 0usize;
-    while let Some(end) = next_line(bytes, pos) {
-        ranges.push(pos..end);
-        pos = end + 1;
-    }
-    if ranges.len() < 2048 {
-        return Vec::new();
-    }
-    ranges
-        .into_par_iter()
-        .with_min_len(256)
-        .map(|r| Some(Record::from_line(&bytes[r])))
-        .collect()
 }
 
 /// Whether a complete record header can be parsed from any `{` inside

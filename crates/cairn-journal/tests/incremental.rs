@@ -103,7 +103,9 @@ fn turn_bodies(n: usize) -> Vec<RecordBody> {
 }
 
 /// The journals every case starts from: a root run, a fork of it (its own
-/// genesis, the fork's totals rule), and a longer run with long lines.
+/// genesis, the fork's totals rule), and a longer run with long lines; and
+/// a fork of thousands of lines, for the read-ahead (not in `case`: pushing
+/// it a byte at a time would take minutes).
 fn bases() -> &'static [Base] {
     static BASES: OnceLock<Vec<Base>> = OnceLock::new();
     BASES.get_or_init(|| {
@@ -131,9 +133,14 @@ fn bases() -> &'static [Base] {
         };
         let mut fork_bodies = vec![terminal(TerminalReason::Suspended)];
         fork_bodies.extend(turn_bodies(1));
-        let fork = write(&store, Some(pin), inherited, fork_bodies);
+        let fork = write(&store, Some(pin.clone()), inherited, fork_bodies.clone());
         let long = write(&store, None, Totals::default(), turn_bodies(8));
-        vec![root, fork, long]
+        // Large enough to be read ahead on every core (`big_journal_*`): a
+        // fork, so the guess of its chain's start is tested too.
+        let mut big_bodies = fork_bodies;
+        big_bodies.extend(turn_bodies(600));
+        let big = write(&store, Some(pin), inherited, big_bodies);
+        vec![root, fork, long, big]
     })
 }
 
@@ -397,4 +404,53 @@ proptest! {
             check_against_one_shot(&run, &bytes, &reader, &yielded)?;
         }
     }
+}
+
+/// The big journal's bytes, damaged as `case` damages the others.
+fn big_bytes(damage: &[Damage], rechain_it: bool, cut: Option<u16>) -> (String, Vec<u8>) {
+    let base = &bases()[3];
+    let mut bytes = base.bytes.clone();
+    for d in damage {
+        apply(&mut bytes, d);
+    }
+    if rechain_it {
+        rechain(&mut bytes, &base.run);
+    }
+    if let Some(cut) = cut {
+        bytes.truncate(frac(cut, bytes.len() + 1));
+    }
+    (base.run.clone(), bytes)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, .. ProptestConfig::default() })]
+
+    /// The one-shot reader reads a journal this large ahead — parsed on
+    /// every core, its chain hashed on another — while pushes of 16 KiB
+    /// are read line by line: both must say the same, damage and all.
+    #[test]
+    fn a_big_journal_read_ahead_reads_as_it_reads_line_by_line(
+        damage in prop::collection::vec(damage(), 0..3),
+        rechain_it in any::<bool>(),
+        cut in prop::option::weighted(0.3, any::<u16>()),
+    ) {
+        let (run, bytes) = big_bytes(&damage, rechain_it, cut);
+        let lines = complete_lines(&bytes).len();
+        prop_assume!(bytes.len() >= 128 * 1024 && lines >= 2048);
+        let mut reader = IncrementalReader::new(&run);
+        let mut yielded = Vec::new();
+        for piece in bytes.chunks(16 << 10) {
+            yielded.extend(reader.push(piece));
+        }
+        check_against_one_shot(&run, &bytes, &reader, &yielded)?;
+    }
+}
+
+#[test]
+fn the_big_journal_is_read_ahead_and_verifies() {
+    let (run, bytes) = big_bytes(&[], false, None);
+    assert!(bytes.len() >= 128 * 1024 && complete_lines(&bytes).len() >= 2048);
+    let report = verify_bytes(&bytes, &run);
+    assert!(report.ok(), "{report:?}");
+    assert_eq!(report.records, complete_lines(&bytes).len() as u64);
 }

@@ -7,8 +7,8 @@
 //! damage at its seq, never a figure a listing or resume uses.
 
 use cairn_journal::{
-    fold, read_journal, scan_journal_bytes, verify_bytes, JournalError, Record, RecordBody,
-    RunState, Scan, TotalsMismatch, VerifyReport,
+    check_bytes, fold, read_journal, JournalError, Record, RecordBody, RunState, Scan,
+    TotalsMismatch, VerifyReport,
 };
 use cairn_store::{RunId, Store};
 
@@ -161,11 +161,11 @@ pub fn verify(store: &Store, id: &RunId) -> Result<VerifyReport, SessionError> {
         path: path.clone(),
         source,
     })?;
-    let report = verify_bytes(&bytes, id.as_str());
+    // One pass: the chain and the records it vouches for.
+    let (report, scan) = check_bytes(&bytes, id.as_str());
     if !report.ok() {
         return Ok(report);
     }
-    let scan = scan_journal_bytes(&path, &bytes, id.as_str())?;
     if is_fork(&bytes) {
         // A root run's terminals were checked against its own fold.
         let failed = |seq: u64, problem: String| {

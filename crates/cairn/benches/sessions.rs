@@ -238,4 +238,38 @@ fn main() {
             .collect(),
     );
     println!("resume latency, 100,000-record session ({size:.1} MB): {lat:.0} ms (lock + read + verify + fold, median of 5)");
+    println!("  target: <= 150 ms");
+
+    // Verify against the hash's own speed: `cairn verify ID` and
+    // `sha256sum` of the same file, each a process, each warm in the cache.
+    let journal = store.journal_path(&id);
+    let verify = median(
+        (0..5)
+            .map(|_| {
+                let t = Instant::now();
+                let out = Command::new(bin)
+                    .args(["verify", id.as_str()])
+                    .env("CAIRN_STORE", store.root())
+                    .output()
+                    .unwrap();
+                assert!(out.status.success(), "{out:?}");
+                t.elapsed().as_secs_f64() * 1e3
+            })
+            .collect(),
+    );
+    let sha = median(
+        (0..5)
+            .map(|_| {
+                let t = Instant::now();
+                let out = Command::new("sha256sum").arg(&journal).output().unwrap();
+                assert!(out.status.success());
+                t.elapsed().as_secs_f64() * 1e3
+            })
+            .collect(),
+    );
+    println!(
+        "cairn verify of that journal: {verify:.0} ms; sha256sum of the file: {sha:.0} ms; \
+         speed ratio {:.2}x sha256sum's (median of 5; target >= 0.5x)",
+        sha / verify
+    );
 }
