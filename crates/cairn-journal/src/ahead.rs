@@ -19,7 +19,7 @@ use std::ops::Range;
 
 use crate::chain::ChainHash;
 use crate::incremental::next_line;
-use crate::record::{Header, Record};
+use crate::record::{Header, Record, RecordBody};
 
 /// A line as read: a record, or why it is not one.
 // The large variant is the common one: boxing it would cost an allocation
@@ -71,7 +71,11 @@ impl<'a> Ahead<'a> {
     /// `start`. Fewer than 2,048 lines are not worth the threads; no line
     /// is shorter than its header (about 100 bytes), so a short buffer is
     /// not counted.
-    pub(crate) fn of(buf: &'a [u8], start: ChainHash) -> Ahead<'a> {
+    ///
+    /// `slim`: the records are wanted for checking only (`verify`), so the
+    /// texts a check never reads are dropped where they were parsed, on
+    /// every core ([`slim`]), instead of being held until the walk.
+    pub(crate) fn of(buf: &'a [u8], start: ChainHash, slim: bool) -> Ahead<'a> {
         use rayon::prelude::*;
         if buf.len() < 128 * 1024 {
             return Ahead::default();
@@ -95,7 +99,10 @@ impl<'a> Ahead<'a> {
                 ranges
                     .par_iter()
                     .with_min_len(256)
-                    .map(|r| Some(read_line(&buf[r.clone()])))
+                    .map(|r| match read_line(&buf[r.clone()]) {
+                        Read::Record(rec) if slim => Some(Read::Record(slimmed(rec))),
+                        read => Some(read),
+                    })
                     .collect()
             },
         );
@@ -120,6 +127,26 @@ impl<'a> Ahead<'a> {
         };
         Some((before, after))
     }
+}
+
+/// `record` without what only a reader of the conversation needs (texts,
+/// calls, outputs): what every check of the reader reads — its header, its
+/// kind, a turn's usage and cost, a terminal, a `meta`, a `model_call` — is
+/// left as it was.
+pub(crate) fn slimmed(mut record: Record) -> Record {
+    match &mut record.body {
+        RecordBody::User(u) => u.text = String::new(),
+        RecordBody::Assistant(a) => {
+            a.text = String::new();
+            a.tool_calls = Vec::new();
+            a.thinking = Vec::new();
+            a.reasoning = None;
+            a.items = Vec::new();
+        }
+        RecordBody::ToolResult(t) => t.output = String::new(),
+        _ => {}
+    }
+    record
 }
 
 /// The complete lines of `buf`, without their newlines.

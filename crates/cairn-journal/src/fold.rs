@@ -13,6 +13,8 @@
 //! - the in-flight batch is the last assistant turn's tool calls that have no
 //!   result yet, each marked by whether its `tool_start` was journaled.
 
+use std::borrow::Cow;
+
 use serde::Serialize;
 
 use crate::record::{
@@ -175,6 +177,17 @@ impl RunState {
     /// prefix) takes over the run's identity and keeps the conversation and
     /// totals it inherits.
     pub fn apply(&mut self, record: &Record) {
+        self.fold_in(Cow::Borrowed(record));
+    }
+
+    /// [`RunState::apply`] taking the record: what the conversation keeps
+    /// of it (texts, calls, outputs) is moved, not copied — a resume folds
+    /// records it drops afterwards.
+    pub fn apply_owned(&mut self, record: Record) {
+        self.fold_in(Cow::Owned(record));
+    }
+
+    fn fold_in(&mut self, record: Cow<'_, Record>) {
         self.records = self.records.saturating_add(1);
         self.updated.clone_from(&record.ts);
         // Work after a terminal starts a new stretch (a resume); bookkeeping
@@ -184,6 +197,18 @@ impl RunState {
             self.detail = None;
         }
         count(&mut self.totals, &record.body);
+        if matches!(
+            record.body,
+            RecordBody::User(_) | RecordBody::Assistant(_) | RecordBody::ToolResult(_)
+        ) {
+            let v = record.v;
+            let body = match record {
+                Cow::Owned(r) => r.body,
+                Cow::Borrowed(r) => r.body.clone(),
+            };
+            self.converse(v, body);
+            return;
+        }
         match &record.body {
             RecordBody::Meta(m) => {
                 let inherited = std::mem::take(&mut self.conversation);
@@ -200,10 +225,36 @@ impl RunState {
                 self.last_stop_reason = last_stop_reason;
                 self.last_refusal = last_refusal;
             }
-            RecordBody::User(u) => self.conversation.push(Entry::User {
-                text: u.text.clone(),
-                note: u.is_note(record.v),
-            }),
+            RecordBody::ToolStart(s) => {
+                if let Some(p) = self.pending.iter_mut().find(|p| p.call.id == s.call) {
+                    p.started = true;
+                }
+            }
+            RecordBody::Snapshot(s) => self.last_snapshot = Some(s.clone()),
+            RecordBody::Override(o) => self.fingerprint = Some(o.fingerprint.clone()),
+            RecordBody::Terminal(t) => {
+                self.status = Status::Ended(t.reason);
+                self.detail.clone_from(&t.detail);
+            }
+            RecordBody::User(_)
+            | RecordBody::Assistant(_)
+            | RecordBody::ToolResult(_)
+            | RecordBody::Reconcile(_)
+            | RecordBody::Checkpoint(_)
+            | RecordBody::Versioning(_)
+            | RecordBody::Machine(_)
+            | RecordBody::ModelCall(_) => {}
+        }
+    }
+
+    /// A turn of the conversation (a user message, a model turn, a tool's
+    /// result), its text moved in.
+    fn converse(&mut self, v: u32, body: RecordBody) {
+        match body {
+            RecordBody::User(u) => {
+                let note = u.is_note(v);
+                self.conversation.push(Entry::User { text: u.text, note });
+            }
             RecordBody::Assistant(a) => {
                 self.pending = a
                     .tool_calls
@@ -213,20 +264,15 @@ impl RunState {
                         started: false,
                     })
                     .collect();
+                self.last_stop_reason = a.stop_reason;
+                self.last_refusal = a.refusal;
                 self.conversation.push(Entry::Assistant {
-                    text: a.text.clone(),
-                    tool_calls: a.tool_calls.clone(),
-                    thinking: a.thinking.clone(),
-                    reasoning: a.reasoning.clone(),
-                    items: a.items.clone(),
+                    text: a.text,
+                    tool_calls: a.tool_calls,
+                    thinking: a.thinking,
+                    reasoning: a.reasoning,
+                    items: a.items,
                 });
-                self.last_stop_reason.clone_from(&a.stop_reason);
-                self.last_refusal.clone_from(&a.refusal);
-            }
-            RecordBody::ToolStart(s) => {
-                if let Some(p) = self.pending.iter_mut().find(|p| p.call.id == s.call) {
-                    p.started = true;
-                }
             }
             RecordBody::ToolResult(r) => {
                 let name = match self.pending.iter().position(|p| p.call.id == r.call) {
@@ -234,23 +280,13 @@ impl RunState {
                     None => String::new(),
                 };
                 self.conversation.push(Entry::ToolResult {
-                    call: r.call.clone(),
+                    call: r.call,
                     name,
                     outcome: r.outcome,
-                    output: r.output.clone(),
+                    output: r.output,
                 });
             }
-            RecordBody::Snapshot(s) => self.last_snapshot = Some(s.clone()),
-            RecordBody::Override(o) => self.fingerprint = Some(o.fingerprint.clone()),
-            RecordBody::Terminal(t) => {
-                self.status = Status::Ended(t.reason);
-                self.detail.clone_from(&t.detail);
-            }
-            RecordBody::Reconcile(_)
-            | RecordBody::Checkpoint(_)
-            | RecordBody::Versioning(_)
-            | RecordBody::Machine(_)
-            | RecordBody::ModelCall(_) => {}
+            _ => {}
         }
     }
 }
@@ -311,6 +347,19 @@ impl RunState {
             compare(record.seq, &t.totals, &self.totals)?;
         }
         self.apply(record);
+        Ok(())
+    }
+
+    /// [`RunState::apply_checked`] taking the record
+    /// ([`RunState::apply_owned`]).
+    ///
+    /// # Errors
+    /// As [`RunState::apply_checked`].
+    pub fn apply_checked_owned(&mut self, record: Record) -> Result<(), TotalsMismatch> {
+        if let RecordBody::Terminal(t) = &record.body {
+            compare(record.seq, &t.totals, &self.totals)?;
+        }
+        self.apply_owned(record);
         Ok(())
     }
 }

@@ -247,6 +247,8 @@ pub struct IncrementalReader {
     /// Bytes after the consumed lines, kept to be judged again.
     pending: Vec<u8>,
     stop: Stop,
+    /// Records are wanted for checking only ([`IncrementalReader::checking`]).
+    slim: bool,
 }
 
 impl fmt::Debug for IncrementalReader {
@@ -279,6 +281,18 @@ impl IncrementalReader {
             deferred: None,
             pending: Vec::new(),
             stop: Stop::Clean,
+            slim: false,
+        }
+    }
+
+    /// A reader whose records are wanted for checking only: large buffers
+    /// yield them without their texts, calls and outputs (`ahead::slimmed`),
+    /// which a check never reads. What it reports is what any reader
+    /// reports.
+    pub(crate) fn checking(run: &str) -> IncrementalReader {
+        IncrementalReader {
+            slim: true,
+            ..IncrementalReader::new(run)
         }
     }
 
@@ -377,7 +391,7 @@ impl IncrementalReader {
     /// continue the chain; judges what follows them; returns the bytes
     /// consumed.
     fn walk(&mut self, buf: &[u8], sink: &mut impl FnMut(Record, &[u8])) -> usize {
-        let mut ahead = Ahead::of(buf, self.chain_start(buf));
+        let mut ahead = Ahead::of(buf, self.chain_start(buf), self.slim);
         let mut pos = 0;
         let mut i = 0;
         while pos < buf.len() {

@@ -74,8 +74,8 @@ pub use incremental::IncrementalReader;
 pub use lock::{writer_alive, RunLock, HOLDER_WAIT};
 pub use mirror::{install_mirror, mirror_of, JournalMirror};
 pub use reader::{
-    check_bytes, read_journal, scan_journal_bytes, verify_bytes, verify_journal, Scan, TornTail,
-    VerifyReport,
+    check_bytes, read_journal, scan_journal_bytes, verify_bytes, verify_journal, verify_keeping,
+    Scan, TornTail, VerifyReport,
 };
 pub use record::{
     now_rfc3339, Assistant, Budgets, CheckpointRef, Choice, Cost, CostState, Delivered,

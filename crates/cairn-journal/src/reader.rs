@@ -82,7 +82,7 @@ pub fn read_journal(path: &Path, run: &str) -> Result<Scan, JournalError> {
 /// # Errors
 /// As [`read_journal`], with `path` used only in messages.
 pub fn scan_journal_bytes(path: &Path, bytes: &[u8], run: &str) -> Result<Scan, JournalError> {
-    let (mut records, outcome) = read_all_of(bytes, run, true);
+    let (mut records, outcome) = read_all_of(bytes, run);
     if let Some(p) = outcome.problem {
         // The run the file was read as, named by its directory.
         let expected = path
@@ -112,7 +112,28 @@ pub fn verify_journal(path: &Path, run: &str) -> Result<VerifyReport, JournalErr
 
 /// Verifies journal bytes in memory.
 pub fn verify_bytes(bytes: &[u8], run: &str) -> VerifyReport {
-    report_of(read_all_of(bytes, run, false).1, run)
+    verify_keeping(bytes, run, |_| false).0
+}
+
+/// Verifies journal bytes in memory, keeping the records `keep` picks of
+/// those that verified — for a check after the chain's (the bodies a
+/// `model_call` names). A record kept may lack its texts, calls and
+/// outputs (`ahead::slimmed`): what it says of itself otherwise is whole.
+pub fn verify_keeping(
+    bytes: &[u8],
+    run: &str,
+    keep: impl Fn(&Record) -> bool,
+) -> (VerifyReport, Vec<Record>) {
+    let mut reader = IncrementalReader::checking(run);
+    let mut kept = Vec::new();
+    reader.feed(bytes, &mut |record, _line| {
+        if keep(&record) {
+            kept.push(record);
+        }
+    });
+    let outcome = reader.outcome();
+    kept.retain(|r| r.seq <= outcome.records);
+    (report_of(outcome, run), kept)
 }
 
 /// Verifies journal bytes in memory and keeps what verified, in one pass:
@@ -120,7 +141,7 @@ pub fn verify_bytes(bytes: &[u8], run: &str) -> VerifyReport {
 /// problem with the tail and length they end at (a `verify` that goes on to
 /// check what the records name reads them once).
 pub fn check_bytes(bytes: &[u8], run: &str) -> (VerifyReport, Scan) {
-    let (mut records, outcome) = read_all_of(bytes, run, true);
+    let (mut records, outcome) = read_all_of(bytes, run);
     records.truncate(usize::try_from(outcome.records).unwrap_or(usize::MAX));
     let scan = Scan {
         records,
@@ -131,21 +152,12 @@ pub fn check_bytes(bytes: &[u8], run: &str) -> (VerifyReport, Scan) {
     (report_of(outcome, run), scan)
 }
 
-/// The one reader given `bytes` at once; the records it yields are kept
-/// when `keep`.
-fn read_all_of(bytes: &[u8], run: &str, keep: bool) -> (Vec<Record>, Outcome) {
+/// The one reader given `bytes` at once, keeping every record it yields.
+fn read_all_of(bytes: &[u8], run: &str) -> (Vec<Record>, Outcome) {
     let mut reader = IncrementalReader::new(run);
     // One record a line: room for them all at once, not by doubling.
-    let mut records = if keep {
-        Vec::with_capacity(bytes.iter().filter(|&&b| b == b'\n').count())
-    } else {
-        Vec::new()
-    };
-    reader.feed(bytes, &mut |record, _line| {
-        if keep {
-            records.push(record);
-        }
-    });
+    let mut records = Vec::with_capacity(bytes.iter().filter(|&&b| b == b'\n').count());
+    reader.feed(bytes, &mut |record, _line| records.push(record));
     (records, reader.outcome())
 }
 

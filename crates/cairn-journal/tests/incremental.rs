@@ -453,4 +453,23 @@ fn the_big_journal_is_read_ahead_and_verifies() {
     let report = verify_bytes(&bytes, &run);
     assert!(report.ok(), "{report:?}");
     assert_eq!(report.records, complete_lines(&bytes).len() as u64);
+    // Verifying and keeping some records: those, whole but for their
+    // texts, and the same report.
+    let scan = scan_journal_bytes(Path::new("j"), &bytes, &run).unwrap();
+    let (again, kept) = verify_keeping(&bytes, &run, |r| {
+        matches!(r.body, RecordBody::ToolStart(_) | RecordBody::Terminal(_))
+    });
+    assert_eq!(again, report);
+    let want: Vec<&Record> = scan
+        .records
+        .iter()
+        .filter(|r| matches!(r.body, RecordBody::ToolStart(_) | RecordBody::Terminal(_)))
+        .collect();
+    assert_eq!(kept.iter().collect::<Vec<_>>(), want);
+    // Cut inside the last line: what verifies is kept, nothing after.
+    let cut = &bytes[..bytes.len() - 10];
+    let (torn, kept) = verify_keeping(cut, &run, |_| true);
+    assert!(torn.ok() && torn.torn_tail, "{torn:?}");
+    assert_eq!(kept.len() as u64, torn.records);
+    assert_eq!(kept.last().map(|r| r.seq), Some(torn.records));
 }

@@ -243,6 +243,13 @@ proptest! {
             prop_assert_eq!(r.seq, i as u64 + 1);
         }
         let state = fold(&scan.records).unwrap();
+        // Folding by moving the records in (a resume) is the same fold.
+        let mut owned = scan.records.clone().into_iter();
+        let mut moved = fold(owned.by_ref().take(1).collect::<Vec<_>>().iter()).unwrap();
+        for r in owned {
+            moved.apply_owned(r);
+        }
+        prop_assert_eq!(&moved, &state);
         let (turns, input, output, cost, status) = expected(&model);
         prop_assert_eq!(state.totals.turns, turns);
         prop_assert_eq!(state.totals.input_tokens, input);

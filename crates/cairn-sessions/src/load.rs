@@ -7,8 +7,8 @@
 //! damage at its seq, never a figure a listing or resume uses.
 
 use cairn_journal::{
-    check_bytes, fold, read_journal, JournalError, Record, RecordBody, RunState, Scan,
-    TotalsMismatch, VerifyReport,
+    check_bytes, fold, read_journal, verify_keeping, JournalError, Record, RecordBody, RunState,
+    Scan, TotalsMismatch, VerifyReport,
 };
 use cairn_store::{RunId, Store};
 
@@ -76,6 +76,36 @@ pub fn state_for_resume(
     // Counted over the run's own journal, as listings and `verify` count.
     state.records = scan.records.len() as u64;
     Ok((state, receipt))
+}
+
+/// [`state_for_resume`] taking the scan: a session that is not a fork is
+/// folded by moving its records' texts into the state rather than copying
+/// them (a resume drops the records once folded).
+///
+/// # Errors
+/// As [`state_for_resume`].
+pub fn state_for_resume_owned(
+    store: &Store,
+    id: &RunId,
+    scan: Scan,
+) -> Result<(RunState, Vec<Pin>), SessionError> {
+    if crate::fork::fork_of(&scan.records).is_some() {
+        return state_for_resume(store, id, &scan);
+    }
+    let n = scan.records.len();
+    let mut records = scan.records.into_iter();
+    let first: Vec<Record> = records.by_ref().take(1).collect();
+    let mut state = fold(&first).map_err(|e| JournalError::Fold {
+        path: store.journal_path(id),
+        reason: e.to_string(),
+    })?;
+    for r in records {
+        state
+            .apply_checked_owned(r)
+            .map_err(|m| own_mismatch(store, id, m))?;
+    }
+    state.records = n as u64;
+    Ok((state, Vec::new()))
 }
 
 /// Folds a lineage — the ancestors' pinned prefixes, root first, then the
@@ -161,47 +191,61 @@ pub fn verify(store: &Store, id: &RunId) -> Result<VerifyReport, SessionError> {
         path: path.clone(),
         source,
     })?;
-    // One pass: the chain and the records it vouches for.
+    if !is_fork(&bytes) {
+        // A root run's terminals are checked against its own fold as the
+        // chain is; what is left is the bodies its model calls name, so
+        // only those records are kept (one pass over the journal).
+        let (report, calls) = verify_keeping(&bytes, id.as_str(), |r| {
+            matches!(r.body, RecordBody::ModelCall(_))
+        });
+        if !report.ok() {
+            return Ok(report);
+        }
+        return Ok(with_objects(store, &calls, report));
+    }
+    // A fork: its terminals hold to the fold of its whole lineage, which
+    // needs its records. One pass: the chain and the records it vouches for.
     let (report, scan) = check_bytes(&bytes, id.as_str());
     if !report.ok() {
         return Ok(report);
     }
-    if is_fork(&bytes) {
-        // A root run's terminals were checked against its own fold.
-        let failed = |seq: u64, problem: String| {
-            let kept = usize::try_from(seq.saturating_sub(1)).unwrap_or(usize::MAX);
-            VerifyReport {
-                records: kept as u64,
-                tail: scan.records.get(kept).map_or(report.tail, |r| r.prev),
-                first_bad_seq: Some(seq),
-                torn_tail: report.torn_tail,
-                preallocated_tail: report.preallocated_tail,
-                problem: Some(problem),
-            }
-        };
-        match state_for_resume(store, id, &scan) {
-            Ok(_) => {}
-            Err(SessionError::Journal(JournalError::Damaged {
-                seq,
-                offset,
-                reason,
-                ..
-            })) => return Ok(failed(seq, format!("seq {seq} (byte {offset}): {reason}"))),
-            Err(e @ SessionError::ForkPrefix { .. }) => {
-                return Ok(failed(1, format!("seq 1: {e}")))
-            }
-            Err(e) => return Err(e),
+    let failed = |seq: u64, problem: String| {
+        let kept = usize::try_from(seq.saturating_sub(1)).unwrap_or(usize::MAX);
+        VerifyReport {
+            records: kept as u64,
+            tail: scan.records.get(kept).map_or(report.tail, |r| r.prev),
+            first_bad_seq: Some(seq),
+            torn_tail: report.torn_tail,
+            preallocated_tail: report.preallocated_tail,
+            problem: Some(problem),
         }
+    };
+    match state_for_resume(store, id, &scan) {
+        Ok(_) => {}
+        Err(SessionError::Journal(JournalError::Damaged {
+            seq,
+            offset,
+            reason,
+            ..
+        })) => return Ok(failed(seq, format!("seq {seq} (byte {offset}): {reason}"))),
+        Err(e @ SessionError::ForkPrefix { .. }) => return Ok(failed(1, format!("seq 1: {e}"))),
+        Err(e) => return Err(e),
     }
-    let problems = cairn_calls::check_model_call_objects(store, &scan.records);
-    Ok(if problems.is_empty() {
+    Ok(with_objects(store, &scan.records, report))
+}
+
+/// `report`, with what is wrong with the bodies the `model_call` records
+/// among `records` name.
+fn with_objects(store: &Store, records: &[Record], report: VerifyReport) -> VerifyReport {
+    let problems = cairn_calls::check_model_call_objects(store, records);
+    if problems.is_empty() {
         report
     } else {
         VerifyReport {
             problem: Some(problems.join("; ")),
             ..report
         }
-    })
+    }
 }
 
 fn is_fork(bytes: &[u8]) -> bool {

@@ -78,7 +78,14 @@ impl Session {
     /// # Errors
     /// [`cairn_journal::JournalError::Locked`] and read errors.
     pub fn open(store: &Store, id: &RunId) -> Result<Self, SessionError> {
-        Self::open_with_records(store, id).map(|(session, _)| session)
+        let (writer, scan) = JournalWriter::open(store, id)?;
+        let (state, receipt) = crate::load::state_for_resume_owned(store, id, scan)?;
+        Ok(Session {
+            store: store.clone(),
+            writer,
+            state,
+            receipt,
+        })
     }
 
     /// [`Session::open`], handing back the records it read and verified:

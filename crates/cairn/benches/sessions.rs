@@ -229,10 +229,10 @@ fn main() {
         (0..5)
             .map(|_| {
                 let t = Instant::now();
-                let (w, scan) = JournalWriter::open(&store, &id).unwrap();
-                let (state, _) = cairn_sessions::state_for_resume(&store, &id, &scan).unwrap();
-                assert_eq!(state.records, 100_000);
-                drop(w);
+                // What `cairn resume` does before the model is called.
+                let session = cairn_sessions::Session::open(&store, &id).unwrap();
+                assert_eq!(session.state().records, 100_000);
+                drop(session);
                 t.elapsed().as_secs_f64() * 1e3
             })
             .collect(),
