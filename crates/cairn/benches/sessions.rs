@@ -19,6 +19,11 @@ use std::time::Instant;
 use cairn_journal::*;
 use cairn_store::{RunId, Store};
 
+// The allocator the `cairn` binary uses, so the in-process resume figure is
+// the command's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]

@@ -14,6 +14,13 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// Reading a journal builds hundreds of thousands of small values on every
+/// core at once (`cairn_journal`'s read-ahead); the system allocator's
+/// arenas make that scale poorly on two cores, mimalloc's per-thread heaps
+/// do not.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use crate::cli::{Cli, Command, SessionCommand};
 use crate::exit::Code;
 
