@@ -343,11 +343,7 @@ impl RunState {
     /// [`TotalsMismatch`] naming the first field that differs; the record is
     /// not folded in.
     pub fn apply_checked(&mut self, record: &Record) -> Result<(), TotalsMismatch> {
-        if let RecordBody::Terminal(t) = &record.body {
-            compare(record.seq, &t.totals, &self.totals)?;
-        }
-        self.apply(record);
-        Ok(())
+        self.checked_in(Cow::Borrowed(record))
     }
 
     /// [`RunState::apply_checked`] taking the record
@@ -356,10 +352,14 @@ impl RunState {
     /// # Errors
     /// As [`RunState::apply_checked`].
     pub fn apply_checked_owned(&mut self, record: Record) -> Result<(), TotalsMismatch> {
+        self.checked_in(Cow::Owned(record))
+    }
+
+    fn checked_in(&mut self, record: Cow<'_, Record>) -> Result<(), TotalsMismatch> {
         if let RecordBody::Terminal(t) = &record.body {
             compare(record.seq, &t.totals, &self.totals)?;
         }
-        self.apply_owned(record);
+        self.fold_in(record);
         Ok(())
     }
 }

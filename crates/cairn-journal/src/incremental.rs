@@ -670,11 +670,7 @@ impl IncrementalReader {
 }
 
 pub(crate) fn next_line(bytes: &[u8], pos: usize) -> Option<usize> {
-    bytes
-        .get(pos..)?
-        .iter()
-        .position(|&b| b == b'\n')
-        .map(|i| pos + i)
+    memchr::memchr(b'\n', bytes.get(pos..)?).map(|i| pos + i)
 }
 
 /// Whether a complete record header can be parsed from any `{` inside

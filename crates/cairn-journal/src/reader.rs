@@ -82,23 +82,19 @@ pub fn read_journal(path: &Path, run: &str) -> Result<Scan, JournalError> {
 /// # Errors
 /// As [`read_journal`], with `path` used only in messages.
 pub fn scan_journal_bytes(path: &Path, bytes: &[u8], run: &str) -> Result<Scan, JournalError> {
-    let (mut records, outcome) = read_all_of(bytes, run);
-    if let Some(p) = outcome.problem {
-        // The run the file was read as, named by its directory.
-        let expected = path
-            .parent()
-            .and_then(|p| p.file_name())
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        return Err(p.into_error(path, expected));
+    let (scan, outcome) = scan_of(bytes, run);
+    match outcome.problem {
+        Some(p) => {
+            // The run the file was read as, named by its directory.
+            let expected = path
+                .parent()
+                .and_then(|p| p.file_name())
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            Err(p.into_error(path, expected))
+        }
+        None => Ok(scan),
     }
-    records.truncate(usize::try_from(outcome.records).unwrap_or(usize::MAX));
-    Ok(Scan {
-        records,
-        tail: outcome.tail,
-        valid_len: outcome.valid_len,
-        torn: outcome.torn,
-    })
 }
 
 /// Verifies the journal at `path` and reports instead of failing.
@@ -141,7 +137,18 @@ pub fn verify_keeping(
 /// problem with the tail and length they end at (a `verify` that goes on to
 /// check what the records name reads them once).
 pub fn check_bytes(bytes: &[u8], run: &str) -> (VerifyReport, Scan) {
-    let (mut records, outcome) = read_all_of(bytes, run);
+    let (scan, outcome) = scan_of(bytes, run);
+    (report_of(outcome, run), scan)
+}
+
+/// The one reader given `bytes` at once: the records before the first
+/// problem, with the tail and length they end at, and what it found.
+fn scan_of(bytes: &[u8], run: &str) -> (Scan, Outcome) {
+    let mut reader = IncrementalReader::new(run);
+    // One record a line: room for them all at once, not by doubling.
+    let mut records = Vec::with_capacity(memchr::memchr_iter(b'\n', bytes).count());
+    reader.feed(bytes, &mut |record, _line| records.push(record));
+    let outcome = reader.outcome();
     records.truncate(usize::try_from(outcome.records).unwrap_or(usize::MAX));
     let scan = Scan {
         records,
@@ -149,16 +156,7 @@ pub fn check_bytes(bytes: &[u8], run: &str) -> (VerifyReport, Scan) {
         valid_len: outcome.valid_len,
         torn: outcome.torn,
     };
-    (report_of(outcome, run), scan)
-}
-
-/// The one reader given `bytes` at once, keeping every record it yields.
-fn read_all_of(bytes: &[u8], run: &str) -> (Vec<Record>, Outcome) {
-    let mut reader = IncrementalReader::new(run);
-    // One record a line: room for them all at once, not by doubling.
-    let mut records = Vec::with_capacity(bytes.iter().filter(|&&b| b == b'\n').count());
-    reader.feed(bytes, &mut |record, _line| records.push(record));
-    (records, reader.outcome())
+    (scan, outcome)
 }
 
 /// The report of what a reader found.
