@@ -165,8 +165,14 @@ pub fn pending(store: &Store, run: &RunId) -> Option<Question> {
 }
 
 /// Whether the asking `asked` is still the one posted for session `run`.
+/// Asked again and again while an answer waits to be heard, so only the
+/// token is taken from the file (the call and its preview are skipped).
 pub fn still_asked(store: &Store, run: &RunId, asked: &str) -> bool {
-    read_json::<Question>(&question_path(store, run), MAX_QUESTION_BYTES)
+    #[derive(Deserialize)]
+    struct Token {
+        asked: String,
+    }
+    read_json::<Token>(&question_path(store, run), MAX_QUESTION_BYTES)
         .is_some_and(|q| q.asked == asked)
 }
 
