@@ -25,14 +25,7 @@ fn get(addr: &str, path: &str, extra: &str) -> String {
 #[test]
 fn serve_lists_the_stores_sessions_and_guards_itself() {
     let s = Scratch::new();
-    let script = s.script("one.json", json!([{"text": "hello"}]));
-    let out = s.run(&[
-        "run",
-        "--model",
-        &format!("script:{}", script.display()),
-        "hi",
-    ]);
-    assert!(out.status.success());
+    ran(&s, "one.json", json!([{"text": "hello"}]), "hi");
     let id = s.only_session();
 
     let served = Served::start(&s, &[]);
@@ -99,6 +92,19 @@ fn wait_status(addr: &str, id: &str, want: &str) -> serde_json::Value {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Runs `cairn run TASK` in the terminal with the model script `turns`
+/// (written as `file`), to its end.
+fn ran(s: &Scratch, file: &str, turns: serde_json::Value, task: &str) {
+    let script = s.script(file, turns);
+    let model = format!("script:{}", script.display());
+    let out = s.run(&["run", "--model", &model, task]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -278,14 +284,7 @@ fn runs_started_resumed_suspended_rewound_and_checkpointed_over_http() {
 #[test]
 fn no_response_ever_contains_an_api_key() {
     let s = Scratch::new();
-    let script = s.script("one.json", json!([{"text": "hello"}]));
-    let out = s.run(&[
-        "run",
-        "--model",
-        &format!("script:{}", script.display()),
-        "hi",
-    ]);
-    assert!(out.status.success());
+    ran(&s, "one.json", json!([{"text": "hello"}]), "hi");
     let id = s.only_session();
     let key = "sk-cairn-secret-7f3a9c";
     let served = Served::start(
@@ -369,23 +368,14 @@ fn walk(dir: &std::path::Path) -> Vec<String> {
 #[test]
 fn a_snapshots_files_are_read_over_http_from_the_store_alone() {
     let s = Scratch::new();
-    let script = s.script(
+    ran(
+        &s,
         "w.json",
         json!([
             {"text": "writing", "tool_calls": [common::call("w", "write_file", json!({"path": "src/hello.txt", "content": "hello, world\n"}))]},
             {"text": "done"}
         ]),
-    );
-    let out = s.run(&[
-        "run",
-        "--model",
-        &format!("script:{}", script.display()),
         "write hello",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
     let id = s.only_session();
     let served = Served::start(&s, &[]);
@@ -462,23 +452,14 @@ fn a_snapshots_files_are_read_over_http_from_the_store_alone() {
 #[test]
 fn the_rewind_to_a_message_previews_goes_back_and_is_undone_over_http() {
     let s = Scratch::new();
-    let script = s.script(
+    ran(
+        &s,
         "w.json",
         json!([
             {"text": "writing", "tool_calls": [common::call("w", "write_file", json!({"path": "hello.txt", "content": "hello\n"}))]},
             {"text": "done"}
         ]),
-    );
-    let out = s.run(&[
-        "run",
-        "--model",
-        &format!("script:{}", script.display()),
         "write hello",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
     let id = s.only_session();
     let served = Served::start(&s, &[]);
@@ -592,19 +573,7 @@ fn a_served_run_asks_over_http_and_hears_the_answer() {
     assert_eq!(code, 201, "{started}");
     let id = started["id"].as_str().unwrap().to_string();
     let path = format!("/v1/sessions/{id}/approval");
-    let since = std::time::Instant::now();
-    let question = loop {
-        let (code, q) = request(&addr, "GET", &path, None);
-        assert_eq!(code, 200, "{q}");
-        if !q.is_null() {
-            break q;
-        }
-        assert!(
-            since.elapsed() < Duration::from_secs(20),
-            "no question was asked"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let question = question_about(&addr, &id, "y");
     assert_eq!(question["call"]["name"], "write_file");
     assert!(
         question["preview"].as_str().unwrap().contains("+yes"),
@@ -783,23 +752,14 @@ fn a_search_finds_what_the_sessions_said_and_where() {
         ("a.json", "the FIRST answer", "echo alpha"),
         ("b.json", "the second answer", "echo beta-output"),
     ] {
-        let script = s.script(
+        ran(
+            &s,
             file,
             json!([
                 {"text": text, "tool_calls": [common::shell("c", output)]},
                 {"text": "done"}
             ]),
-        );
-        let out = s.run(&[
-            "run",
-            "--model",
-            &format!("script:{}", script.display()),
             "a task",
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
         );
     }
     let served = Served::start(&s, &[]);
