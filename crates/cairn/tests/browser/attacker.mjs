@@ -10,10 +10,8 @@
 // one JSON line of what it saw; the Rust test then checks through the API
 // that nothing changed (CAIRN_ATTACK_DUMP=1 prints what each page saw). Usage:
 //   node attacker.mjs TARGET_BASE SESSION_ID CHECKPOINT_ID
-import { createRequire } from "node:module";
 import http from "node:http";
-const require = createRequire(process.env.CAIRN_PLAYWRIGHT_DIR + "/");
-const { chromium } = require("playwright-core");
+import { launch } from "./chromium.mjs";
 
 const [target, id, cp] = process.argv.slice(2);
 const port = new URL(target).port;
@@ -98,13 +96,8 @@ const server = http.createServer((req, res) => {
 await new Promise(r => server.listen(0, "127.0.0.1", r));
 const other = server.address().port;
 
-const browser = await chromium.launch({
-  executablePath: "/usr/bin/chromium",
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
-         // A rebinding domain: these names resolve to the server's address.
-         "--host-resolver-rules=MAP evil.example 127.0.0.1, MAP *.evil.example 127.0.0.1"],
-});
+// A rebinding domain: these names resolve to the server's address.
+const browser = await launch(["--host-resolver-rules=MAP evil.example 127.0.0.1, MAP *.evil.example 127.0.0.1"]);
 const seen = {};
 try {
   for (const origin of [`http://127.0.0.1:${other}`, `http://localhost:${other}`]) {

@@ -5,18 +5,12 @@
 // that is not the token; the viewer then lists the sessions, starts a run
 // and follows it live; without the cookie it goes back to the form. Usage:
 //   node login.mjs BASE_URL TOKEN WORKSPACE SLOW_SCRIPT
-import { createRequire } from "node:module";
-const require = createRequire(process.env.CAIRN_PLAYWRIGHT_DIR + "/");
-const { chromium } = require("playwright-core");
+import { launch } from "./chromium.mjs";
 
 const [base, token, workspace, slowScript] = process.argv.slice(2);
 const fail = (msg) => { console.error("login test: " + msg); process.exit(1); };
 
-const browser = await chromium.launch({
-  executablePath: "/usr/bin/chromium",
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"],
-});
+const browser = await launch();
 
 // The session cookie a context holds, checked.
 async function cookieOf(context) {

@@ -5,19 +5,13 @@
 // more. Prints the times it measured (the note quotes them; nothing here
 // asserts a time). Usage:
 //   node scale.mjs BASE_URL BIG_SESSION_ID SESSION_COUNT
-import { createRequire } from "node:module";
-const require = createRequire(process.env.CAIRN_PLAYWRIGHT_DIR + "/");
-const { chromium } = require("playwright-core");
+import { launch } from "./chromium.mjs";
 
 const [base, big, count] = process.argv.slice(2);
 const fail = (msg) => { console.error("scale test: " + msg); process.exit(1); };
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
 
-const browser = await chromium.launch({
-  executablePath: "/usr/bin/chromium",
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"],
-});
+const browser = await launch();
 try {
   const page = await browser.newPage({ viewport: { width: 1280, height: 860 } });
   page.on("pageerror", (e) => fail("page error: " + e.message));

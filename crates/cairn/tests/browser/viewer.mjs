@@ -5,18 +5,12 @@
 // has an address that back, forward and a reload keep; model text is
 // Markdown made safe. Usage:
 //   node viewer.mjs BASE_URL WORKSPACE SLOW_SCRIPT SCREENSHOT MARKDOWN_SESSION ASKING_SCRIPT
-import { createRequire } from "node:module";
-const require = createRequire(process.env.CAIRN_PLAYWRIGHT_DIR + "/");
-const { chromium } = require("playwright-core");
+import { launch, require } from "./chromium.mjs";
 
 const [base, workspace, slowScript, shot, mdId, asksScript] = process.argv.slice(2);
 const fail = (msg) => { console.error("viewer test: " + msg); process.exit(1); };
 
-const browser = await chromium.launch({
-  executablePath: "/usr/bin/chromium",
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"],
-});
+const browser = await launch();
 try {
   const page = await browser.newPage({ viewport: { width: 1280, height: 860 } });
   page.on("pageerror", (e) => fail("page error: " + e.message));
