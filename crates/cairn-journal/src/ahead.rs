@@ -67,15 +67,15 @@ impl Default for Ahead<'_> {
 }
 
 impl<'a> Ahead<'a> {
-    /// Reads the complete lines of `buf` ahead, hashing the chain from
-    /// `start`. Fewer than 2,048 lines are not worth the threads; no line
-    /// is shorter than its header (about 100 bytes), so a short buffer is
-    /// not counted.
+    /// Reads the complete lines of `buf` ahead, hashing the chain from the
+    /// hash `start` gives (asked only when the buffer is read ahead).
+    /// Fewer than 2,048 lines are not worth the threads; no line is shorter
+    /// than its header (about 100 bytes), so a short buffer is not counted.
     ///
     /// `slim`: the records are wanted for checking only (`verify`), so the
     /// texts a check never reads are dropped where they were parsed, on
-    /// every core ([`slim`]), instead of being held until the walk.
-    pub(crate) fn of(buf: &'a [u8], start: ChainHash, slim: bool) -> Ahead<'a> {
+    /// every core ([`slimmed`]), instead of being held until the walk.
+    pub(crate) fn of(buf: &'a [u8], start: impl FnOnce() -> ChainHash, slim: bool) -> Ahead<'a> {
         use rayon::prelude::*;
         if buf.len() < 128 * 1024 {
             return Ahead::default();
@@ -84,6 +84,7 @@ impl<'a> Ahead<'a> {
         if ranges.len() < 2048 {
             return Ahead::default();
         }
+        let start = start();
         let (after, reads) = rayon::join(
             || {
                 let mut h = start;

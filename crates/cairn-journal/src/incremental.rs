@@ -391,7 +391,7 @@ impl IncrementalReader {
     /// continue the chain; judges what follows them; returns the bytes
     /// consumed.
     fn walk(&mut self, buf: &[u8], sink: &mut impl FnMut(Record, &[u8])) -> usize {
-        let mut ahead = Ahead::of(buf, self.chain_start(buf), self.slim);
+        let mut ahead = Ahead::of(buf, || self.chain_start(buf), self.slim);
         let mut pos = 0;
         let mut i = 0;
         while pos < buf.len() {
