@@ -93,8 +93,11 @@
 //!   swapped in later is refused too.
 //!
 //! # Not guaranteed
-//! - Sessions are copied one after another: a failure stops the transfer,
-//!   and the sessions copied before it stay, each complete.
+//! - Into a store directory, sessions are copied one after another; to a
+//!   remote store, several at once, forks after their ancestors
+//!   (`transfer_remote.rs`). A failure stops the transfer, and the sessions
+//!   copied before it (and, to a remote store, those under way beside it)
+//!   stay, each complete.
 //! - A session stopped in step 2 or 3 can leave objects or manifests in the
 //!   destination that nothing there names yet; the next transfer uses them,
 //!   and a prune there removes unnamed objects.
@@ -123,6 +126,8 @@ use crate::SessionError;
 
 #[path = "transfer_files.rs"]
 mod files;
+#[path = "transfer_push.rs"]
+mod push;
 #[path = "transfer_remote.rs"]
 mod remote;
 #[path = "transfer_shared.rs"]
@@ -519,6 +524,13 @@ fn copy_session<D: Destination>(
     // 5. What the destination derives from its journal.
     to.settle(id, &stands)?;
     Ok(out)
+}
+
+/// A mutex's guard, poisoned or not: what the transfers' workers guard (a
+/// first error, finished copies, lists of indexes) is whole after any
+/// panic.
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// `runs` with their ancestors, each ancestor before its forks, each once.

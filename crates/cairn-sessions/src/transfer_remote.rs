@@ -30,6 +30,9 @@
 //!    nothing past the winner's records stored; a lost acknowledgement is
 //!    adopted.
 //!
+//! A push copies its sessions side by side, forks after their ancestors,
+//! under one lease on the pool for the whole push (`transfer_push.rs`).
+//!
 //! # Not guaranteed
 //! - A pull copies the checkpoint manifests the session's `checkpoint`
 //!   records name; a checkpoint whose record was never written (a save
@@ -48,6 +51,7 @@ use cairn_store::{RunId, Store};
 use serde::Deserialize;
 
 use super::files::{checkpoint_manifest, rel, snapshot_manifest};
+use super::push::{copy_side_by_side, PushShared};
 use super::{
     conflict, copy_sessions, diverged, Claimed, Destination, Found, ManifestFile, Plan, Source,
     SourceObjects, Stands, StoreDest, StoreSource, TransferReport,
@@ -100,15 +104,21 @@ pub fn push_remote(
     progress: &dyn Progress,
 ) -> Result<TransferReport, SessionError> {
     let source = StoreSource::new(from);
-    let mut dest = RemoteDest::new(*to, from);
-    copy_sessions(&source, &mut dest, runs, progress)
+    let push = PushShared::new(*to);
+    let to = push.store();
+    copy_side_by_side(
+        &source,
+        || RemoteDest::pushing(to, from, &push),
+        runs,
+        progress,
+    )
 }
 
 /// Takes the shared pool's shared lease, waiting up to a minute for a
 /// prune that holds the exclusive one. Each `pool_share` waits with its
 /// share held for as long as the share is sure to stay live (half a lease
 /// on JetStream); a longer prune is waited out here, with a new share.
-fn share_pool(journals: &dyn RemoteJournals) -> Result<Option<String>, SessionError> {
+pub(super) fn share_pool(journals: &dyn RemoteJournals) -> Result<Option<String>, SessionError> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         match journals.pool_share() {
@@ -126,6 +136,13 @@ fn share_pool(journals: &dyn RemoteJournals) -> Result<Option<String>, SessionEr
 pub(super) struct Lease<'a> {
     journals: &'a dyn RemoteJournals,
     token: Option<String>,
+}
+
+impl<'a> Lease<'a> {
+    /// The lease `token` names (none: nothing to give up).
+    pub(super) fn new(journals: &'a dyn RemoteJournals, token: Option<String>) -> Self {
+        Lease { journals, token }
+    }
 }
 
 impl Drop for Lease<'_> {
@@ -170,6 +187,8 @@ pub(super) struct RemoteDest<'a> {
     /// paths name the manifests in messages.
     from: &'a Store,
     pool: ObjectPool,
+    /// The push this session is part of, holding the pool's lease for all.
+    push: Option<&'a PushShared<'a>>,
 }
 
 impl<'a> RemoteDest<'a> {
@@ -178,6 +197,19 @@ impl<'a> RemoteDest<'a> {
             remote,
             from,
             pool: ObjectPool::at(from),
+            push: None,
+        }
+    }
+
+    /// A session of `push`, which holds the pool's lease for all of them.
+    pub(super) fn pushing(
+        remote: RemoteStore<'a>,
+        from: &'a Store,
+        push: &'a PushShared<'a>,
+    ) -> Self {
+        RemoteDest {
+            push: Some(push),
+            ..RemoteDest::new(remote, from)
         }
     }
 
@@ -254,10 +286,14 @@ impl<'a> Destination for RemoteDest<'a> {
     /// of the shared pool waits until the records that name what was
     /// uploaded are published.
     fn hold(&self) -> Result<Lease<'a>, SessionError> {
-        Ok(Lease {
-            journals: self.remote.journals,
-            token: share_pool(self.remote.journals)?,
-        })
+        if let Some(push) = self.push {
+            push.hold()?;
+            return Ok(Lease::new(self.remote.journals, None));
+        }
+        Ok(Lease::new(
+            self.remote.journals,
+            share_pool(self.remote.journals)?,
+        ))
     }
 
     fn put_objects(

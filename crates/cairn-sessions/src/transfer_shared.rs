@@ -38,19 +38,13 @@ use cairn_store::{durable, RunId, Store};
 use super::files::{checkpoint_manifest, read_beneath, rel, snapshot_manifest};
 use super::remote::{RemoteDest, RemoteSource};
 use super::{
-    copy_sessions, links, named_by, objects_of_records, plan, Destination, ManifestFile, Plan,
-    StoreDest, TransferReport,
+    copy_sessions, links, lock, named_by, objects_of_records, plan, Destination, ManifestFile,
+    Plan, StoreDest, TransferReport,
 };
 use crate::SessionError;
 
 /// How many sessions [`Shared::sync_stale`] brings in at once.
 const SYNC_WORKERS: usize = 8;
-
-/// A mutex's guard, poisoned or not: what it guards here (a first error, a
-/// list of indexes) is whole after any panic.
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// A shared store: journals, objects and manifests elsewhere.
 pub struct Shared {

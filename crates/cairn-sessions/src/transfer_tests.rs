@@ -346,3 +346,114 @@ fn a_manifest_with_other_bytes_is_refused() {
     assert_eq!(r.sessions[0].manifests_copied, 0);
     assert_eq!(r.sessions[0].status, TransferStatus::Copied);
 }
+
+/// Sessions copied side by side (how a push to a remote store copies
+/// them): forks go in waves after their ancestors, every session arrives
+/// whole and in lineage order in the report, and a session that fails is
+/// the error while the others are copied complete.
+#[test]
+fn sessions_copied_side_by_side_keep_forks_after_their_ancestors() {
+    let t = stores();
+    let mut roots = Vec::new();
+    for i in 0..12 {
+        let id = RunId::new();
+        let mut w = JournalWriter::create(&t.a, &id, meta()).unwrap();
+        w.append_batch(&[user(&format!("root {i}")), user("two")])
+            .unwrap();
+        w.trim().unwrap();
+        roots.push(id);
+    }
+    let fork_of = |parent: &RunId| {
+        let (child, w, _) = crate::fork(&t.a, parent, None, None).unwrap();
+        drop(w);
+        append(&t.a, &child, "forked");
+        child
+    };
+    let f1 = fork_of(&roots[0]);
+    let f2 = fork_of(&f1);
+    let f3 = fork_of(&f2);
+    let g1 = fork_of(&roots[7]);
+    // Asked for forks first: their ancestors still come first.
+    let asked: Vec<RunId> = [f3.clone(), g1.clone()]
+        .into_iter()
+        .chain(roots.iter().cloned())
+        .collect();
+    let source = StoreSource::new(&t.a);
+    let order = lineage_order(&source, &asked).unwrap();
+    let waves = push::waves(&source, &order).unwrap();
+    let named = |w: &[usize]| -> BTreeSet<RunId> { w.iter().map(|&i| order[i].clone()).collect() };
+    assert_eq!(waves.len(), 4, "{waves:?}");
+    assert_eq!(named(&waves[0]), roots.iter().cloned().collect());
+    assert_eq!(named(&waves[1]), BTreeSet::from([f1.clone(), g1.clone()]));
+    assert_eq!(named(&waves[2]), BTreeSet::from([f2.clone()]));
+    assert_eq!(named(&waves[3]), BTreeSet::from([f3.clone()]));
+
+    let r = push::copy_side_by_side(
+        &source,
+        || StoreDest::new(&t.b),
+        &asked,
+        &cairn_objects::NoProgress,
+    )
+    .unwrap();
+    let ids: Vec<RunId> = r
+        .sessions
+        .iter()
+        .map(|s| RunId::parse(&s.id).unwrap())
+        .collect();
+    assert_eq!(ids, order);
+    for id in &order {
+        assert!(crate::verify(&t.b, id).unwrap().ok(), "{id}");
+        assert_eq!(
+            std::fs::read(t.a.journal_path(id)).unwrap(),
+            std::fs::read(t.b.journal_path(id)).unwrap()
+        );
+    }
+    // Again: nothing to copy.
+    let again = push::copy_side_by_side(
+        &source,
+        || StoreDest::new(&t.b),
+        &asked,
+        &cairn_objects::NoProgress,
+    )
+    .unwrap();
+    assert!(again
+        .sessions
+        .iter()
+        .all(|s| s.status == TransferStatus::UpToDate));
+
+    // Two damaged sessions among new ones: the first in lineage order is
+    // the error, neither is written, the sessions taken before it are
+    // copied, and no session is left in part.
+    let c = Store::open(t.dir.path().join("c")).unwrap();
+    for bad in [&roots[3], &roots[9]] {
+        let path = t.a.journal_path(bad);
+        let mut bytes = std::fs::read(&path).unwrap();
+        // Record 1's text: record 2's `prev` no longer matches.
+        let at = bytes.windows(4).position(|w| w == b"root").unwrap();
+        bytes[at] = b'R';
+        std::fs::write(&path, &bytes).unwrap();
+    }
+    match push::copy_side_by_side(
+        &source,
+        || StoreDest::new(&c),
+        &roots,
+        &cairn_objects::NoProgress,
+    ) {
+        Err(SessionError::Journal(JournalError::Damaged { path, .. })) => {
+            assert_eq!(path, t.a.journal_path(&roots[3]))
+        }
+        other => panic!("{other:?}"),
+    }
+    for (i, id) in roots.iter().enumerate() {
+        let path = c.journal_path(id);
+        if i == 3 || i == 9 {
+            assert!(!path.exists(), "{id}");
+        } else if i < 3 || path.exists() {
+            assert!(crate::verify(&c, id).unwrap().ok(), "{id}");
+            assert_eq!(
+                std::fs::read(t.a.journal_path(id)).unwrap(),
+                std::fs::read(&path).unwrap()
+            );
+        }
+    }
+}

@@ -12,8 +12,9 @@
 //!     proves that), against a no-op `rsync -a` of the store when rsync is
 //!     installed.
 //!
-//! With a shared store at hand (`nats-server` on PATH and
-//! CAIRN_MOTO_SERVER naming moto's server, as `.ci/run` installs them),
+//! With a shared store at hand (`nats-server` on PATH or in
+//! CAIRN_NATS_SERVER, and CAIRN_MOTO_SERVER naming moto's server, as
+//! `.ci/run` installs them),
 //! also `cairn push --all nats://…` (journals on JetStream, objects and
 //! manifests on S3, both on loopback) and its no-op repeat, against the
 //! push into a directory.
@@ -161,11 +162,8 @@ fn main() {
 
 /// The push into a shared store, when nats-server and moto are here.
 fn shared(bin: &str, src: &Path, ws: &Path, file_push: f64) {
-    let nats = Command::new("nats-server")
-        .arg("--version")
-        .output()
-        .is_ok();
-    if !nats || std::env::var_os("CAIRN_MOTO_SERVER").is_none() {
+    let nats = cairn_testkit::nats::version();
+    if nats.is_empty() || std::env::var_os("CAIRN_MOTO_SERVER").is_none() {
         println!(
             "no nats-server or CAIRN_MOTO_SERVER: the push into a shared store is not measured"
         );
@@ -214,6 +212,6 @@ fn shared(bin: &str, src: &Path, ws: &Path, file_push: f64) {
             })
             .collect(),
     );
-    println!("cairn push --all to nats+s3 (median of {rounds})           {first:>9.0} ms   shared/directory = {:.2}", first / file_push);
+    println!("cairn push --all to nats+s3 (nats-server {nats}, moto; median of {rounds})  {first:>9.0} ms   shared/directory = {:.2}", first / file_push);
     println!("cairn push --all to nats+s3 again, a no-op (median of 5) {noop:>7.0} ms   noop/first = {:.3}", noop / first);
 }
