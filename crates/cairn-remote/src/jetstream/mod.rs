@@ -21,6 +21,10 @@
 //!   with the stored record's ack, so it is adopted, not stored twice;
 //!   after the window, the fence refuses it and the stored record is
 //!   compared byte for byte and adopted when equal.
+//! - Records appended together go as one atomic batch where the server
+//!   (2.12 or later) and the stream allow it (`batch.rs`): fenced as one,
+//!   stored all or none, one round trip. Elsewhere, and whenever a batch's
+//!   outcome is not known, records go one by one as above.
 //! - A record counts as appended only when its acknowledgement arrived:
 //!   JetStream sends it once the record is stored on the stream's
 //!   replicas. A publish whose acknowledgement never comes is retried with
@@ -49,6 +53,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -58,15 +63,17 @@ use futures_util::StreamExt;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
+mod batch;
 mod classify;
 mod lease;
 mod pool;
 mod settings;
 
 use crate::retry::{Backoff, Growth};
+use batch::{batch_len, Batched};
 use classify::{classify, Failure};
 pub use lease::WriterLease;
-use settings::{connect, Location};
+use settings::{connect, Connected, Location};
 
 /// How a [`JetStreamJournals`] connects and waits.
 #[derive(Clone, Debug)]
@@ -119,6 +126,9 @@ pub struct JetStreamJournals {
     held: Mutex<HashMap<String, WriterLease>>,
     /// The object pool's leases held, renewed until given up.
     kept: pool::KeptLeases,
+    /// Whether records appended together go as one atomic batch
+    /// (`batch.rs`); turned off for good when the stream refuses one.
+    batches: AtomicBool,
 }
 
 impl std::fmt::Debug for JetStreamJournals {
@@ -155,7 +165,12 @@ impl JetStreamJournals {
         if let Some(r) = loc.replicas {
             config.replicas = r;
         }
-        let (js, stream, leases) = {
+        let Connected {
+            js,
+            stream,
+            leases,
+            batches,
+        } = {
             let loc = loc.clone();
             let name = name.clone();
             let config = config.clone();
@@ -171,7 +186,14 @@ impl JetStreamJournals {
             ends: Mutex::new(HashMap::new()),
             held: Mutex::new(HashMap::new()),
             kept: Mutex::new(HashMap::new()),
+            batches: AtomicBool::new(batches),
         })
+    }
+
+    /// Whether records appended together go as one atomic batch: the
+    /// server is 2.12 or later and the stream allows it (`batch.rs`).
+    pub fn atomic_batches(&self) -> bool {
+        self.batches.load(Ordering::Relaxed)
     }
 
     fn run<T: Send + 'static>(
@@ -476,6 +498,48 @@ impl JetStreamJournals {
     }
 }
 
+impl JetStreamJournals {
+    /// Appends record `seq` alone: published fenced on `last` with its
+    /// message id, or, when the fence refuses it, adopted when the journal
+    /// holds exactly its bytes there. `last` moves to its stream sequence.
+    fn append_one(
+        &self,
+        run: &str,
+        seq: u64,
+        line: &[u8],
+        last: &mut u64,
+        done: &mut RemoteAppended,
+    ) -> Result<(), RemoteJournalError> {
+        let outcome = if *last == u64::MAX {
+            Published::Fenced
+        } else {
+            self.publish(run, seq, line, *last)?
+        };
+        match outcome {
+            Published::Stored {
+                sequence,
+                duplicate,
+            } => {
+                *last = sequence;
+                if duplicate {
+                    done.adopted += 1;
+                } else {
+                    done.stored += 1;
+                }
+            }
+            Published::Fenced => match self.adopt(run, seq, line)? {
+                Some(s) => {
+                    *last = s;
+                    done.adopted += 1;
+                }
+                None => return Err(self.conflict(run, seq)),
+            },
+        }
+        self.note_end(run, seq, *last);
+        Ok(())
+    }
+}
+
 /// Why a try of a publish did not store the record.
 enum Unpublished {
     /// Worth another try, for this reason.
@@ -562,42 +626,49 @@ impl RemoteJournals for JetStreamJournals {
             }
             Fence::Ahead => u64::MAX,
         };
+        let lines: Vec<&[u8]> = lines.split_inclusive(|&b| b == b'\n').collect();
+        if let Some(k) = lines.iter().position(|l| l.last() != Some(&b'\n')) {
+            return Err(self.failed(
+                &format!("append record {} of session {run}", after + k as u64 + 1),
+                "it is not a whole line",
+            ));
+        }
         let mut seq = after;
-        for line in lines.split_inclusive(|&b| b == b'\n') {
-            seq += 1;
-            if line.last() != Some(&b'\n') {
-                return Err(self.failed(
-                    &format!("append record {seq} of session {run}"),
-                    "it is not a whole line",
-                ));
-            }
-            let outcome = if last == u64::MAX {
-                Published::Fenced
-            } else {
-                self.publish(run, seq, line, last)?
-            };
-            match outcome {
-                Published::Stored {
-                    sequence,
-                    duplicate,
-                } => {
-                    last = sequence;
-                    if duplicate {
-                        done.adopted += 1;
-                    } else {
-                        done.stored += 1;
-                    }
-                    self.note_end(run, seq, last);
-                }
-                Published::Fenced => match self.adopt(run, seq, line)? {
-                    Some(s) => {
-                        last = s;
-                        done.adopted += 1;
+        let mut at = 0;
+        while at < lines.len() {
+            // Several records, the fence known: one atomic batch (`batch.rs`).
+            let mut one_by_one = 1;
+            if lines.len() - at >= 2 && last != u64::MAX && self.batches.load(Ordering::Relaxed) {
+                let n = batch_len(&lines[at..]);
+                match self.publish_batch(run, &lines[at..at + n], last) {
+                    Batched::Stored(end) => {
+                        last = end;
+                        seq += n as u64;
+                        at += n;
+                        done.stored += n as u64;
                         self.note_end(run, seq, last);
+                        continue;
                     }
-                    None => return Err(self.conflict(run, seq)),
-                },
+                    Batched::Unsupported(why) => {
+                        tracing::debug!("{}: records go one by one: {why}", self.name);
+                        self.batches.store(false, Ordering::Relaxed);
+                    }
+                    // Its records one by one: their fence and comparison
+                    // find out what was stored.
+                    Batched::Unsure(why) => {
+                        tracing::debug!(
+                            "{}: a batch of session {run} was not acknowledged: {why}",
+                            self.name
+                        );
+                    }
+                }
+                one_by_one = n;
             }
+            for line in &lines[at..at + one_by_one] {
+                seq += 1;
+                self.append_one(run, seq, line, &mut last, &mut done)?;
+            }
+            at += one_by_one;
         }
         Ok(done)
     }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self, kv, stream};
 use cairn_journal::RemoteJournalError;
 
+use super::batch::batches_from;
 use super::classify::{classify, is_stream_not_found, Failure};
 use super::JetStreamConfig;
 
@@ -96,7 +97,7 @@ pub(super) async fn connect(
     loc: &Location,
     name: &str,
     config: &JetStreamConfig,
-) -> Result<(jetstream::Context, stream::Stream, kv::Store), RemoteJournalError> {
+) -> Result<Connected, RemoteJournalError> {
     let failed =
         |action: &str, e: &(dyn std::error::Error + 'static)| classify(e).into_error(name, action);
     let addrs: Vec<async_nats::ServerAddr> = loc
@@ -118,20 +119,40 @@ pub(super) async fn connect(
             remote: name.to_owned(),
             reason: e.to_string(),
         })?;
+    let batching = batches_from(&client.server_info().version);
     let js = jetstream::new(client);
-    let stream = match js.get_stream(loc.stream()).await {
+    let (stream, atomic) = match js.get_stream(loc.stream()).await {
         Ok(mut s) => {
             let info = s
                 .info()
                 .await
                 .map_err(|e| failed("read the stream's configuration", &e))?;
             check_stream(loc, name, &info.config)?;
-            s
+            let mut atomic = info.config.allow_atomic_publish;
+            if batching && !atomic {
+                // A stream made before, or by a server before 2.12: atomic
+                // batches allowed now (they change nothing else). Without
+                // the permission, records go one by one as before.
+                let mut allowed = info.config.clone();
+                allowed.allow_atomic_publish = true;
+                match js.update_stream(&allowed).await {
+                    Ok(i) => atomic = i.config.allow_atomic_publish,
+                    Err(e) => {
+                        tracing::debug!("the stream {} keeps atomic batches off: {e}", loc.stream())
+                    }
+                }
+            }
+            (s, atomic)
         }
-        Err(e) if is_stream_not_found(&e) => js
-            .create_stream(safe_stream(loc, config.replicas))
-            .await
-            .map_err(|e| failed(&format!("create the stream {}", loc.stream()), &e))?,
+        Err(e) if is_stream_not_found(&e) => {
+            let made = js
+                .create_stream(safe_stream(loc, config.replicas))
+                .await
+                .map_err(|e| failed(&format!("create the stream {}", loc.stream()), &e))?;
+            // As the server reports it: one before 2.12 drops the setting.
+            let atomic = made.cached_info().config.allow_atomic_publish;
+            (made, atomic)
+        }
         Err(e) => {
             return Err(match classify(&e) {
                 Failure::Refused(reason) => RemoteJournalError::Failed {
@@ -167,7 +188,22 @@ pub(super) async fn connect(
                 })?
         }
     };
-    Ok((js, stream, leases))
+    Ok(Connected {
+        js,
+        stream,
+        leases,
+        batches: batching && atomic,
+    })
+}
+
+/// A connection, its stream and its lease bucket.
+pub(super) struct Connected {
+    pub(super) js: jetstream::Context,
+    pub(super) stream: stream::Stream,
+    pub(super) leases: kv::Store,
+    /// Whether records may go in atomic batches: a server of 2.12 or later,
+    /// and a stream configured (as the server reports it) to allow them.
+    pub(super) batches: bool,
 }
 
 /// The settings a stream this creates has.
@@ -191,6 +227,9 @@ fn safe_stream(loc: &Location, replicas: usize) -> stream::Config {
         deny_delete: true,
         deny_purge: true,
         allow_direct: true,
+        // Records appended together go as one atomic batch (`batch.rs`);
+        // a server before 2.12 drops this.
+        allow_atomic_publish: true,
         ..Default::default()
     }
 }
