@@ -159,3 +159,46 @@ fn records_appended_together_whose_acknowledgement_is_lost_are_adopted() {
     assert_eq!(count_lines(&read), 25);
     assert_eq!(read, want);
 }
+
+/// 2,500 records in one append: ten batches where the server takes them,
+/// and read back whole, from the start and from the middle, by batched
+/// direct gets where the server answers them (three requests of up to a
+/// thousand), else through a consumer.
+#[test]
+#[ignore = "needs nats-server: .ci/run installs it"]
+fn a_long_journal_goes_in_batches_and_reads_back_whole() {
+    require();
+    let nats = Nats::single();
+    let remote = open(&nats.url("long"));
+    assert_eq!(
+        remote.direct_reads(),
+        at_least(2, 11),
+        "server {}",
+        version()
+    );
+    let run = "01HLONG000000000000000000000";
+    let all = records(1, 2500, "w");
+    let a = remote.append(run, 0, &all).unwrap();
+    assert_eq!((a.stored, a.adopted), (2500, 0));
+    // Another session's records in between, as a shared stream has them.
+    let other = "01HOTHER00000000000000000000";
+    remote.append(other, 0, &records(1, 3, "o")).unwrap();
+    remote.append(run, 2500, &records(2501, 7, "w")).unwrap();
+    let mut want = all.clone();
+    want.extend(records(2501, 7, "w"));
+
+    let reader = open(&nats.url("long"));
+    assert_eq!(reader.read(run).unwrap().unwrap(), want);
+    let tail = reader.read_after(run, 1200).unwrap().unwrap();
+    let cut: usize = want
+        .split_inclusive(|&b| b == b'\n')
+        .take(1200)
+        .map(<[u8]>::len)
+        .sum();
+    assert_eq!(tail, want[cut..]);
+    assert_eq!(reader.read(other).unwrap().unwrap(), records(1, 3, "o"));
+    assert_eq!(
+        reader.runs().unwrap(),
+        vec![(run.to_string(), 2507), (other.to_string(), 3)]
+    );
+}

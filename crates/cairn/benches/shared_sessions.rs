@@ -1,7 +1,7 @@
 //! `cairn sessions` over a shared store of many sessions (run on demand:
 //! `cargo bench -p cairn --bench shared_sessions`; needs `nats-server` on
-//! PATH and CAIRN_MOTO_SERVER naming moto's server, as `.ci/run` installs
-//! them).
+//! PATH or in CAIRN_NATS_SERVER, and CAIRN_MOTO_SERVER naming moto's
+//! server, as `.ci/run` installs them).
 //!
 //! N sessions (CAIRN_BENCH_SESSIONS, default 10,000), each a meta, two
 //! turns and a suspend (CAIRN_BENCH_UNENDED=1: no suspend), are published
@@ -52,11 +52,8 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let nats = Command::new("nats-server")
-        .arg("--version")
-        .output()
-        .is_ok();
-    if !nats || std::env::var_os("CAIRN_MOTO_SERVER").is_none() {
+    let nats = cairn_testkit::nats::version();
+    if nats.is_empty() || std::env::var_os("CAIRN_MOTO_SERVER").is_none() {
         println!("no nats-server or CAIRN_MOTO_SERVER: nothing measured");
         return;
     }
@@ -167,6 +164,7 @@ fn main() {
         .path();
     let cache = cache.to_str().unwrap().to_owned();
     let local = median((0..5).map(|_| list(&cache)).collect());
+    println!("nats-server {nats}");
     println!("cairn sessions --all, first, from an empty cache     {cold:>9.0} ms");
     println!(
         "cairn sessions --all, the cache current (median of 5) {warm:>8.0} ms   target <= 300 ms"

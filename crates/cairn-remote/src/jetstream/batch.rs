@@ -80,12 +80,22 @@ pub(super) fn batch_len(lines: &[&[u8]]) -> usize {
 /// Whether a server of `version` ("2.15.1", "v2.12.0-beta") takes atomic
 /// batches.
 pub(super) fn batches_from(version: &str) -> bool {
+    at_least(version, FIRST_VERSION)
+}
+
+/// Whether a server of `version` answers batched direct gets (2.11 and
+/// later; `read.rs`).
+pub(super) fn direct_batches_from(version: &str) -> bool {
+    at_least(version, (2, 11))
+}
+
+fn at_least(version: &str, first: (u64, u64)) -> bool {
     let mut parts = version
         .trim_start_matches('v')
         .split(['.', '-'])
         .map(|p| p.parse::<u64>().ok());
     match (parts.next().flatten(), parts.next().flatten()) {
-        (Some(major), Some(minor)) => (major, minor) >= FIRST_VERSION,
+        (Some(major), Some(minor)) => (major, minor) >= first,
         _ => false,
     }
 }
@@ -203,6 +213,7 @@ mod tests {
         ] {
             assert_eq!(batches_from(v), want, "{v}");
         }
+        assert!(direct_batches_from("2.11.0") && !direct_batches_from("2.10.26"));
     }
 
     #[test]

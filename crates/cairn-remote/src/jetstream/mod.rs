@@ -67,6 +67,7 @@ mod batch;
 mod classify;
 mod lease;
 mod pool;
+mod read;
 mod settings;
 
 use crate::retry::{Backoff, Growth};
@@ -129,6 +130,8 @@ pub struct JetStreamJournals {
     /// Whether records appended together go as one atomic batch
     /// (`batch.rs`); turned off for good when the stream refuses one.
     batches: AtomicBool,
+    /// Whether records are read by batched direct gets (`read.rs`).
+    direct_batches: bool,
 }
 
 impl std::fmt::Debug for JetStreamJournals {
@@ -170,6 +173,7 @@ impl JetStreamJournals {
             stream,
             leases,
             batches,
+            direct_batches,
         } = {
             let loc = loc.clone();
             let name = name.clone();
@@ -187,6 +191,7 @@ impl JetStreamJournals {
             held: Mutex::new(HashMap::new()),
             kept: Mutex::new(HashMap::new()),
             batches: AtomicBool::new(batches),
+            direct_batches,
         })
     }
 
@@ -194,6 +199,12 @@ impl JetStreamJournals {
     /// server is 2.12 or later and the stream allows it (`batch.rs`).
     pub fn atomic_batches(&self) -> bool {
         self.batches.load(Ordering::Relaxed)
+    }
+
+    /// Whether records are read by batched direct gets: the server is 2.11
+    /// or later and the stream has `allow_direct` (`read.rs`).
+    pub fn direct_reads(&self) -> bool {
+        self.direct_batches
     }
 
     fn run<T: Send + 'static>(
@@ -257,68 +268,6 @@ impl JetStreamJournals {
             Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => Ok(None),
             Err(e) => Err(classify(&e).into_error(&self.name, "read the last record")),
         }
-    }
-
-    /// Every message of `run`'s subject through stream sequence `last`, in
-    /// order: (stream sequence, payload).
-    fn messages_of(
-        &self,
-        run: &str,
-        from: u64,
-        last: u64,
-    ) -> Result<Vec<(u64, Vec<u8>)>, RemoteJournalError> {
-        self.retrying(|| self.messages_of_once(run, from, last))
-    }
-
-    fn messages_of_once(
-        &self,
-        run: &str,
-        from: u64,
-        last: u64,
-    ) -> Result<Vec<(u64, Vec<u8>)>, RemoteJournalError> {
-        let stream = self.stream.clone();
-        let subject = self.loc.subject(run);
-        let name = self.name.clone();
-        let wait = self.config.ack_timeout * 4;
-        self.run(async move {
-            let action = format!("read {subject}");
-            let fail =
-                |e: &(dyn std::error::Error + 'static)| classify(e).into_error(&name, &action);
-            let consumer = stream
-                .create_consumer(jetstream::consumer::pull::OrderedConfig {
-                    filter_subject: subject.clone(),
-                    deliver_policy: if from <= 1 {
-                        jetstream::consumer::DeliverPolicy::All
-                    } else {
-                        jetstream::consumer::DeliverPolicy::ByStartSequence {
-                            start_sequence: from,
-                        }
-                    },
-                    ..Default::default()
-                })
-                .await
-                .map_err(|e| fail(&e))?;
-            let mut messages = consumer.messages().await.map_err(|e| fail(&e))?;
-            let mut out = Vec::new();
-            loop {
-                let next = tokio::time::timeout(wait, messages.next())
-                    .await
-                    .map_err(|_| {
-                        Failure::Transport("no message arrived in time".into())
-                            .into_error(&name, &action)
-                    })?;
-                let Some(m) = next else { break };
-                let m = m.map_err(|e| fail(&e))?;
-                let info = m.info().map_err(|e| fail(&*e))?;
-                let seq = info.stream_sequence;
-                let pending = info.pending;
-                out.push((seq, m.payload.to_vec()));
-                if seq >= last || pending == 0 {
-                    break;
-                }
-            }
-            Ok(out)
-        })?
     }
 
     /// The stream sequence of record `after` of `run` (0 for none), and

@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self, kv, stream};
 use cairn_journal::RemoteJournalError;
 
-use super::batch::batches_from;
+use super::batch::{batches_from, direct_batches_from};
 use super::classify::{classify, is_stream_not_found, Failure};
 use super::JetStreamConfig;
 
@@ -119,9 +119,10 @@ pub(super) async fn connect(
             remote: name.to_owned(),
             reason: e.to_string(),
         })?;
-    let batching = batches_from(&client.server_info().version);
+    let version = client.server_info().version;
+    let batching = batches_from(&version);
     let js = jetstream::new(client);
-    let (stream, atomic) = match js.get_stream(loc.stream()).await {
+    let (stream, atomic, direct) = match js.get_stream(loc.stream()).await {
         Ok(mut s) => {
             let info = s
                 .info()
@@ -142,7 +143,8 @@ pub(super) async fn connect(
                     }
                 }
             }
-            (s, atomic)
+            let direct = info.config.allow_direct;
+            (s, atomic, direct)
         }
         Err(e) if is_stream_not_found(&e) => {
             let made = js
@@ -150,8 +152,9 @@ pub(super) async fn connect(
                 .await
                 .map_err(|e| failed(&format!("create the stream {}", loc.stream()), &e))?;
             // As the server reports it: one before 2.12 drops the setting.
-            let atomic = made.cached_info().config.allow_atomic_publish;
-            (made, atomic)
+            let config = &made.cached_info().config;
+            let (atomic, direct) = (config.allow_atomic_publish, config.allow_direct);
+            (made, atomic, direct)
         }
         Err(e) => {
             return Err(match classify(&e) {
@@ -193,6 +196,7 @@ pub(super) async fn connect(
         stream,
         leases,
         batches: batching && atomic,
+        direct_batches: direct_batches_from(&version) && direct,
     })
 }
 
@@ -204,6 +208,9 @@ pub(super) struct Connected {
     /// Whether records may go in atomic batches: a server of 2.12 or later,
     /// and a stream configured (as the server reports it) to allow them.
     pub(super) batches: bool,
+    /// Whether records may be read by batched direct gets: a server of
+    /// 2.11 or later, and a stream with `allow_direct`.
+    pub(super) direct_batches: bool,
 }
 
 /// The settings a stream this creates has.
