@@ -102,6 +102,8 @@ pub enum Command {
     Gateway(GatewayArgs),
     /// Serve the store over HTTP: the JSON API, live event streams, the web viewer
     Serve(ServeArgs),
+    /// Serve the store to MCP clients on stdin/stdout: list, read, diff, rewind, checkpoint and fork sessions
+    Mcp(McpArgs),
     /// Copy sessions, with their ancestors and objects, to another store (a directory)
     #[command(override_usage = "cairn push [--json] (ID | --all) REMOTE")]
     Push(PushArgs),
@@ -225,6 +227,9 @@ pub struct PullArgs {
     #[arg(long)]
     pub json: bool,
 }
+
+#[derive(Debug, Args)]
+pub struct McpArgs {}
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {

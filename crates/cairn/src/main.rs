@@ -144,6 +144,7 @@ fn dispatch(ctx: &cmd::Context, command: Command) -> anyhow::Result<u8> {
         Command::Verify(a) => cmd::verify::run(ctx, &a),
         Command::Gateway(a) => cmd::gateway::run(ctx, &a),
         Command::Serve(a) => cmd::serve::run(ctx, a),
+        Command::Mcp(a) => cmd::mcp::run(ctx, &a),
         Command::Push(a) => cmd::transfer::push(ctx, &a),
         Command::Pull(a) => cmd::transfer::pull(ctx, &a),
         Command::Vm(c) => cmd::vm::run(ctx, c),

@@ -479,3 +479,47 @@ fn the_codex_quick_start_runs() {
     assert_eq!(model_calls, 2);
     assert_eq!(s.read("VERBOSE.md"), "--verbose\n");
 }
+
+/// The README's MCP set-up, as written there, with the real Claude Code:
+/// `claude mcp add cairn -- cairn mcp`, then `claude mcp list`, whose
+/// health check starts `cairn mcp`, speaks MCP to it and reports it
+/// connected.
+#[test]
+#[ignore = "needs Claude Code, Codex and aider: .ci/run installs them"]
+fn claude_code_connects_to_cairn_mcp() {
+    let claude = agent_bin("CAIRN_CLAUDE");
+    let s = Scratch::new();
+    let home = s.dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let cairn = assert_cmd::cargo::cargo_bin("cairn");
+    let path = format!(
+        "{}:{}",
+        cairn.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(&claude)
+            .args(args)
+            .env("HOME", &home)
+            .env("PATH", &path)
+            .env("CAIRN_STORE", &s.store)
+            .env_remove("ANTHROPIC_API_KEY")
+            .current_dir(&s.ws)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "claude {args:?}: {text}");
+        text
+    };
+    run(&["mcp", "add", "cairn", "--", "cairn", "mcp"]);
+    let listed = run(&["mcp", "list"]);
+    let line = listed
+        .lines()
+        .find(|l| l.starts_with("cairn:"))
+        .unwrap_or_else(|| panic!("no cairn server listed: {listed}"));
+    assert!(line.contains("Connected"), "{listed}");
+}

@@ -11,6 +11,7 @@ pub mod config;
 pub mod exec;
 pub mod fork;
 pub mod gateway;
+pub mod mcp;
 pub mod progress;
 pub mod rewind;
 pub mod run;

@@ -1,0 +1,222 @@
+//! `cairn mcp` black-box (DESIGN §17): the protocol spoken over the
+//! process's stdin and stdout, line by line, as any MCP client speaks it —
+//! tools listed with their schemas and honest annotations, a session
+//! listed and read, its files rewound and the rewind undone by its bank, a
+//! bad argument answered as a tool error. `mcp_python_sdk.rs` drives the
+//! same server with the official Python SDK.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{ChildStdin, ChildStdout, Stdio};
+
+use common::*;
+use serde_json::{json, Value};
+
+/// A client on the server's pipes.
+struct Client {
+    child: std::process::Child,
+    input: ChildStdin,
+    output: BufReader<ChildStdout>,
+    next: u64,
+}
+
+impl Client {
+    fn start(s: &Scratch) -> Client {
+        let mut child = s
+            .cmd()
+            .arg("mcp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let input = child.stdin.take().unwrap();
+        let output = BufReader::new(child.stdout.take().unwrap());
+        let mut c = Client {
+            child,
+            input,
+            output,
+            next: 1,
+        };
+        let init = c.request(
+            "initialize",
+            json!({
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "cairn-test", "version": "1"}
+            }),
+        );
+        assert_eq!(init["serverInfo"]["name"], "cairn", "{init}");
+        assert!(init["capabilities"]["tools"].is_object(), "{init}");
+        c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        c
+    }
+
+    fn send(&mut self, v: &Value) {
+        writeln!(self.input, "{v}").unwrap();
+        self.input.flush().unwrap();
+    }
+
+    /// Sends a request and returns its result (panics on a protocol error).
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next;
+        self.next += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let mut line = String::new();
+            assert!(
+                self.output.read_line(&mut line).unwrap() > 0,
+                "the server closed stdout"
+            );
+            let v: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("stdout carried a line that is not JSON ({e}): {line}"));
+            if v["id"] == json!(id) {
+                assert!(v.get("error").is_none(), "{method}: {v}");
+                return v["result"].clone();
+            }
+        }
+    }
+
+    /// Calls a tool: (is it an error, its text).
+    fn call(&mut self, tool: &str, args: Value) -> (bool, String) {
+        let r = self.request("tools/call", json!({"name": tool, "arguments": args}));
+        let text = r["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        (r["isError"] == json!(true), text)
+    }
+
+    fn ok(&mut self, tool: &str, args: Value) -> Value {
+        let (error, text) = self.call(tool, args.clone());
+        assert!(!error, "{tool} {args}: {text}");
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{tool}: {e}: {text}"))
+    }
+
+    fn close(mut self) -> std::process::ExitStatus {
+        drop(self.input);
+        exits_within(&mut self.child, 10, "cairn mcp after its stdin closed")
+    }
+}
+
+const READ_ONLY: [&str; 7] = [
+    "list_sessions",
+    "show_session",
+    "transcript",
+    "list_snapshots",
+    "diff",
+    "rewind_points",
+    "list_checkpoints",
+];
+const DESTRUCTIVE: [&str; 2] = ["rewind", "restore_checkpoint"];
+const WRITING: [&str; 3] = ["rewind_preview", "save_checkpoint", "fork"];
+
+/// A session whose first turn wrote a.txt.
+fn session(s: &Scratch) -> String {
+    let script = s.script(
+        "t.json",
+        json!([
+            {"text": "writing", "tool_calls": [call("w", "write_file", json!({"path": "a.txt", "content": "v1\n"}))]},
+            {"text": "done"}
+        ]),
+    );
+    let out = s.run(&[
+        "run",
+        "--model",
+        &format!("script:{}", script.display()),
+        "--json",
+        "write a.txt",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json(&out.stdout)["id"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn tools_are_listed_with_honest_annotations() {
+    let s = Scratch::new();
+    let mut c = Client::start(&s);
+    let tools = c.request("tools/list", json!({}));
+    let tools = tools["tools"].as_array().unwrap();
+    let mut names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    names.sort_unstable();
+    let mut want: Vec<&str> = READ_ONLY
+        .iter()
+        .chain(DESTRUCTIVE.iter())
+        .chain(WRITING.iter())
+        .copied()
+        .collect();
+    want.sort_unstable();
+    assert_eq!(names, want);
+    for t in tools {
+        let name = t["name"].as_str().unwrap();
+        let a = &t["annotations"];
+        assert_eq!(a["openWorldHint"], false, "{name}");
+        assert!(
+            t["description"].as_str().is_some_and(|d| d.len() > 40),
+            "{name}"
+        );
+        assert_eq!(t["inputSchema"]["type"], "object", "{name}");
+        if READ_ONLY.contains(&name) {
+            assert_eq!(a["readOnlyHint"], true, "{name}: {a}");
+        } else {
+            assert_eq!(a["readOnlyHint"], false, "{name}: {a}");
+            let destructive = DESTRUCTIVE.contains(&name);
+            assert_eq!(a["destructiveHint"], destructive, "{name}: {a}");
+        }
+    }
+    assert!(c.close().success());
+}
+
+#[test]
+fn an_agent_lists_reads_rewinds_and_undoes_over_mcp() {
+    let s = Scratch::new();
+    let id = session(&s);
+    assert_eq!(s.read("a.txt"), "v1\n");
+    let mut c = Client::start(&s);
+
+    let listed = c.ok("list_sessions", json!({}));
+    assert_eq!(listed[0]["id"], id.as_str(), "{listed}");
+    assert_eq!(listed[0]["status"], "completed", "{listed}");
+    let page = c.ok("transcript", json!({"id": id, "limit": 3}));
+    assert_eq!(page["records"].as_array().unwrap().len(), 3, "{page}");
+    assert_eq!(page["records"][0]["kind"], "meta", "{page}");
+    assert_eq!(page["next_after"], 3, "{page}");
+    let points = c.ok("rewind_points", json!({"id": id}));
+    assert_eq!(points[0]["name"], "turn:1", "{points}");
+    assert_eq!(points[0]["files"], json!(["a.txt"]), "{points}");
+
+    // The turn's file goes; the bank brings it back.
+    let done = c.ok("rewind", json!({"id": id, "to": "turn:1"}));
+    assert!(!s.ws.join("a.txt").exists(), "{done}");
+    assert_eq!(done["deleted"], json!(["a.txt"]), "{done}");
+    assert_eq!(done["target_label"], "pre:turn:1", "{done}");
+    let bank = done["bank"]["snapshot"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{done}"))
+        .to_owned();
+    let snaps = c.ok("list_snapshots", json!({"id": id}));
+    assert!(snaps.to_string().contains(&bank), "{snaps}");
+    c.ok("rewind", json!({"id": id, "snapshot": bank}));
+    assert_eq!(s.read("a.txt"), "v1\n");
+
+    // Bad input is a tool error the agent reads, and the server goes on.
+    let (error, text) = c.call("show_session", json!({"id": "nope"}));
+    assert!(error && text.contains("no session nope"), "{text}");
+    let (error, text) = c.call("rewind", json!({"id": id}));
+    assert!(error && text.contains("exactly one of"), "{text}");
+    let (error, text) = c.call("rewind", json!({"id": id, "to": "turn:1", "scope": "most"}));
+    assert!(error && text.contains("scope `most`"), "{text}");
+    assert_eq!(s.read("a.txt"), "v1\n");
+    let forked = c.ok("fork", json!({"id": id}));
+    assert_eq!(forked["parent"], id.as_str(), "{forked}");
+    assert_eq!(
+        c.ok("list_sessions", json!({})).as_array().unwrap().len(),
+        2
+    );
+    assert!(c.close().success());
+}
