@@ -113,20 +113,10 @@ fn session(store: &Store, id: &str) -> Result<RunId, String> {
     Ok(run)
 }
 
-/// The workspace versioning of session `id` (its files in the workspace
-/// its journal names).
+/// The workspace versioning of session `id` ([`cairn_sessions::tracker`]).
 fn tracker(store: &Store, id: &RunId) -> Result<cairn_workspace::Workspace, String> {
-    let root = cairn_sessions::load(store, id)
-        .map_err(|e| e.to_string())?
-        .state
-        .workspace;
-    cairn_workspace::Workspace::open(
-        store,
-        id,
-        Path::new(&root),
-        cairn_workspace::CaptureConfig::default(),
-    )
-    .map_err(|e| e.to_string())
+    cairn_sessions::tracker(store, id, cairn_workspace::CaptureConfig::default())
+        .map_err(|e| e.to_string())
 }
 
 fn scope(s: Option<&str>) -> Result<cairn_workspace::RestoreScope, String> {

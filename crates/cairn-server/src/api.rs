@@ -298,22 +298,13 @@ pub async fn fork(
     Ok((StatusCode::CREATED, Json(forked)).into_response())
 }
 
-/// The workspace versioning of a session.
+/// The workspace versioning of a session ([`cairn_sessions::tracker`]).
 pub(crate) fn tracker(
     store: &cairn_store::Store,
     id: &RunId,
 ) -> Result<cairn_workspace::Workspace, ApiError> {
-    let root = cairn_sessions::load(store, id)
-        .map_err(|e| ApiError::session(&e))?
-        .state
-        .workspace;
-    cairn_workspace::Workspace::open(
-        store,
-        id,
-        Path::new(&root),
-        cairn_workspace::CaptureConfig::default(),
-    )
-    .map_err(ApiError::workspace)
+    cairn_sessions::tracker(store, id, cairn_workspace::CaptureConfig::default())
+        .map_err(|e| ApiError::session(&e))
 }
 
 /// `GET /v1/sessions/{id}/checkpoints`: `cairn checkpoint ls ID --json`.

@@ -55,7 +55,7 @@ pub use error::SessionError;
 pub use filter::{ListFilter, STATUSES};
 pub use fork::{check_receipt, fork, lineage, pin_at, Pin, MAX_DEPTH};
 pub use fork_checkpoint::{fork_from_checkpoint, CheckpointFork};
-pub use load::{load, state_for_resume, state_for_resume_owned, verify, Loaded};
+pub use load::{load, state_for_resume, state_for_resume_owned, tracker, verify, Loaded};
 pub use node::{Node, NodeExit, NodeOutcome, NodeReport};
 pub use points::{
     points_in, rewind_points, rewind_to_point, PointRewound, RewindAction, RewindPoint,

@@ -51,6 +51,27 @@ pub fn load(store: &Store, id: &RunId) -> Result<Loaded, SessionError> {
     })
 }
 
+/// The workspace versioning of session `id`, over the workspace its
+/// journal names: what a front end opens to list rewind points, preview,
+/// rewind and checkpoint a session it did not start (`cairn serve`,
+/// `cairn mcp`).
+///
+/// # Errors
+/// As [`load`]; the workspace index cannot be opened.
+pub fn tracker(
+    store: &Store,
+    id: &RunId,
+    capture: cairn_workspace::CaptureConfig,
+) -> Result<cairn_workspace::Workspace, SessionError> {
+    let root = load(store, id)?.state.workspace;
+    Ok(cairn_workspace::Workspace::open(
+        store,
+        id,
+        std::path::Path::new(&root),
+        capture,
+    )?)
+}
+
 /// The state a resume continues from: the fold of the run's records, for a
 /// fork over the verified prefixes of its ancestors; and its receipt.
 ///
