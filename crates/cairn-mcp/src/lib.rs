@@ -449,18 +449,14 @@ impl CairnMcp {
             let mut session =
                 cairn_sessions::Session::open(&store, &id).map_err(|e| e.to_string())?;
             let ws = tracker(&store, &id)?;
-            let r = cairn_sessions::save_checkpoint(
+            // What `cairn checkpoint save --json` prints.
+            cairn_sessions::save_checkpoint(
                 &mut session,
                 Some(&ws),
                 Vec::new(),
                 &cairn_workspace::NoProgress,
             )
-            .map_err(|e| e.to_string())?;
-            Ok(serde_json::json!({
-                "id": r.id.to_string(), "manifest": r.manifest, "run": r.run, "seq": r.seq,
-                "snapshot": r.snapshot.as_ref().map(|s| s.to_string()),
-                "logical_bytes": r.logical_bytes, "stored_bytes": r.stored_bytes,
-            }))
+            .map_err(|e| e.to_string())
         })
         .await
     }

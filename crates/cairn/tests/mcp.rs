@@ -114,26 +114,13 @@ const WRITING: [&str; 3] = ["rewind_preview", "save_checkpoint", "fork"];
 
 /// A session whose first turn wrote a.txt.
 fn session(s: &Scratch) -> String {
-    let script = s.script(
-        "t.json",
+    s.scripted(
         json!([
             {"text": "writing", "tool_calls": [call("w", "write_file", json!({"path": "a.txt", "content": "v1\n"}))]},
             {"text": "done"}
         ]),
-    );
-    let out = s.run(&[
-        "run",
-        "--model",
-        &format!("script:{}", script.display()),
-        "--json",
         "write a.txt",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    json(&out.stdout)["id"].as_str().unwrap().to_owned()
+    )
 }
 
 #[test]
@@ -202,6 +189,36 @@ fn an_agent_lists_reads_rewinds_and_undoes_over_mcp() {
     let snaps = c.ok("list_snapshots", json!({"id": id}));
     assert!(snaps.to_string().contains(&bank), "{snaps}");
     c.ok("rewind", json!({"id": id, "snapshot": bank}));
+    assert_eq!(s.read("a.txt"), "v1\n");
+
+    // The turn's diff, from the snapshots' labels; a preview changes no file.
+    let snaps = c.ok("list_snapshots", json!({"id": id}));
+    let labelled = |label: &str| {
+        snaps
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["label"] == label)
+            .unwrap_or_else(|| panic!("no {label}: {snaps}"))["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (pre, post) = (labelled("pre:turn:1"), labelled("post:turn:1"));
+    let diff = c.ok("diff", json!({"id": id, "from": pre, "to": post}));
+    assert_eq!(diff[0]["path"], "a.txt", "{diff}");
+    assert!(diff[0]["unified"].as_str().unwrap().contains("+v1"), "{diff}");
+    let preview = c.ok("rewind_preview", json!({"id": id, "to": "turn:1"}));
+    assert!(preview.to_string().contains("a.txt"), "{preview}");
+    assert_eq!(s.read("a.txt"), "v1\n");
+
+    // A checkpoint saved, the file changed, the checkpoint restored.
+    let saved = c.ok("save_checkpoint", json!({"id": id}));
+    let cp = saved["id"].as_str().unwrap().to_owned();
+    let listed = c.ok("list_checkpoints", json!({"id": id}));
+    assert!(listed.to_string().contains(&cp), "{listed}");
+    std::fs::write(s.ws.join("a.txt"), "changed\n").unwrap();
+    c.ok("restore_checkpoint", json!({"checkpoint": cp}));
     assert_eq!(s.read("a.txt"), "v1\n");
 
     // Bad input is a tool error the agent reads, and the server goes on.

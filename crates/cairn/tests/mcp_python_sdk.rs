@@ -21,26 +21,13 @@ fn the_python_sdk_lists_reads_rewinds_and_undoes() {
         panic!("set CAIRN_MCP_PYTHON to a python with the MCP SDK (tests/mcp/requirements.txt)")
     });
     let s = Scratch::new();
-    let script = s.script(
-        "t.json",
+    let id = s.scripted(
         json!([
             {"text": "writing", "tool_calls": [call("w", "write_file", json!({"path": "a.txt", "content": "v1\n"}))]},
             {"text": "done"}
         ]),
-    );
-    let out = s.run(&[
-        "run",
-        "--model",
-        &format!("script:{}", script.display()),
-        "--json",
         "write a.txt",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
-    let id = json(&out.stdout)["id"].as_str().unwrap().to_owned();
     let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
     let cairn = assert_cmd::cargo::cargo_bin("cairn");
     let out = std::process::Command::new(python)

@@ -37,6 +37,24 @@ impl Scratch {
         p
     }
 
+    /// Runs `cairn run` on a script of `turns` with `task`; the session's id.
+    pub fn scripted(&self, turns: Value, task: &str) -> String {
+        let script = self.script("scripted.json", turns);
+        let out = self.run(&[
+            "run",
+            "--model",
+            &format!("script:{}", script.display()),
+            "--json",
+            task,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        json(&out.stdout)["id"].as_str().unwrap().to_owned()
+    }
+
     pub fn cmd(&self) -> Command {
         let mut c = Command::new(assert_cmd::cargo::cargo_bin("cairn"));
         c.env("CAIRN_STORE", &self.store)
