@@ -202,3 +202,63 @@ fn a_long_journal_goes_in_batches_and_reads_back_whole() {
         vec![(run.to_string(), 2507), (other.to_string(), 3)]
     );
 }
+
+/// A 3-node cluster, a stream of 3 replicas: records appended five at a
+/// time (an atomic batch each where the server takes them) while one node
+/// is killed: every append is acknowledged or adopted, and the survivors
+/// hold every record once, in order.
+#[test]
+#[ignore = "needs nats-server: .ci/run installs it"]
+fn a_cluster_loses_no_acknowledged_batch_when_a_node_dies() {
+    use std::time::{Duration, Instant};
+    require();
+    let mut nats = Nats::cluster();
+    let url = format!("{}?replicas=3", nats.url("hab"));
+    let config = JetStreamConfig {
+        ack_timeout: Duration::from_secs(10),
+        retries: 10,
+        ..JetStreamConfig::default()
+    };
+    let remote = (0..60)
+        .find_map(|_| {
+            JetStreamJournals::open(&url, config.clone())
+                .map_err(|_| std::thread::sleep(Duration::from_millis(500)))
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("the cluster did not come up:\n{}", nats.logs()));
+    assert_eq!(
+        remote.atomic_batches(),
+        at_least(2, 12),
+        "server {}",
+        version()
+    );
+    let run = "01HCLUSTERBATCH000000000000";
+    let mut acked = 0;
+    for group in 0..16u64 {
+        if group == 6 {
+            nats.nodes[0].kill();
+        }
+        let a = remote
+            .append(run, group * 5, &records(group * 5 + 1, 5, "w"))
+            .unwrap_or_else(|e| panic!("group {group} after a node died: {e}\n{}", nats.logs()));
+        acked += a.stored + a.adopted;
+    }
+    assert_eq!(acked, 80);
+    let survivors = format!(
+        "nats://127.0.0.1:{},127.0.0.1:{}/hab",
+        nats.nodes[1].port, nats.nodes[2].port
+    );
+    // The streams the dead node led elect new leaders first.
+    let until = Instant::now() + Duration::from_secs(60);
+    let read = loop {
+        match JetStreamJournals::open(&survivors, config.clone()).and_then(|r| r.read(run)) {
+            Ok(read) => break read,
+            Err(e) if Instant::now() < until => {
+                eprintln!("reading after the node died: {e}; again");
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            Err(e) => panic!("reading after a node died: {e}\n{}", nats.logs()),
+        }
+    };
+    assert_eq!(read.unwrap(), records(1, 80, "w"));
+}

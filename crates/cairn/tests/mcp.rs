@@ -207,7 +207,10 @@ fn an_agent_lists_reads_rewinds_and_undoes_over_mcp() {
     let (pre, post) = (labelled("pre:turn:1"), labelled("post:turn:1"));
     let diff = c.ok("diff", json!({"id": id, "from": pre, "to": post}));
     assert_eq!(diff[0]["path"], "a.txt", "{diff}");
-    assert!(diff[0]["unified"].as_str().unwrap().contains("+v1"), "{diff}");
+    assert!(
+        diff[0]["unified"].as_str().unwrap().contains("+v1"),
+        "{diff}"
+    );
     let preview = c.ok("rewind_preview", json!({"id": id, "to": "turn:1"}));
     assert!(preview.to_string().contains("a.txt"), "{preview}");
     assert_eq!(s.read("a.txt"), "v1\n");
