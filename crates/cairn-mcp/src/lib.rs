@@ -33,6 +33,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 mod args;
+pub mod http;
 
 pub use args::*;
 
@@ -86,19 +87,27 @@ impl CairnMcp {
         let running = self
             .serve(rmcp::transport::stdio())
             .await
-            .map_err(|e| McpError(e.to_string()))?;
+            .map_err(|e| McpError::Failed(e.to_string()))?;
         running
             .waiting()
             .await
-            .map_err(|e| McpError(e.to_string()))?;
+            .map_err(|e| McpError::Failed(e.to_string()))?;
         Ok(())
     }
 }
 
 /// Why `cairn mcp` could not serve.
 #[derive(Debug, thiserror::Error)]
-#[error("cairn mcp: {0}")]
-pub struct McpError(String);
+pub enum McpError {
+    /// What was asked cannot be served (an empty token, a non-loopback
+    /// address without one, an address that cannot be bound): say so and
+    /// change the command.
+    #[error("cairn mcp: {0}")]
+    Usage(String),
+    /// The transport failed.
+    #[error("cairn mcp: {0}")]
+    Failed(String),
+}
 
 /// An existing session of `store`, from the id a client sent.
 fn session(store: &Store, id: &str) -> Result<RunId, String> {

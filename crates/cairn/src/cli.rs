@@ -229,7 +229,21 @@ pub struct PullArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct McpArgs {}
+pub struct McpArgs {
+    /// Serve MCP over streamable HTTP at http://ADDR/mcp instead of stdin/stdout
+    /// (a non-loopback address needs --token)
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// With --listen: the token every request must carry (`Authorization: Bearer T`
+    /// or `x-cairn-token`); on stdin/stdout there is nothing to check
+    #[arg(
+        long,
+        value_name = "T",
+        env = "CAIRN_MCP_TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+}
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {

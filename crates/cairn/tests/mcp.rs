@@ -26,6 +26,8 @@ impl Client {
         let mut child = s
             .cmd()
             .arg("mcp")
+            // A token for --listen in the environment changes nothing on stdio.
+            .env("CAIRN_MCP_TOKEN", "unused-on-stdio")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -239,4 +241,92 @@ fn an_agent_lists_reads_rewinds_and_undoes_over_mcp() {
         2
     );
     assert!(c.close().success());
+}
+
+/// One HTTP/1.1 request to `addr` with `extra` header lines and `body`:
+/// (status, body).
+fn http(addr: &str, host: &str, extra: &str, body: &str) -> (u16, String) {
+    use std::io::Read;
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        s,
+        "POST /mcp HTTP/1.1\r\nHost: {host}\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out[9..12].parse().unwrap();
+    (status, out)
+}
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+const MCP_TYPES: &str =
+    "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n";
+
+/// `cairn mcp --listen` keeps `cairn serve`'s rule: loopback names only
+/// without a token, no other site's page, JSON only, the token when there
+/// is one; a non-loopback address or an empty token is refused at start.
+#[test]
+fn over_http_mcp_keeps_the_rule_of_cairn_serve() {
+    let s = Scratch::new();
+    let served = Served::start_command(&s, "mcp", &["--listen", "127.0.0.1:0"], &[]);
+    let addr = served.addr.clone();
+    let (status, out) = http(&addr, &addr, MCP_TYPES, INITIALIZE);
+    assert_eq!(status, 200, "{out}");
+    assert!(
+        out.contains("\"serverInfo\"") && out.contains("cairn"),
+        "{out}"
+    );
+    // A page's rebound name, another site, a form's type: refused before MCP.
+    let (status, out) = http(&addr, "rebound.example", MCP_TYPES, INITIALIZE);
+    assert_eq!(status, 403, "{out}");
+    assert!(out.contains("cairn_host"), "{out}");
+    let from_page = format!("{MCP_TYPES}Origin: http://evil.example\r\n");
+    let (status, out) = http(&addr, &addr, &from_page, INITIALIZE);
+    assert_eq!(status, 403, "{out}");
+    assert!(out.contains("cairn_cross_site"), "{out}");
+    let form = "Content-Type: text/plain\r\nAccept: application/json, text/event-stream\r\n";
+    let (status, out) = http(&addr, &addr, form, INITIALIZE);
+    assert_eq!(status, 415, "{out}");
+    assert!(served.stop().success());
+
+    let token = "s3cret-token";
+    let served = Served::start_command(
+        &s,
+        "mcp",
+        &["--listen", "127.0.0.1:0"],
+        &[("CAIRN_MCP_TOKEN", token)],
+    );
+    let addr = served.addr.clone();
+    let (status, out) = http(&addr, &addr, MCP_TYPES, INITIALIZE);
+    assert_eq!(status, 401, "{out}");
+    assert!(out.contains("cairn_token") && !out.contains(token), "{out}");
+    let wrong = format!("{MCP_TYPES}Authorization: Bearer s3cret-tokeN\r\n");
+    assert_eq!(http(&addr, &addr, &wrong, INITIALIZE).0, 401);
+    let bearer = format!("{MCP_TYPES}Authorization: Bearer {token}\r\n");
+    let (status, out) = http(&addr, "any.name.example", &bearer, INITIALIZE);
+    assert_eq!(status, 200, "{out}");
+    drop(served);
+
+    for (args, env, says) in [
+        (&["--listen", "0.0.0.0:0"][..], None, "needs --token"),
+        (
+            &["--listen", "127.0.0.1:0"][..],
+            Some(" "),
+            "token is empty",
+        ),
+    ] {
+        let mut cmd = s.cmd();
+        cmd.arg("mcp").args(args);
+        if let Some(t) = env {
+            cmd.env("CAIRN_MCP_TOKEN", t);
+        }
+        let out = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
 }

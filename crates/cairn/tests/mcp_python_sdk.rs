@@ -78,3 +78,54 @@ fn the_python_sdk_lists_reads_rewinds_and_undoes() {
         "{seen}"
     );
 }
+
+/// The SDK's streamable HTTP client against `cairn mcp --listen` with a
+/// token: it connects with the token, lists the tools and the sessions.
+#[test]
+#[ignore = "needs the MCP Python SDK: .ci/run installs it (CAIRN_MCP_PYTHON)"]
+fn the_python_sdk_speaks_streamable_http_with_the_token() {
+    let python = std::env::var("CAIRN_MCP_PYTHON").unwrap_or_else(|_| {
+        panic!("set CAIRN_MCP_PYTHON to a python with the MCP SDK (tests/mcp/requirements.txt)")
+    });
+    let s = Scratch::new();
+    let out = s.run(&["exec", "--json", "--", "sh", "-c", "echo made > a.txt"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = json(&out.stdout)["id"].as_str().unwrap().to_owned();
+    let token = "the-token-of-this-test";
+    let served = Served::start_command(
+        &s,
+        "mcp",
+        &["--listen", "127.0.0.1:0"],
+        &[("CAIRN_MCP_TOKEN", token)],
+    );
+    let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/http_client.py");
+    let url = format!("{}/mcp", served.base());
+    let out = std::process::Command::new(&python)
+        .arg(&client)
+        .arg(&url)
+        .arg(token)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "http_client.py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen = json(&out.stdout);
+    assert_eq!(seen["server"], "cairn", "{seen}");
+    assert_eq!(seen["tools"].as_array().unwrap().len(), 12, "{seen}");
+    assert_eq!(seen["listed"][0]["id"], id.as_str(), "{seen}");
+    // Without the token the same client is turned away.
+    let out = std::process::Command::new(&python)
+        .arg(&client)
+        .arg(&url)
+        .arg("not-the-token")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "a wrong token was let in");
+    assert!(served.stop().success());
+}

@@ -1,12 +1,17 @@
-//! `cairn mcp` (DESIGN §17): the store served to an MCP client on stdin
-//! and stdout until the client closes them. Stdout carries the protocol
-//! alone; whatever cairn says goes to stderr.
+//! `cairn mcp [--listen ADDR [--token T]]` (DESIGN §17): the store served
+//! to MCP clients, on stdin and stdout until the client closes them, or
+//! over streamable HTTP at `/mcp` until SIGINT or SIGTERM. On stdio,
+//! stdout carries the protocol alone: whatever cairn says goes to stderr.
+
+use cairn_mcp::http::HttpConfig;
+use cairn_mcp::{CairnMcp, McpError};
 
 use crate::cli::McpArgs;
 use crate::cmd::Context;
 use crate::exit::{coded, Code};
+use crate::output;
 
-pub fn run(ctx: &Context, _args: &McpArgs) -> anyhow::Result<Code> {
+pub fn run(ctx: &Context, args: &McpArgs) -> anyhow::Result<Code> {
     if let Some(shared) = &ctx.shared {
         return Err(coded(
             Code::Usage,
@@ -20,6 +25,37 @@ pub fn run(ctx: &Context, _args: &McpArgs) -> anyhow::Result<Code> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    rt.block_on(cairn_mcp::CairnMcp::new(store).serve_stdio())?;
-    Ok(Code::Ok)
+    let usage = |e: McpError| match e {
+        McpError::Usage(_) => coded(Code::Usage, e.to_string()),
+        McpError::Failed(_) => e.into(),
+    };
+    let Some(listen) = args.listen else {
+        rt.block_on(CairnMcp::new(store).serve_stdio())
+            .map_err(usage)?;
+        return Ok(Code::Ok);
+    };
+    rt.block_on(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut int = signal(SignalKind::interrupt())?;
+        let mut term = signal(SignalKind::terminate())?;
+        let stop = async move {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+        };
+        let config = HttpConfig {
+            listen,
+            token: args.token.clone(),
+        };
+        let (addr, server) = cairn_mcp::http::bind(store, config, stop)
+            .await
+            .map_err(usage)?;
+        output::note(format!(
+            "cairn: serving {} to MCP clients at http://{addr}/mcp",
+            ctx.store.root().display()
+        ));
+        server.await.map_err(usage)?;
+        Ok(Code::Ok)
+    })
 }

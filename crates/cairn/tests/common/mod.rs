@@ -267,9 +267,20 @@ impl Served {
     /// `cairn serve ARGS…` (its address as it prints it: `0.0.0.0:PORT`
     /// for a server on every address).
     pub fn start_with(s: &Scratch, args: &[&str], env: &[(&str, &str)]) -> Served {
+        Served::start_command(s, "serve", args, env)
+    }
+
+    /// `cairn COMMAND ARGS…`, a command that prints `http://ADDR/…` on its
+    /// first line of stderr once it listens (`serve`, `mcp --listen`).
+    pub fn start_command(
+        s: &Scratch,
+        command: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Served {
         use std::io::{BufRead, BufReader, Read};
         let mut cmd = s.cmd();
-        cmd.arg("serve").args(args);
+        cmd.arg(command).args(args);
         for (k, v) in env {
             cmd.env(k, v);
         }
