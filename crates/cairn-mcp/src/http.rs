@@ -77,9 +77,15 @@ pub async fn bind(
         .local_addr()
         .map_err(|e| McpError::Failed(e.to_string()))?;
     let cancel = tokio_util::sync::CancellationToken::new();
-    let transport = StreamableHttpServerConfig::default()
+    // Stateless: each request is answered on its own, with plain JSON, and
+    // nothing is kept between requests, so no client can make the server
+    // hold sessions without bound (the tools need no server-sent events).
+    let mut transport = StreamableHttpServerConfig::default()
         .disable_allowed_hosts()
         .with_cancellation_token(cancel.child_token());
+    transport.legacy_session_mode = false;
+    transport.json_response = true;
+    transport.max_request_body_bytes = MAX_BODY;
     let service = StreamableHttpService::new(
         move || Ok(CairnMcp::new(store.clone())),
         Arc::new(LocalSessionManager::default()),

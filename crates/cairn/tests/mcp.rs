@@ -280,6 +280,10 @@ fn over_http_mcp_keeps_the_rule_of_cairn_serve() {
         out.contains("\"serverInfo\"") && out.contains("cairn"),
         "{out}"
     );
+    // Stateless: plain JSON, and no session for the server to keep.
+    let lower = out.to_ascii_lowercase();
+    assert!(lower.contains("content-type: application/json"), "{out}");
+    assert!(!lower.contains("mcp-session-id"), "{out}");
     // A page's rebound name, another site, a form's type: refused before MCP.
     let (status, out) = http(&addr, "rebound.example", MCP_TYPES, INITIALIZE);
     assert_eq!(status, 403, "{out}");
