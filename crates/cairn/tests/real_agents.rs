@@ -523,3 +523,48 @@ fn claude_code_connects_to_cairn_mcp() {
         .unwrap_or_else(|| panic!("no cairn server listed: {listed}"));
     assert!(line.contains("Connected"), "{listed}");
 }
+
+/// The README's Codex set-up (its `config.toml` lines, read from the
+/// README itself) is what the real Codex reads as a stdio MCP server
+/// running `cairn mcp`.
+#[test]
+#[ignore = "needs Claude Code, Codex and aider: .ci/run installs them"]
+fn codex_reads_the_readmes_mcp_config() {
+    let codex = agent_bin("CAIRN_CODEX");
+    let readme = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"),
+    )
+    .unwrap();
+    let start = readme
+        .find("[mcp_servers.cairn]")
+        .expect("the README configures Codex");
+    let config: String = readme[start..]
+        .lines()
+        .take_while(|l| !l.starts_with("```"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let s = Scratch::new();
+    let home = s.dir.path().join("codex-home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join("config.toml"), &config).unwrap();
+    let out = std::process::Command::new(&codex)
+        .args(["mcp", "get", "cairn", "--json"])
+        .env("CODEX_HOME", &home)
+        .env("HOME", s.dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "codex mcp get: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = json(&out.stdout);
+    assert_eq!(got["enabled"], true, "{got}");
+    assert_eq!(got["transport"]["type"], "stdio", "{got}");
+    assert_eq!(got["transport"]["command"], "cairn", "{got}");
+    assert_eq!(
+        got["transport"]["args"],
+        serde_json::json!(["mcp"]),
+        "{got}"
+    );
+}
