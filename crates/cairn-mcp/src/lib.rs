@@ -122,9 +122,11 @@ fn session(store: &Store, id: &str) -> Result<RunId, String> {
     Ok(run)
 }
 
-/// The workspace versioning of session `id` ([`cairn_sessions::tracker`]).
-fn tracker(store: &Store, id: &RunId) -> Result<cairn_workspace::Workspace, String> {
-    cairn_sessions::tracker(store, id, cairn_workspace::CaptureConfig::default())
+/// The workspace versioning of an open session
+/// ([`cairn_sessions::Session::tracker`]).
+fn tracker(session: &cairn_sessions::Session) -> Result<cairn_workspace::Workspace, String> {
+    session
+        .tracker(cairn_workspace::CaptureConfig::default())
         .map_err(|e| e.to_string())
 }
 
@@ -309,9 +311,9 @@ impl CairnMcp {
         let store = self.store.clone();
         answer(move || {
             let id = session(&store, &a.id)?;
-            let ws = tracker(&store, &id)?;
             let points =
-                cairn_sessions::rewind_points(&store, &id, &ws).map_err(|e| e.to_string())?;
+                cairn_sessions::points_of(&store, &id, cairn_workspace::CaptureConfig::default())
+                    .map_err(|e| e.to_string())?;
             Ok(points
                 .into_iter()
                 .map(|p| {
@@ -340,8 +342,8 @@ impl CairnMcp {
         answer(move || {
             let id = session(&store, &a.id)?;
             let (n, scope) = (node(&a.to)?, scope(a.scope.as_deref())?);
-            let ws = tracker(&store, &id)?;
             let mut s = cairn_sessions::Session::open(&store, &id).map_err(|e| e.to_string())?;
+            let ws = tracker(&s)?;
             cairn_sessions::preview(&mut s, &ws, &n, scope, &cairn_workspace::NoProgress)
                 .map_err(|e| e.to_string())
         })
@@ -378,7 +380,7 @@ impl CairnMcp {
             };
             let mut session =
                 cairn_sessions::Session::open(&store, &id).map_err(|e| e.to_string())?;
-            let ws = tracker(&store, &id)?;
+            let ws = tracker(&session)?;
             let progress = &cairn_workspace::NoProgress;
             let fail = |e: cairn_sessions::SessionError| e.to_string();
             Ok(match target {
@@ -457,7 +459,7 @@ impl CairnMcp {
             let id = session(&store, &a.id)?;
             let mut session =
                 cairn_sessions::Session::open(&store, &id).map_err(|e| e.to_string())?;
-            let ws = tracker(&store, &id)?;
+            let ws = tracker(&session)?;
             // What `cairn checkpoint save --json` prints.
             cairn_sessions::save_checkpoint(
                 &mut session,
@@ -493,7 +495,7 @@ impl CairnMcp {
             let run = manifest.run_id().map_err(|e| e.to_string())?;
             let mut session =
                 cairn_sessions::Session::open(&store, &run).map_err(|e| e.to_string())?;
-            let ws = tracker(&store, &run)?;
+            let ws = tracker(&session)?;
             cairn_sessions::restore_checkpoint(&mut session, &cp, &ws, &cairn_workspace::NoProgress)
                 .map_err(|e| e.to_string())
         })

@@ -298,12 +298,12 @@ pub async fn fork(
     Ok((StatusCode::CREATED, Json(forked)).into_response())
 }
 
-/// The workspace versioning of a session ([`cairn_sessions::tracker`]).
+/// The workspace versioning of an open session ([`cairn_sessions::Session::tracker`]).
 pub(crate) fn tracker(
-    store: &cairn_store::Store,
-    id: &RunId,
+    session: &cairn_sessions::Session,
 ) -> Result<cairn_workspace::Workspace, ApiError> {
-    cairn_sessions::tracker(store, id, cairn_workspace::CaptureConfig::default())
+    session
+        .tracker(cairn_workspace::CaptureConfig::default())
         .map_err(|e| ApiError::session(&e))
 }
 
@@ -387,7 +387,7 @@ pub async fn rewind(
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
         let mut session =
             cairn_sessions::Session::open(&store, &id).map_err(|e| ApiError::session(&e))?;
-        let ws = tracker(&store, &id)?;
+        let ws = tracker(&session)?;
         let progress = &cairn_workspace::NoProgress;
         // With `fork`, every check comes before the first change, and a
         // fork that fails after the restore is reported beside its bank
@@ -444,7 +444,7 @@ pub async fn save_checkpoint(
     let out = blocking(move || {
         let mut session =
             cairn_sessions::Session::open(&store, &id).map_err(|e| ApiError::session(&e))?;
-        let ws = tracker(&store, &id)?;
+        let ws = tracker(&session)?;
         let r = cairn_sessions::save_checkpoint(
             &mut session,
             Some(&ws),
@@ -483,7 +483,7 @@ pub async fn restore_checkpoint(
             .map_err(|e| ApiError::failed(e.to_string()))?;
         let mut session =
             cairn_sessions::Session::open(&store, &run).map_err(|e| ApiError::session(&e))?;
-        let ws = tracker(&store, &run)?;
+        let ws = tracker(&session)?;
         let r = cairn_sessions::restore_checkpoint(
             &mut session,
             &cpid,

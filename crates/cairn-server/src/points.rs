@@ -40,9 +40,9 @@ pub async fn list(
     let id = session_id(&state, &id)?;
     let store = state.store.clone();
     let points = blocking(move || {
-        let ws = tracker(&store, &id)?;
         let points =
-            cairn_sessions::rewind_points(&store, &id, &ws).map_err(|e| ApiError::session(&e))?;
+            cairn_sessions::points_of(&store, &id, cairn_workspace::CaptureConfig::default())
+                .map_err(|e| ApiError::session(&e))?;
         Ok(points
             .into_iter()
             .map(|p| Point {
@@ -69,17 +69,25 @@ pub struct PointBody {
     pub action: Option<String>,
 }
 
-/// Opens session `id` for a rewind, with the point whose user record is
-/// `seq`: one read of the journal, under the session's lock.
+/// Opens session `id` for a rewind, with its workspace versioning and the
+/// point whose user record is `seq`: one read of the journal, under the
+/// session's lock.
 fn open_at(
     store: &cairn_store::Store,
     id: &cairn_store::RunId,
-    ws: &cairn_workspace::Workspace,
     seq: u64,
-) -> Result<(cairn_sessions::Session, cairn_sessions::RewindPoint), ApiError> {
+) -> Result<
+    (
+        cairn_sessions::Session,
+        cairn_workspace::Workspace,
+        cairn_sessions::RewindPoint,
+    ),
+    ApiError,
+> {
     let (session, records) =
         cairn_sessions::Session::open_with_records(store, id).map_err(|e| ApiError::session(&e))?;
-    let point = cairn_sessions::points_in(&records, ws)
+    let ws = tracker(&session)?;
+    let point = cairn_sessions::points_in(&records, &ws)
         .map_err(|e| ApiError::session(&e))?
         .into_iter()
         .find(|p| p.seq == seq)
@@ -88,7 +96,7 @@ fn open_at(
                 "record {seq} of session {id} is not a message of yours to go back to (see rewind-points)"
             ))
         })?;
-    Ok((session, point))
+    Ok((session, ws, point))
 }
 
 /// `POST /v1/sessions/{id}/rewind-preview` `{"seq"}`: what going back to
@@ -103,8 +111,7 @@ pub async fn preview(
     let id = session_id(&state, &id)?;
     let store = state.store.clone();
     let preview = blocking(move || {
-        let ws = tracker(&store, &id)?;
-        let (mut session, p) = open_at(&store, &id, &ws, body.seq)?;
+        let (mut session, ws, p) = open_at(&store, &id, body.seq)?;
         let node = p.node().ok_or_else(|| {
             ApiError::bad_request(format!(
                 "no model turn ran after message {} of session {id}, so there are no files to put back",
@@ -157,8 +164,7 @@ pub async fn rewind(
     let id = session_id(&state, &id)?;
     let store = state.store.clone();
     let done = blocking(move || {
-        let ws = tracker(&store, &id)?;
-        let (mut session, p) = open_at(&store, &id, &ws, body.seq)?;
+        let (mut session, ws, p) = open_at(&store, &id, body.seq)?;
         let done = cairn_sessions::rewind_to_point(
             &mut session,
             &ws,

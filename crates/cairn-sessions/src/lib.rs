@@ -58,7 +58,7 @@ pub use fork_checkpoint::{fork_from_checkpoint, CheckpointFork};
 pub use load::{load, state_for_resume, state_for_resume_owned, tracker, verify, Loaded};
 pub use node::{Node, NodeExit, NodeOutcome, NodeReport};
 pub use points::{
-    points_in, rewind_points, rewind_to_point, PointRewound, RewindAction, RewindPoint,
+    points_in, points_of, rewind_points, rewind_to_point, PointRewound, RewindAction, RewindPoint,
 };
 pub use projection::{read_index, read_meta, Binding, Projection, MAX_INDEX_BYTES, MAX_META_BYTES};
 pub use prune::prune;

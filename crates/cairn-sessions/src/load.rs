@@ -51,23 +51,25 @@ pub fn load(store: &Store, id: &RunId) -> Result<Loaded, SessionError> {
     })
 }
 
-/// The workspace versioning of session `id`, over the workspace its
-/// journal names: what a front end opens to list rewind points, preview,
-/// rewind and checkpoint a session it did not start (`cairn serve`,
-/// `cairn mcp`).
+/// The workspace versioning of session `id`, whose files are in `root`
+/// (its state's `workspace`): what a front end opens to list rewind points,
+/// preview, rewind and checkpoint a session it did not start (`cairn
+/// serve`, `cairn mcp`). Reads no journal: the root comes from the caller's
+/// open [`crate::Session`] ([`crate::Session::tracker`]) or its
+/// [`Loaded`] state.
 ///
 /// # Errors
-/// As [`load`]; the workspace index cannot be opened.
+/// The workspace index cannot be opened.
 pub fn tracker(
     store: &Store,
     id: &RunId,
+    root: &str,
     capture: cairn_workspace::CaptureConfig,
 ) -> Result<cairn_workspace::Workspace, SessionError> {
-    let root = load(store, id)?.state.workspace;
     Ok(cairn_workspace::Workspace::open(
         store,
         id,
-        std::path::Path::new(&root),
+        std::path::Path::new(root),
         capture,
     )?)
 }

@@ -110,6 +110,22 @@ pub fn rewind_points(
     points_in(&crate::load(store, id)?.scan.records, ws)
 }
 
+/// The rewind points of session `id` with its workspace versioning
+/// (opened with `capture`), its journal read once.
+///
+/// # Errors
+/// As [`crate::load`] and [`points_in`]; the workspace index cannot be
+/// opened.
+pub fn points_of(
+    store: &Store,
+    id: &RunId,
+    capture: cairn_workspace::CaptureConfig,
+) -> Result<Vec<RewindPoint>, SessionError> {
+    let loaded = crate::load(store, id)?;
+    let ws = crate::tracker(store, id, &loaded.state.workspace, capture)?;
+    points_in(&loaded.scan.records, &ws)
+}
+
 /// The rewind points of a session whose records are `records` (as
 /// [`Session::open_with_records`] hands them back).
 ///

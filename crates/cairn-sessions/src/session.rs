@@ -121,6 +121,18 @@ impl Session {
         &self.state
     }
 
+    /// The workspace versioning of this session, over the workspace its
+    /// state names ([`crate::tracker`]): no second read of the journal.
+    ///
+    /// # Errors
+    /// The workspace index cannot be opened.
+    pub fn tracker(
+        &self,
+        capture: cairn_workspace::CaptureConfig,
+    ) -> Result<cairn_workspace::Workspace, SessionError> {
+        crate::tracker(self.store(), self.id(), &self.state.workspace, capture)
+    }
+
     /// For a fork, the pins of the ancestor prefixes it folds over.
     pub fn receipt(&self) -> &[Pin] {
         &self.receipt
