@@ -113,7 +113,7 @@
 //!
 //! [`ObjectError::NotPlain`]: cairn_objects::ObjectError::NotPlain
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 
 use cairn_journal::{scan_journal_bytes, ChainHash, ForkPin, JournalError, Record, Scan};
@@ -390,6 +390,15 @@ fn stands(links: &[ChainHash], ahead: bool) -> Stands {
     }
 }
 
+impl TransferReport {
+    /// Adds one session's copy, in lineage order, to the totals.
+    fn add(&mut self, s: SessionTransfer) {
+        self.objects_copied += s.objects_copied;
+        self.bytes_copied += s.bytes_copied;
+        self.sessions.push(s);
+    }
+}
+
 /// Copies `runs`, each with its ancestors, from `from` to `to`: the one
 /// algorithm of every transfer.
 fn copy_sessions<D: Destination>(
@@ -398,13 +407,9 @@ fn copy_sessions<D: Destination>(
     runs: &[RunId],
     progress: &dyn Progress,
 ) -> Result<TransferReport, SessionError> {
-    let order = lineage_order(from, runs)?;
     let mut report = TransferReport::default();
-    for id in &order {
-        let s = copy_session(from, to, id, progress)?;
-        report.objects_copied += s.objects_copied;
-        report.bytes_copied += s.bytes_copied;
-        report.sessions.push(s);
+    for (id, _) in lineage_order(from, runs)? {
+        report.add(copy_session(from, to, &id, progress)?);
     }
     Ok(report)
 }
@@ -533,12 +538,15 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// `runs` with their ancestors, each ancestor before its forks, each once.
-fn lineage_order(from: &dyn Source, runs: &[RunId]) -> Result<Vec<RunId>, SessionError> {
+/// `runs` with their ancestors, each ancestor before its forks, each once,
+/// with its fork depth among them (0 for a session whose parent is not
+/// copied: a root, or a fork of one already there).
+fn lineage_order(from: &dyn Source, runs: &[RunId]) -> Result<Vec<(RunId, usize)>, SessionError> {
     let mut order = Vec::new();
-    let mut placed: HashSet<RunId> = HashSet::new();
+    // Each session placed, with its fork depth among those copied.
+    let mut placed: HashMap<RunId, usize> = HashMap::new();
     for id in runs {
-        if placed.contains(id) {
+        if placed.contains_key(id) {
             continue;
         }
         let mut chain: Vec<RunId> = Vec::new();
@@ -546,6 +554,8 @@ fn lineage_order(from: &dyn Source, runs: &[RunId]) -> Result<Vec<RunId>, Sessio
         let mut at = id.clone();
         // The pin that led to `at`, for an ancestor.
         let mut led: Option<ForkPin> = None;
+        // The depth of the chain's oldest session.
+        let mut base = 0;
         loop {
             let fail = |pin: &ForkPin, reason: String| SessionError::ForkPrefix {
                 run: id.to_string(),
@@ -573,7 +583,8 @@ fn lineage_order(from: &dyn Source, runs: &[RunId]) -> Result<Vec<RunId>, Sessio
                 break;
             };
             let parent = RunId::parse(&pin.parent).map_err(|e| fail(&pin, e.to_string()))?;
-            if placed.contains(&parent) {
+            if let Some(&d) = placed.get(&parent) {
+                base = d + 1;
                 break;
             }
             if !seen.insert(parent.clone()) || seen.len() > MAX_DEPTH {
@@ -585,9 +596,10 @@ fn lineage_order(from: &dyn Source, runs: &[RunId]) -> Result<Vec<RunId>, Sessio
             at = parent;
             led = Some(pin);
         }
-        for r in chain.into_iter().rev() {
-            if placed.insert(r.clone()) {
-                order.push(r);
+        for (k, r) in chain.into_iter().rev().enumerate() {
+            if !placed.contains_key(&r) {
+                placed.insert(r.clone(), base + k);
+                order.push((r, base + k));
             }
         }
     }

@@ -59,7 +59,7 @@ pub(super) fn copy_side_by_side<D: Destination>(
     if order.len() < 2 {
         return copy_sessions(from, &mut dest(), runs, progress);
     }
-    let mut waves = waves(from, &order)?;
+    let mut waves = waves(&order);
     // The first session goes alone: it usually uploads what the others
     // share (sessions of one workspace name mostly the same objects), which
     // they then find remembered instead of all asking for it at once.
@@ -82,7 +82,7 @@ pub(super) fn copy_side_by_side<D: Destination>(
                         if lock(&failed).is_some() {
                             break;
                         }
-                        match copy_session(from, &mut to, &order[i], &merged) {
+                        match copy_session(from, &mut to, &order[i].0, &merged) {
                             Ok(s) => lock(&copied).push((i, s)),
                             Err(e) => {
                                 let mut first = lock(&failed);
@@ -106,31 +106,22 @@ pub(super) fn copy_side_by_side<D: Destination>(
     progress.end(Phase::Upload);
     let mut report = TransferReport::default();
     for s in done.into_iter().flatten() {
-        report.objects_copied += s.objects_copied;
-        report.bytes_copied += s.bytes_copied;
-        report.sessions.push(s);
+        report.add(s);
     }
     Ok(report)
 }
 
-/// `order` (lineage order: each ancestor before its forks) as waves of
-/// indexes into it: a session's wave is one past its parent's.
-pub(super) fn waves(from: &dyn Source, order: &[RunId]) -> Result<Vec<Vec<usize>>, SessionError> {
-    let mut depth: HashMap<&str, usize> = HashMap::new();
+/// `order` (lineage order, each session with its fork depth) as waves of
+/// indexes into it: wave `d` holds the sessions of depth `d`.
+pub(super) fn waves(order: &[(RunId, usize)]) -> Vec<Vec<usize>> {
     let mut waves: Vec<Vec<usize>> = Vec::new();
-    for (i, id) in order.iter().enumerate() {
-        let d = match from.fork_pin(id)?.flatten() {
-            // Its parent is earlier in `order`, or not being copied.
-            Some(pin) => depth.get(pin.parent.as_str()).map_or(0, |d| d + 1),
-            None => 0,
-        };
-        depth.insert(id.as_str(), d);
+    for (i, &(_, d)) in order.iter().enumerate() {
         if waves.len() <= d {
             waves.resize_with(d + 1, Vec::new);
         }
         waves[d].push(i);
     }
-    Ok(waves)
+    waves
 }
 
 /// A [`Progress`] that passes on what is done and not the phases' starts

@@ -380,8 +380,9 @@ fn sessions_copied_side_by_side_keep_forks_after_their_ancestors() {
         .collect();
     let source = StoreSource::new(&t.a);
     let order = lineage_order(&source, &asked).unwrap();
-    let waves = push::waves(&source, &order).unwrap();
-    let named = |w: &[usize]| -> BTreeSet<RunId> { w.iter().map(|&i| order[i].clone()).collect() };
+    let waves = push::waves(&order);
+    let named =
+        |w: &[usize]| -> BTreeSet<RunId> { w.iter().map(|&i| order[i].0.clone()).collect() };
     assert_eq!(waves.len(), 4, "{waves:?}");
     assert_eq!(named(&waves[0]), roots.iter().cloned().collect());
     assert_eq!(named(&waves[1]), BTreeSet::from([f1.clone(), g1.clone()]));
@@ -400,8 +401,11 @@ fn sessions_copied_side_by_side_keep_forks_after_their_ancestors() {
         .iter()
         .map(|s| RunId::parse(&s.id).unwrap())
         .collect();
-    assert_eq!(ids, order);
-    for id in &order {
+    assert_eq!(
+        ids,
+        order.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>()
+    );
+    for (id, _) in &order {
         assert!(crate::verify(&t.b, id).unwrap().ok(), "{id}");
         assert_eq!(
             std::fs::read(t.a.journal_path(id)).unwrap(),
