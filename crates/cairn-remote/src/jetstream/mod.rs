@@ -445,9 +445,7 @@ impl JetStreamJournals {
             _ => None,
         })
     }
-}
 
-impl JetStreamJournals {
     /// Appends record `seq` alone: published fenced on `last` with its
     /// message id, or, when the fence refuses it, adopted when the journal
     /// holds exactly its bytes there. `last` moves to its stream sequence.
@@ -486,6 +484,32 @@ impl JetStreamJournals {
         }
         self.note_end(run, seq, *last);
         Ok(())
+    }
+
+    /// After a batch of `lines` (records `before+1..`) whose answer was
+    /// lost: the stream sequence of its last record when the journal now
+    /// ends with exactly those records, read in one request, else `None`
+    /// (the records are then found out one by one). A committed batch is
+    /// stored at consecutive stream sequences, so its records are the
+    /// messages from `end + 1 - n` on.
+    fn adopt_batch(
+        &self,
+        run: &str,
+        before: u64,
+        lines: &[&[u8]],
+    ) -> Result<Option<u64>, RemoteJournalError> {
+        self.forget_end(run);
+        let n = lines.len() as u64;
+        let Some((end, payload)) = self.last_of(run)? else {
+            return Ok(None);
+        };
+        if record_seq(&payload) != Some(before + n) {
+            return Ok(None);
+        }
+        let stored = self.messages_of(run, (end + 1).saturating_sub(n), end)?;
+        let same = stored.len() == lines.len()
+            && stored.iter().zip(lines).all(|((_, got), line)| got == line);
+        Ok(same.then_some(end))
     }
 }
 
@@ -582,40 +606,53 @@ impl RemoteJournals for JetStreamJournals {
                 "it is not a whole line",
             ));
         }
-        let mut seq = after;
         let mut at = 0;
         while at < lines.len() {
+            // The records before this step.
+            let before = after + at as u64;
             // Several records, the fence known: one atomic batch (`batch.rs`).
             let mut one_by_one = 1;
             if lines.len() - at >= 2 && last != u64::MAX && self.batches.load(Ordering::Relaxed) {
                 let n = batch_len(&lines[at..]);
-                match self.publish_batch(run, &lines[at..at + n], last) {
-                    Batched::Stored(end) => {
-                        last = end;
-                        seq += n as u64;
-                        at += n;
-                        done.stored += n as u64;
-                        self.note_end(run, seq, last);
-                        continue;
-                    }
+                let chunk = &lines[at..at + n];
+                let stored = match self.publish_batch(run, chunk, last) {
+                    Batched::Stored(end) => Some((end, false)),
                     Batched::Unsupported(why) => {
                         tracing::debug!("{}: records go one by one: {why}", self.name);
                         self.batches.store(false, Ordering::Relaxed);
+                        None
                     }
-                    // Its records one by one: their fence and comparison
-                    // find out what was stored.
                     Batched::Unsure(why) => {
                         tracing::debug!(
                             "{}: a batch of session {run} was not acknowledged: {why}",
                             self.name
                         );
+                        match self.adopt_batch(run, before, chunk) {
+                            Ok(found) => found.map(|end| (end, true)),
+                            // Found out one by one, as below.
+                            Err(e) => {
+                                tracing::debug!("{}: {e}", self.name);
+                                None
+                            }
+                        }
                     }
+                };
+                if let Some((end, adopted)) = stored {
+                    last = end;
+                    at += n;
+                    match adopted {
+                        true => done.adopted += n as u64,
+                        false => done.stored += n as u64,
+                    }
+                    self.note_end(run, after + at as u64, last);
+                    continue;
                 }
+                // Its records one by one: their fence and comparison find
+                // out what was stored.
                 one_by_one = n;
             }
-            for line in &lines[at..at + one_by_one] {
-                seq += 1;
-                self.append_one(run, seq, line, &mut last, &mut done)?;
+            for (k, line) in lines[at..at + one_by_one].iter().enumerate() {
+                self.append_one(run, before + k as u64 + 1, line, &mut last, &mut done)?;
             }
             at += one_by_one;
         }
