@@ -2,7 +2,8 @@
 //! from the flag or the configuration, the gateway's configuration from
 //! the upstream flags and cairn's environment, and serving until stopped
 //! (twice: at once), saying what it waits for. `cairn gateway`,
-//! `cairn exec --gateway`, `cairn wrap` and `cairn serve` use these.
+//! `cairn exec --gateway`, `cairn wrap`, `cairn serve` and `cairn mcp
+//! --listen` use these.
 
 use std::time::Duration;
 
@@ -78,6 +79,24 @@ pub fn listen_addr(
 /// `mb` MiB in bytes.
 fn mib(mb: u64) -> usize {
     usize::try_from(mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX)
+}
+
+/// Resolves at the first SIGINT or SIGTERM: when `cairn serve` and `cairn
+/// mcp --listen` stop. Installed when called, so no signal takes the
+/// default action (death) while the server runs.
+///
+/// # Errors
+/// The signals cannot be watched.
+pub fn stop_signal() -> std::io::Result<impl std::future::Future<Output = ()> + Send> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+    })
 }
 
 /// Serves until `stop`, then waits for what is in flight at most `grace`

@@ -35,15 +35,7 @@ pub fn run(ctx: &Context, args: &McpArgs) -> anyhow::Result<Code> {
         return Ok(Code::Ok);
     };
     rt.block_on(async {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut int = signal(SignalKind::interrupt())?;
-        let mut term = signal(SignalKind::terminate())?;
-        let stop = async move {
-            tokio::select! {
-                _ = int.recv() => {}
-                _ = term.recv() => {}
-            }
-        };
+        let stop = crate::serving::stop_signal()?;
         let config = HttpConfig {
             listen,
             token: args.token.clone(),

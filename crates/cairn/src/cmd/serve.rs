@@ -64,13 +64,10 @@ pub fn run(ctx: &Context, args: ServeArgs) -> anyhow::Result<Code> {
                 "cairn: every request needs the token; a browser logs in at / (or opens /?token=TOKEN once)",
             );
         }
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut int = signal(SignalKind::interrupt())?;
-        let mut term = signal(SignalKind::terminate())?;
+        let stop = crate::serving::stop_signal()?;
         tokio::select! {
             r = server => r?,
-            _ = int.recv() => {}
-            _ = term.recv() => {}
+            () = stop => {}
         }
         Ok(Code::Ok)
     })
