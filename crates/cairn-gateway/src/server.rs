@@ -157,18 +157,16 @@ impl Gateway {
         filing: Filing,
         pricing: Arc<dyn Pricing>,
     ) -> Result<Gateway, GatewayError> {
-        if config.token.as_deref().is_some_and(|t| t.trim().is_empty()) {
-            return Err(GatewayError::Config {
-                reason: "--token is empty (or CAIRN_GATEWAY_TOKEN is set to nothing): it would admit anyone who sends an empty one; give a token that is hard to guess, e.g. --token \"$(openssl rand -hex 16)\"".into(),
-            });
-        }
-        if !config.listen.ip().is_loopback() && config.token.is_none() {
-            return Err(GatewayError::Config {
-                reason: format!(
+        use cairn_store::access;
+        if let Err(refused) = access::may_listen(config.listen, config.token.as_deref()) {
+            let reason = match refused {
+                access::ListenRefused::EmptyToken => "--token is empty (or CAIRN_GATEWAY_TOKEN is set to nothing): it would admit anyone who sends an empty one; give a token that is hard to guess, e.g. --token \"$(openssl rand -hex 16)\"".into(),
+                access::ListenRefused::NeedsToken => format!(
                     "--listen {} is not a loopback address: anyone who can reach it could spend your keys; give --token TOKEN (clients then send it as `x-cairn-token`), or listen on 127.0.0.1",
                     config.listen
                 ),
-            });
+            };
+            return Err(GatewayError::Config { reason });
         }
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await

@@ -58,18 +58,15 @@ pub async fn bind(
     ),
     McpError,
 > {
-    if config.token.as_deref().is_some_and(|t| t.trim().is_empty()) {
-        return Err(McpError::Usage(
-            "the token is empty: give a secret to --token, or leave it out to serve loopback only"
-                .into(),
-        ));
-    }
-    if !config.listen.ip().is_loopback() && config.token.is_none() {
-        return Err(McpError::Usage(format!(
-            "{} is not a loopback address: serving it needs --token (or CAIRN_MCP_TOKEN), which every client must then send",
-            config.listen
-        )));
-    }
+    access::may_listen(config.listen, config.token.as_deref()).map_err(|r| {
+        McpError::Usage(match r {
+            access::ListenRefused::EmptyToken => "the token is empty (--token, or CAIRN_MCP_TOKEN set to nothing): it would admit anyone who sends an empty one; give a token that is hard to guess, or leave it out to serve loopback only".into(),
+            access::ListenRefused::NeedsToken => format!(
+                "--listen {} is not a loopback address: serving it needs --token (or CAIRN_MCP_TOKEN), which every client must then send, or listen on 127.0.0.1",
+                config.listen
+            ),
+        })
+    })?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| McpError::Usage(format!("cannot listen on {}: {e}", config.listen)))?;

@@ -207,12 +207,12 @@ pub async fn bind(
     ),
     ServeError,
 > {
-    if config.token.as_deref().is_some_and(|t| t.trim().is_empty()) {
-        return Err(ServeError::EmptyToken);
-    }
-    if !config.listen.ip().is_loopback() && config.token.is_none() {
-        return Err(ServeError::NeedsToken(config.listen));
-    }
+    cairn_store::access::may_listen(config.listen, config.token.as_deref()).map_err(
+        |r| match r {
+            cairn_store::access::ListenRefused::EmptyToken => ServeError::EmptyToken,
+            cairn_store::access::ListenRefused::NeedsToken => ServeError::NeedsToken(config.listen),
+        },
+    )?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|source| ServeError::Bind {

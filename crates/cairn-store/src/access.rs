@@ -280,6 +280,31 @@ pub fn admit(policy: &Policy<'_>, req: &Request<'_>) -> Result<Carrier, Denied> 
     })
 }
 
+/// Why a server may not listen as it was asked to (rule 1, at start).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListenRefused {
+    /// A token that is empty: it would admit anyone who sends an empty one.
+    EmptyToken,
+    /// An address that is not loopback, without a token.
+    NeedsToken,
+}
+
+/// Whether a server may listen on `addr` with `token`: a token given is
+/// not empty (blank), and an address other than loopback needs one. Each
+/// server says the refusal in its own words (its flags and variables).
+///
+/// # Errors
+/// [`ListenRefused`].
+pub fn may_listen(addr: std::net::SocketAddr, token: Option<&str>) -> Result<(), ListenRefused> {
+    if token.is_some_and(|t| t.trim().is_empty()) {
+        return Err(ListenRefused::EmptyToken);
+    }
+    if token.is_none() && !addr.ip().is_loopback() {
+        return Err(ListenRefused::NeedsToken);
+    }
+    Ok(())
+}
+
 /// Whether a `Host` header value is a loopback name: exactly `localhost`,
 /// or a loopback IP literal (`[v6]` in brackets), each with or without a
 /// port; with `guest`, [`GUEST_HOST`] too.

@@ -313,3 +313,19 @@ fn secrets_compare_whole_and_an_empty_one_matches_nothing() {
     assert_eq!(bearer("Bearer"), None);
     assert_eq!(bearer("Basic x"), None);
 }
+
+#[test]
+fn a_server_listens_beyond_loopback_only_with_a_token_that_is_not_blank() {
+    let local: std::net::SocketAddr = "127.0.0.1:7878".parse().unwrap();
+    let any: std::net::SocketAddr = "0.0.0.0:7878".parse().unwrap();
+    assert_eq!(may_listen(local, None), Ok(()));
+    assert_eq!(may_listen(any, None), Err(ListenRefused::NeedsToken));
+    assert_eq!(may_listen(any, Some("t0k")), Ok(()));
+    for blank in ["", "  ", "\t"] {
+        assert_eq!(
+            may_listen(local, Some(blank)),
+            Err(ListenRefused::EmptyToken)
+        );
+        assert_eq!(may_listen(any, Some(blank)), Err(ListenRefused::EmptyToken));
+    }
+}
