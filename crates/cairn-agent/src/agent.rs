@@ -34,9 +34,9 @@
 use std::sync::Arc;
 
 use cairn_journal::{
-    Budgets, ChainHash, Fingerprint, Outcome, Override, PendingCall, Reconcile, RecordBody,
-    Snapshot, Terminal, TerminalReason, ToolCall, ToolResult, ToolStart, User, Versioning,
-    VersioningState,
+    Budgets, ChainHash, Fingerprint, McpCall, Outcome, Override, PendingCall, Reconcile,
+    RecordBody, Snapshot, Terminal, TerminalReason, ToolCall, ToolHints, ToolResult, ToolStart,
+    User, Versioning, VersioningState,
 };
 use cairn_model::{ModelRequest, ModelResponse, Provider};
 use cairn_tools::{Toolbox, Workspace};
@@ -455,9 +455,9 @@ impl Agent {
                 if self.dispatch(&p.call, ev).await? {
                     return self.interrupted().await.map(Some);
                 }
-            } else if self.tools.is_idempotent(&p.call.name) {
+            } else if self.rerun_safe(&p) {
                 ev.notice(&format!(
-                    "{} ({}) was in flight when the last process stopped; it is read-only, so it runs again",
+                    "{} ({}) was in flight when the last process stopped; it is read-only or idempotent, so it runs again",
                     p.call.name, p.call.id
                 ));
                 if self.dispatch(&p.call, ev).await? {
@@ -483,6 +483,22 @@ impl Agent {
         self.boundary(Label::Post, turn, ev).await?;
         self.open_turn = None;
         Ok(None)
+    }
+
+    /// Whether a call in flight at a crash may run again: by the hints its
+    /// MCP tool declared when it was made (journaled in its `tool_start`),
+    /// else by the built-in tool's own declaration.
+    fn rerun_safe(&self, p: &PendingCall) -> bool {
+        match &p.mcp {
+            Some(m) => cairn_tools::McpHints {
+                read_only: m.hints.read_only,
+                destructive: m.hints.destructive,
+                idempotent: m.hints.idempotent,
+                open_world: m.hints.open_world,
+            }
+            .rerun_safe(),
+            None => self.tools.is_idempotent(&p.call.name),
+        }
     }
 
     /// Dispatches the last turn's calls in order, stopping early on request.
@@ -521,9 +537,10 @@ impl Agent {
             ev.tool_finished(call, Outcome::Error, &output);
             return Ok(false);
         }
+        let info = self.tools.info(&call.name);
         let waits = self.approval.as_ref().is_some_and(|a| {
             a.policy
-                .needs(&call.name, self.tools.is_idempotent(&call.name))
+                .needs(&call.name, info.as_ref().is_some_and(|i| i.read_only))
         });
         if waits {
             match self.ask(call, ev).await? {
@@ -549,6 +566,16 @@ impl Agent {
         self.append(RecordBody::ToolStart(ToolStart {
             call: call.id.clone(),
             name: call.name.clone(),
+            mcp: info.and_then(|i| i.mcp).map(|o| McpCall {
+                server: o.server,
+                tool: o.tool,
+                hints: ToolHints {
+                    read_only: o.hints.read_only,
+                    destructive: o.hints.destructive,
+                    idempotent: o.hints.idempotent,
+                    open_world: o.hints.open_world,
+                },
+            }),
         }))?;
         ev.tool_started(call);
         #[cfg(feature = "fault-injection")]
@@ -562,7 +589,11 @@ impl Agent {
         };
         let (outcome, output, abandoned) = match out {
             Some(o) => {
-                let outcome = if o.is_ok() { Outcome::Ok } else { Outcome::Error };
+                let outcome = match o.outcome {
+                    cairn_tools::Outcome::Ok => Outcome::Ok,
+                    cairn_tools::Outcome::Error => Outcome::Error,
+                    cairn_tools::Outcome::Unknown => Outcome::Unknown,
+                };
                 (outcome, o.output, false)
             }
             None => (

@@ -56,14 +56,15 @@ impl FromStr for ApprovePolicy {
 }
 
 impl ApprovePolicy {
-    /// Whether a call of `tool` (read-only when `idempotent`) waits for a
-    /// person: `Shell` — the `shell` tool; `Writes` — every tool that is not
-    /// read-only (idempotent), shell included; `Never` — none.
-    pub fn needs(&self, tool: &str, idempotent: bool) -> bool {
+    /// Whether a call of `tool` waits for a person: `Shell` — the `shell`
+    /// tool; `Writes` — every tool that is not `read_only`, shell included
+    /// (an MCP tool that declared `destructiveHint` among them, and one that
+    /// declared no hints at all); `Never` — none.
+    pub fn needs(&self, tool: &str, read_only: bool) -> bool {
         match self {
             ApprovePolicy::Never => false,
             ApprovePolicy::Shell => tool == "shell",
-            ApprovePolicy::Writes => tool == "shell" || !idempotent,
+            ApprovePolicy::Writes => tool == "shell" || !read_only,
         }
     }
 

@@ -227,8 +227,8 @@ pub fn tool_specs(infos: &[ToolInfo]) -> Vec<ToolSpec> {
     infos
         .iter()
         .map(|i| ToolSpec {
-            name: i.name.to_owned(),
-            description: i.description.to_owned(),
+            name: i.name.to_string(),
+            description: i.description.to_string(),
             parameters: i.parameters.clone(),
         })
         .collect()

@@ -100,6 +100,9 @@ pub enum AgentError {
     /// The workspace versioning failed.
     #[error(transparent)]
     Workspace(#[from] cairn_workspace::WorkspaceError),
+    /// The MCP servers could not be set up.
+    #[error(transparent)]
+    Mcp(#[from] cairn_tools::mcp::McpError),
 }
 
 impl AgentError {
@@ -116,7 +119,8 @@ impl AgentError {
             | AgentError::SystemPrompt { .. }
             | AgentError::Plan { .. }
             | AgentError::StoreInsideWorkspace { .. }
-            | AgentError::BadWorkspace { .. } => ErrorKind::Usage,
+            | AgentError::BadWorkspace { .. }
+            | AgentError::Mcp(cairn_tools::mcp::McpError::Config { .. }) => ErrorKind::Usage,
             AgentError::Model(m) => model_error_kind(m),
             AgentError::Workspace(w) => {
                 ErrorKind::from_flags(w.is_integrity(), w.is_refusal(), w.is_usage())

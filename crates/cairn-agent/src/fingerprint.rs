@@ -9,6 +9,8 @@
 //! Anything added after the fingerprint is computed (memory, cache hints,
 //! reminders) never blocks a resume.
 
+use std::collections::BTreeMap;
+
 use cairn_calls::canonical;
 use cairn_journal::{Budgets, Fingerprint, ForcedField};
 use cairn_tools::ToolInfo;
@@ -26,11 +28,43 @@ pub fn fingerprint(
         system: system.map(|s| canonical::hash_value("cairn/system\n", &serde_json::json!(s))),
         // Tool descriptions are plain data and always serialise; if one
         // ever did not, this never equals a real hash, so the guard asks.
-        tools: canonical::hash("cairn/tools\n", &tools)
-            .unwrap_or_else(|e| format!("unserialisable tool set: {e}")),
+        // The built-in tools alone: each MCP server has its own line.
+        tools: tool_hash(
+            "cairn/tools\n",
+            &tools.iter().filter(|t| t.mcp.is_none()).collect::<Vec<_>>(),
+        ),
         thinking: thinking.map(str::to_owned),
         budgets: budgets.clone(),
+        mcp: mcp_hashes(tools),
     }
+}
+
+fn tool_hash<T: serde::Serialize>(domain: &str, tools: &T) -> String {
+    canonical::hash(domain, tools).unwrap_or_else(|e| format!("unserialisable tool set: {e}"))
+}
+
+/// Each MCP server's tool list, hashed with the hints each tool declared
+/// (DESIGN §17): a server whose tools or hints changed is named by the
+/// guard.
+fn mcp_hashes(tools: &[ToolInfo]) -> BTreeMap<String, String> {
+    let mut by_server: BTreeMap<&str, Vec<serde_json::Value>> = BTreeMap::new();
+    for t in tools {
+        if let Some(o) = &t.mcp {
+            by_server
+                .entry(&o.server)
+                .or_default()
+                .push(serde_json::json!({
+                    "name": o.tool,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                    "hints": o.hints,
+                }));
+        }
+    }
+    by_server
+        .into_iter()
+        .map(|(server, list)| (server.to_owned(), tool_hash("cairn/mcp-tools\n", &list)))
+        .collect()
 }
 
 /// What a resume would change.
@@ -94,6 +128,17 @@ pub fn compare(recorded: &Fingerprint, current: &Fingerprint) -> Verdict {
         short(&Some(current.tools.clone())),
         &mut other,
     );
+    let servers: std::collections::BTreeSet<&String> =
+        recorded.mcp.keys().chain(current.mcp.keys()).collect();
+    for server in servers {
+        let hash = |m: &BTreeMap<String, String>| short(&m.get(server).cloned());
+        field(
+            &format!("MCP server `{server}` tools"),
+            hash(&recorded.mcp),
+            hash(&current.mcp),
+            &mut other,
+        );
+    }
     field(
         "thinking",
         show(&recorded.thinking),

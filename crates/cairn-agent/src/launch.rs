@@ -118,7 +118,7 @@ impl Launcher {
         let ws = self.tools_workspace(&spec.workspace)?;
         let provider =
             provider_from_spec(&plan.spec, plan.base_url.as_deref(), &self.launch.provider)?;
-        let tools = self.toolbox();
+        let tools = self.toolbox(&spec.request);
         let name = spec
             .name
             .clone()
@@ -160,7 +160,7 @@ impl Launcher {
         let ws = self.tools_workspace(Path::new(&session.state().workspace))?;
         let provider =
             provider_from_spec(&plan.spec, plan.base_url.as_deref(), &self.launch.provider)?;
-        let tools = self.toolbox();
+        let tools = self.toolbox(request);
         let versions = self.tracker(id, ws.root())?;
         let mut agent = self
             .assemble(session, provider, tools, ws, &plan, stop)
@@ -213,11 +213,45 @@ impl Launcher {
             })
     }
 
-    fn toolbox(&self) -> Toolbox {
-        Toolbox::builtin(ToolConfig {
+    fn tool_config(&self) -> ToolConfig {
+        ToolConfig {
             shell_env: ShellEnv::default().pass_through_list(&self.launch.shell_pass_env),
             ..ToolConfig::default()
-        })
+        }
+    }
+
+    /// The built-in tools, then the MCP servers' of `request`.
+    fn toolbox(&self, request: &Request) -> Toolbox {
+        let mut tools = Toolbox::builtin(self.tool_config());
+        for t in request.mcp.iter().flat_map(|m| m.tools()) {
+            tools = tools.with_boxed(t);
+        }
+        tools
+    }
+
+    /// Starts the MCP servers configured in `config` for a session working
+    /// in `workspace` (DESIGN §17), with the shell's scrubbed environment;
+    /// their standard error goes to `stderr`, or nowhere. Put the result in
+    /// the [`Request`] the session is created or opened with, and stop it
+    /// when the run ends ([`cairn_tools::mcp::McpServers::stop`]).
+    ///
+    /// # Errors
+    /// The configuration does not read, or a server does not start.
+    pub async fn start_mcp(
+        &self,
+        config: &Path,
+        workspace: &Path,
+        stderr: Option<cairn_tools::mcp::StderrSink>,
+    ) -> Result<cairn_tools::mcp::McpServers, AgentError> {
+        let config = cairn_tools::mcp::McpConfig::load(config)?;
+        let tc = self.tool_config();
+        let options = cairn_tools::mcp::McpOptions {
+            workspace: workspace.to_path_buf(),
+            env: tc.shell_env,
+            stderr,
+            max_output_bytes: tc.max_output_bytes,
+        };
+        Ok(cairn_tools::mcp::McpServers::start(&config, options).await?)
     }
 
     fn assemble(

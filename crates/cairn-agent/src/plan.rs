@@ -42,6 +42,9 @@ pub struct Request {
     pub max_cost: Option<f64>,
     /// Thinking mode.
     pub thinking: Option<String>,
+    /// The MCP servers whose tools are offered beside the built-ins, started
+    /// by [`crate::Launcher::start_mcp`] (DESIGN §17).
+    pub mcp: Option<cairn_tools::mcp::McpServers>,
 }
 
 /// A system prompt: the file it came from (absolute) and its text.

@@ -65,6 +65,7 @@ fn meta(fork: Option<ForkPin>) -> Meta {
                 max_tokens: None,
                 max_cost_usd: Some(1.5),
             },
+            mcp: Default::default(),
         }),
         fork,
         routing: Some(Routing {
@@ -118,6 +119,7 @@ fn bodies() -> Vec<RecordBody> {
         RecordBody::ToolStart(ToolStart {
             call: "c1".into(),
             name: "read_file".into(),
+            mcp: None,
         }),
         RecordBody::ToolResult(ToolResult {
             call: "c1".into(),

@@ -181,6 +181,7 @@ fn throughput(dir: &Path) {
             1 => RecordBody::ToolStart(ToolStart {
                 call: format!("c{}", i - 1),
                 name: "read_file".into(),
+                mcp: None,
             }),
             _ => RecordBody::ToolResult(ToolResult {
                 call: format!("c{}", i - 2),

@@ -86,6 +86,9 @@ pub struct PendingCall {
     pub call: ToolCall,
     /// Whether its `tool_start` was journaled (it may have been dispatched).
     pub started: bool,
+    /// The MCP server tool it went to and the hints the tool declared then,
+    /// from its `tool_start`.
+    pub mcp: Option<crate::record::McpCall>,
 }
 
 /// Everything a resume needs, rebuilt from records.
@@ -228,6 +231,7 @@ impl RunState {
             RecordBody::ToolStart(s) => {
                 if let Some(p) = self.pending.iter_mut().find(|p| p.call.id == s.call) {
                     p.started = true;
+                    p.mcp.clone_from(&s.mcp);
                 }
             }
             RecordBody::Snapshot(s) => self.last_snapshot = Some(s.clone()),
@@ -262,6 +266,7 @@ impl RunState {
                     .map(|c| PendingCall {
                         call: c.clone(),
                         started: false,
+                        mcp: None,
                     })
                     .collect();
                 self.last_stop_reason = a.stop_reason;

@@ -79,10 +79,10 @@ pub use reader::{
 };
 pub use record::{
     now_rfc3339, Assistant, Budgets, CheckpointRef, Choice, Cost, CostState, Delivered,
-    Fingerprint, ForcedField, ForkPin, Machine, MachineEvent, Meta, ModelCall, Origin, Outcome,
-    Override, Reasoning, Reconcile, Record, RecordBody, Rollback, Routing, Snapshot, Terminal,
-    TerminalReason, Thinking, ToolCall, ToolResult, ToolStart, Totals, Usage, User, Versioning,
-    VersioningState, NOTE_PREFIX, SCHEMA_VERSION,
+    Fingerprint, ForcedField, ForkPin, Machine, MachineEvent, McpCall, Meta, ModelCall, Origin,
+    Outcome, Override, Reasoning, Reconcile, Record, RecordBody, Rollback, Routing, Snapshot,
+    Terminal, TerminalReason, Thinking, ToolCall, ToolHints, ToolResult, ToolStart, Totals, Usage,
+    User, Versioning, VersioningState, NOTE_PREFIX, SCHEMA_VERSION,
 };
 pub use remote::{RemoteAppended, RemoteJournalError, RemoteJournals};
 pub use writer::{Appended, JournalIo, JournalWriter, PREALLOCATE_STEP};

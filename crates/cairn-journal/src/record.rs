@@ -155,8 +155,8 @@ pub use cost::{Cost, CostState};
 pub use meta::{Budgets, Fingerprint, ForkPin, Meta, Routing};
 pub use terminal::{ForcedField, Override, Terminal, TerminalReason, Totals};
 pub use turn::{
-    Assistant, Origin, Outcome, Reasoning, Thinking, ToolCall, ToolResult, ToolStart, Usage, User,
-    NOTE_PREFIX,
+    Assistant, McpCall, Origin, Outcome, Reasoning, Thinking, ToolCall, ToolHints, ToolResult,
+    ToolStart, Usage, User, NOTE_PREFIX,
 };
 
 impl Record {

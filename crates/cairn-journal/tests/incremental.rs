@@ -83,6 +83,7 @@ fn turn_bodies(n: usize) -> Vec<RecordBody> {
         out.push(RecordBody::ToolStart(ToolStart {
             call: call.clone(),
             name: "read_file".into(),
+            mcp: None,
         }));
         out.push(RecordBody::ToolResult(ToolResult {
             call,

@@ -124,6 +124,7 @@ fn body_of(b: &Body, last_calls: &mut Vec<String>, totals: &Totals) -> RecordBod
         Body::Start(k) => RecordBody::ToolStart(ToolStart {
             call: last_calls.get(*k).cloned().unwrap_or_else(|| "none".into()),
             name: "shell".into(),
+            mcp: None,
         }),
         Body::Result(k, o) => RecordBody::ToolResult(ToolResult {
             call: last_calls.get(*k).cloned().unwrap_or_else(|| "none".into()),

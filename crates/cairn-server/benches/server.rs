@@ -105,6 +105,7 @@ fn meta(name: String) -> Meta {
             tools: "0".repeat(64),
             thinking: None,
             budgets: Budgets::default(),
+            mcp: Default::default(),
         }),
         fork: None,
         routing: None,
@@ -144,6 +145,7 @@ fn finished_session(m: &Meta, turns: usize, salt: usize) -> Vec<RecordBody> {
         out.push(RecordBody::ToolStart(ToolStart {
             call: call.clone(),
             name: "read_file".into(),
+            mcp: None,
         }));
         out.push(RecordBody::ToolResult(ToolResult {
             call,

@@ -48,6 +48,7 @@ fn body(i: usize) -> RecordBody {
         2 => RecordBody::ToolStart(ToolStart {
             call: format!("c{i}"),
             name: "read_file".into(),
+            mcp: None,
         }),
         _ => RecordBody::ToolResult(ToolResult {
             call: format!("c{}", i - 1),

@@ -134,6 +134,7 @@ impl Node {
         session.append(RecordBody::ToolStart(ToolStart {
             call: call.clone(),
             name: name.to_string(),
+            mcp: None,
         }))?;
         Ok(Node {
             at,

@@ -225,6 +225,7 @@ fn step(rng: &mut Rng, store: &Store, sessions: &mut Vec<RunId>, w: &mut Option<
             cur.append(RecordBody::ToolStart(ToolStart {
                 call: call.clone(),
                 name: "shell".into(),
+                mcp: None,
             }));
             cur.append(RecordBody::ToolResult(ToolResult {
                 call,
@@ -264,6 +265,7 @@ fn step(rng: &mut Rng, store: &Store, sessions: &mut Vec<RunId>, w: &mut Option<
             cur.append(RecordBody::ToolStart(ToolStart {
                 call: "exec".into(),
                 name: "exec".into(),
+                mcp: None,
             }));
             cur.append(RecordBody::ToolResult(ToolResult {
                 call: "exec".into(),

@@ -52,7 +52,9 @@
 //!   reading secrets from files (`~/.aws/credentials`, `~/.netrc`, a `.env`), from a
 //!   keychain or agent it finds, or from variables the scrub does not recognise, and
 //!   whatever the command prints is recorded in the journal.
-//! - The crate knows nothing of the journal or the network. It targets Unix.
+//! - The crate knows nothing of the journal. It targets Unix. The tools of MCP
+//!   servers (the [`mcp`] module) run in the servers' own processes: these rules bind
+//!   the built-in tools only, and an MCP tool can do whatever its server does.
 //!
 //! # Example
 //!
@@ -92,6 +94,7 @@ compile_error!("cairn-tools supports Unix only: it relies on O_NOFOLLOW and proc
 mod capture;
 mod error;
 mod fsio;
+pub mod mcp;
 mod preview;
 mod shell_env;
 mod sys;
@@ -103,7 +106,7 @@ mod workspace;
 pub use error::{PathError, ToolError};
 pub use preview::{preview, MAX_PREVIEW_BYTES, MAX_PREVIEW_LINES};
 pub use shell_env::ShellEnv;
-pub use tool::{Outcome, Tool, ToolConfig, ToolInfo, ToolOutput};
+pub use tool::{McpHints, McpOrigin, Outcome, Tool, ToolConfig, ToolInfo, ToolOutput};
 pub use toolbox::Toolbox;
 pub use tools::{EditFile, ListDir, ReadFile, Search, Shell, WriteFile};
 pub use workspace::{Access, Workspace};

@@ -1,5 +1,6 @@
 //! The `Tool` trait and the types it speaks in.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -9,18 +10,78 @@ use crate::shell_env::ShellEnv;
 use crate::workspace::Workspace;
 
 /// What a tool tells the model about itself.
+///
+/// Serialised (into the resume guard's tool-set hash) as name, description,
+/// parameters and idempotency only: `read_only` and `mcp` are left out, so a
+/// run of the built-in tools keeps the fingerprint it was started with. An
+/// MCP server's tools are hashed per server, hints included
+/// ([`McpOrigin`]).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolInfo {
     /// The name the model calls the tool by, e.g. `read_file`.
-    pub name: &'static str,
+    pub name: Cow<'static, str>,
     /// One paragraph for the model: what the tool does and its limits.
-    pub description: &'static str,
+    pub description: Cow<'static, str>,
     /// A JSON schema of the arguments object.
     pub parameters: serde_json::Value,
     /// Whether running the tool twice has the same effect as running it once. The agent
     /// loop re-runs an interrupted idempotent call after a crash and records an
     /// `unknown` outcome for any other (DESIGN §4.1).
     pub idempotent: bool,
+    /// Whether the tool changes nothing. `--approve writes` asks before every
+    /// call of a tool that is not read-only.
+    #[serde(skip)]
+    pub read_only: bool,
+    /// For a tool of an MCP server: which server and tool, and its hints.
+    #[serde(skip)]
+    pub mcp: Option<McpOrigin>,
+}
+
+/// Where an MCP tool comes from, and what it declared (DESIGN §17).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct McpOrigin {
+    /// The server's name in the `mcpServers` configuration.
+    pub server: String,
+    /// The tool's own name on that server.
+    pub tool: String,
+    /// Its annotations, with the protocol's defaults for any left out.
+    pub hints: McpHints,
+}
+
+/// An MCP tool's annotations. The protocol's defaults for a hint a server
+/// leaves out are the cautious ones: not read-only, destructive, not
+/// idempotent, open world.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct McpHints {
+    /// `readOnlyHint`: it changes nothing.
+    pub read_only: bool,
+    /// `destructiveHint`: it may destroy or overwrite.
+    pub destructive: bool,
+    /// `idempotentHint`: calling it again with the same arguments changes
+    /// nothing more.
+    pub idempotent: bool,
+    /// `openWorldHint`: it reaches beyond a closed world.
+    pub open_world: bool,
+}
+
+impl Default for McpHints {
+    fn default() -> Self {
+        McpHints {
+            read_only: false,
+            destructive: true,
+            idempotent: false,
+            open_world: true,
+        }
+    }
+}
+
+impl McpHints {
+    /// Whether a call in flight at a crash may run again (DESIGN §4.4,
+    /// §17): only a read-only or idempotent tool's. Anything else is
+    /// recorded `unknown` and never re-run.
+    pub fn rerun_safe(&self) -> bool {
+        self.read_only || self.idempotent
+    }
 }
 
 /// Whether a tool call succeeded.
@@ -31,6 +92,9 @@ pub enum Outcome {
     Ok,
     /// The call failed; the output says why and what to do instead.
     Error,
+    /// Whether the call took effect cannot be known: its MCP server died
+    /// while it ran. The output says so; it was not repeated.
+    Unknown,
 }
 
 /// The result of a tool call, as the model will read it.

@@ -43,9 +43,14 @@ impl Toolbox {
 
     /// Adds `tool`, replacing a tool of the same name in place, or appending it.
     #[must_use]
-    pub fn with_tool(mut self, tool: impl Tool + 'static) -> Self {
-        let name = tool.info().name;
-        let boxed: Box<dyn Tool> = Box::new(tool);
+    pub fn with_tool(self, tool: impl Tool + 'static) -> Self {
+        self.with_boxed(Box::new(tool))
+    }
+
+    /// Adds a boxed tool, as [`Toolbox::with_tool`] does.
+    #[must_use]
+    pub fn with_boxed(mut self, boxed: Box<dyn Tool>) -> Self {
+        let name = boxed.info().name;
         match self.tools.iter().position(|t| t.info().name == name) {
             Some(i) => self.tools[i] = boxed,
             None => self.tools.push(boxed),
@@ -59,8 +64,16 @@ impl Toolbox {
     }
 
     /// The names of every tool, in order.
-    pub fn names(&self) -> Vec<&'static str> {
-        self.tools.iter().map(|tool| tool.info().name).collect()
+    pub fn names(&self) -> Vec<String> {
+        self.tools
+            .iter()
+            .map(|tool| tool.info().name.into_owned())
+            .collect()
+    }
+
+    /// The description of the tool called `name`, if any.
+    pub fn info(&self, name: &str) -> Option<ToolInfo> {
+        self.get(name).map(|tool| tool.info())
     }
 
     /// The tool called `name`, if any.
@@ -75,6 +88,12 @@ impl Toolbox {
     /// unknown tool, so an unknown in-flight call is never re-run.
     pub fn is_idempotent(&self, name: &str) -> bool {
         self.get(name).is_some_and(|tool| tool.info().idempotent)
+    }
+
+    /// Whether the tool called `name` changes nothing; false for an unknown
+    /// tool.
+    pub fn is_read_only(&self, name: &str) -> bool {
+        self.get(name).is_some_and(|tool| tool.info().read_only)
     }
 
     /// Calls the tool `name` with `arguments`. An unknown name, or a tool that

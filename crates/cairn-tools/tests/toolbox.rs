@@ -6,10 +6,15 @@ use serde_json::{json, Value};
 #[test]
 fn builtins_declare_idempotency() {
     let tools = Toolbox::builtin(ToolConfig::default());
-    let flags: Vec<(&str, bool)> = tools
-        .infos()
+    let infos = tools.infos();
+    let flags: Vec<(&str, bool)> = infos
         .iter()
-        .map(|i| (i.name, i.idempotent))
+        .map(|i| {
+            // A built-in tool is read-only exactly when it is idempotent.
+            assert_eq!(i.read_only, i.idempotent, "{}", i.name);
+            assert!(i.mcp.is_none());
+            (i.name.as_ref(), i.idempotent)
+        })
         .collect();
     assert_eq!(
         flags,
@@ -75,10 +80,12 @@ struct Panics;
 impl Tool for Panics {
     fn info(&self) -> ToolInfo {
         ToolInfo {
-            name: "read_file",
-            description: "a stand-in that panics",
+            name: "read_file".into(),
+            description: "a stand-in that panics".into(),
             parameters: json!({"type": "object"}),
             idempotent: false,
+            read_only: false,
+            mcp: None,
         }
     }
 

@@ -41,6 +41,7 @@ fn meta(ws: &str, i: usize) -> Meta {
             tools: "0".repeat(64),
             thinking: None,
             budgets: Budgets::default(),
+            mcp: Default::default(),
         }),
         fork: None,
         routing: None,
@@ -76,6 +77,7 @@ fn bodies(turns: usize) -> Vec<RecordBody> {
         out.push(RecordBody::ToolStart(ToolStart {
             call: id.clone(),
             name: "read_file".into(),
+            mcp: None,
         }));
         out.push(RecordBody::ToolResult(ToolResult {
             call: id,

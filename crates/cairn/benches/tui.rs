@@ -130,6 +130,7 @@ fn session(store: &Store, meta: &Meta, n: usize, last: &str) -> RunId {
         bodies.push(RecordBody::ToolStart(ToolStart {
             call: call.clone(),
             name: "read_file".into(),
+            mcp: None,
         }));
         bodies.push(RecordBody::ToolResult(ToolResult {
             call,

@@ -372,10 +372,25 @@ pub struct ModelArgs {
     pub approve: Option<cairn_agent::ApprovePolicy>,
 }
 
+/// MCP servers whose tools the agent is offered (DESIGN §17).
+#[derive(Debug, Args)]
+pub struct McpClientArgs {
+    /// Start the MCP servers of this `mcpServers` JSON file (the format of
+    /// Claude Code's .mcp.json; stdio servers) and offer their tools as
+    /// mcp__SERVER__TOOL; give it again to resume
+    #[arg(long, value_name = "CONFIG")]
+    pub mcp: Option<PathBuf>,
+    /// Show what the MCP servers write on standard error (hidden otherwise)
+    #[arg(long, requires = "mcp")]
+    pub mcp_stderr: bool,
+}
+
 #[derive(Debug, Args)]
 pub struct RunArgs {
     #[command(flatten)]
     pub model: ModelArgs,
+    #[command(flatten)]
+    pub mcp: McpClientArgs,
     /// A name for the session
     #[arg(long)]
     pub name: Option<String>,
@@ -408,6 +423,8 @@ pub struct ResumeArgs {
     pub json: bool,
     #[command(flatten)]
     pub model: ModelArgs,
+    #[command(flatten)]
+    pub mcp: McpClientArgs,
 }
 
 #[derive(Debug, Args)]
@@ -426,6 +443,8 @@ pub struct ContinueArgs {
     pub json: bool,
     #[command(flatten)]
     pub model: ModelArgs,
+    #[command(flatten)]
+    pub mcp: McpClientArgs,
 }
 
 #[derive(Debug, Args)]

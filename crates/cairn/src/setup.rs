@@ -41,6 +41,7 @@ pub fn request(m: &ModelArgs) -> Request {
         max_tokens: m.max_tokens,
         max_cost: m.max_cost,
         thinking: m.thinking.clone(),
+        mcp: None,
     }
 }
 

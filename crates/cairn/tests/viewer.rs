@@ -193,6 +193,7 @@ fn long_session(store: &cairn_store::Store, ws: &str, name: &str, n: usize, last
         bodies.push(RecordBody::ToolStart(ToolStart {
             call: call.clone(),
             name: "read_file".into(),
+            mcp: None,
         }));
         bodies.push(RecordBody::ToolResult(ToolResult {
             call,

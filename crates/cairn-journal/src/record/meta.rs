@@ -34,6 +34,12 @@ pub struct Fingerprint {
     /// Budgets.
     #[serde(default)]
     pub budgets: Budgets,
+    /// For each configured MCP server (DESIGN §17), by name: SHA-256 of its
+    /// tool list (names, descriptions, schemas, annotations), hex. The
+    /// built-in tools stay in `tools`, so a run without MCP keeps the
+    /// fingerprint it always had.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub mcp: std::collections::BTreeMap<String, String>,
 }
 
 /// Limits that stop a run with `budget_exhausted`.

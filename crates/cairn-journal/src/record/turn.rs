@@ -205,6 +205,46 @@ pub struct ToolStart {
     pub call: String,
     /// The tool name.
     pub name: String,
+    /// For a tool of an MCP server (DESIGN §17): the server, the tool's own
+    /// name there, and the hints it declared when the call was made, which
+    /// decide what a resume does with the call if it was in flight.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<McpCall>,
+}
+
+/// Which MCP server tool a call went to, and what the tool declared then.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpCall {
+    /// The server's name in the run's `mcpServers` configuration.
+    pub server: String,
+    /// The tool's name on that server.
+    pub tool: String,
+    /// The tool's annotations at call time.
+    pub hints: ToolHints,
+}
+
+/// An MCP tool's annotations (`readOnlyHint`, `destructiveHint`,
+/// `idempotentHint`, `openWorldHint`), with the protocol's defaults filled
+/// in for any it left out: not read-only, destructive, not idempotent, open
+/// world.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolHints {
+    /// It changes nothing.
+    pub read_only: bool,
+    /// It may destroy or overwrite (meaningful only when not read-only).
+    pub destructive: bool,
+    /// Calling it again with the same arguments changes nothing more.
+    pub idempotent: bool,
+    /// It reaches beyond a closed world (the network, other people).
+    pub open_world: bool,
+}
+
+impl ToolHints {
+    /// Whether a call in flight at a crash may run again on resume
+    /// (DESIGN §4.4, §17): only a read-only or idempotent tool's.
+    pub fn rerun_safe(&self) -> bool {
+        self.read_only || self.idempotent
+    }
 }
 
 /// How a tool call ended.

@@ -57,6 +57,7 @@ pub fn sample(dir: &std::path::Path) -> (Store, RunId, std::path::PathBuf) {
     w.append(&RecordBody::ToolStart(ToolStart {
         call: "c1".into(),
         name: "read_file".into(),
+        mcp: None,
     }))
     .unwrap();
     w.append(&RecordBody::ToolResult(ToolResult {

@@ -31,10 +31,11 @@ struct Args {
 impl Tool for EditFile {
     fn info(&self) -> ToolInfo {
         ToolInfo {
-            name: NAME,
+            name: NAME.into(),
             description: "Replace text in an existing file of the workspace: `old` must \
                 occur exactly once in the file and is replaced by `new`. Copy `old` \
-                exactly, whitespace included, with enough context to be unique.",
+                exactly, whitespace included, with enough context to be unique."
+                .into(),
             parameters: object_schema(
                 json!({
                     "path": {"type": "string", "description": "File path relative to the workspace root"},
@@ -44,6 +45,8 @@ impl Tool for EditFile {
                 &["path", "old", "new"],
             ),
             idempotent: false,
+            read_only: false,
+            mcp: None,
         }
     }
 

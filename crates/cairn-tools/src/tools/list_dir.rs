@@ -42,15 +42,18 @@ impl ListDir {
 impl Tool for ListDir {
     fn info(&self) -> ToolInfo {
         ToolInfo {
-            name: NAME,
+            name: NAME.into(),
             description: "List a directory of the workspace, sorted by name. Directories \
                 end in `/`, symbolic links in `@`. `path` is relative to the workspace \
-                root; \"\" or \".\" lists the root.",
+                root; \"\" or \".\" lists the root."
+                .into(),
             parameters: object_schema(
                 json!({"path": {"type": "string", "description": "Directory path relative to the workspace root; \"\" or \".\" for the root"}}),
                 &["path"],
             ),
             idempotent: true,
+            read_only: true,
+            mcp: None,
         }
     }
 

@@ -37,14 +37,17 @@ impl ReadFile {
 impl Tool for ReadFile {
     fn info(&self) -> ToolInfo {
         ToolInfo {
-            name: NAME,
+            name: NAME.into(),
             description: "Read a text file of the workspace. `path` is relative to the \
-                workspace root. Long files are cut, with a note saying how much was left out.",
+                workspace root. Long files are cut, with a note saying how much was left out."
+                .into(),
             parameters: object_schema(
                 json!({"path": {"type": "string", "description": "File path relative to the workspace root"}}),
                 &["path"],
             ),
             idempotent: true,
+            read_only: true,
+            mcp: None,
         }
     }
 

@@ -55,11 +55,12 @@ impl Search {
 impl Tool for Search {
     fn info(&self) -> ToolInfo {
         ToolInfo {
-            name: NAME,
+            name: NAME.into(),
             description: "Search the text files under `path` (relative to the workspace \
                 root; \"\" or \".\" for the root, or a single file) for lines containing \
                 `pattern` as literal, case-sensitive text. Prints `path:line: text`. Skips \
-                .git, target, node_modules, symbolic links and binary files.",
+                .git, target, node_modules, symbolic links and binary files."
+                .into(),
             parameters: object_schema(
                 json!({
                     "pattern": {"type": "string", "description": "Literal text to look for"},
@@ -68,6 +69,8 @@ impl Tool for Search {
                 &["pattern", "path"],
             ),
             idempotent: true,
+            read_only: true,
+            mcp: None,
         }
     }
 

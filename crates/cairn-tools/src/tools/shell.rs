@@ -95,11 +95,12 @@ impl Shell {
 impl Tool for Shell {
     fn info(&self) -> ToolInfo {
         ToolInfo {
-            name: NAME,
+            name: NAME.into(),
             description: "Run a command with `sh -c` in the workspace root, standard input \
                 closed. Returns standard output and standard error together (long output \
                 keeps its beginning and end) and the exit status. `timeout_s` is optional; \
-                on timeout the command and everything it started is killed.",
+                on timeout the command and everything it started is killed."
+                .into(),
             parameters: object_schema(
                 json!({
                     "command": {"type": "string", "description": "Shell command line for `sh -c`"},
@@ -108,6 +109,8 @@ impl Tool for Shell {
                 &["command"],
             ),
             idempotent: false,
+            read_only: false,
+            mcp: None,
         }
     }
 

@@ -28,10 +28,11 @@ struct Args {
 impl Tool for WriteFile {
     fn info(&self) -> ToolInfo {
         ToolInfo {
-            name: NAME,
+            name: NAME.into(),
             description: "Create or replace a file of the workspace with `content`. \
                 `path` is relative to the workspace root; missing parent directories are \
-                created. The whole file is replaced.",
+                created. The whole file is replaced."
+                .into(),
             parameters: object_schema(
                 json!({
                     "path": {"type": "string", "description": "File path relative to the workspace root"},
@@ -40,6 +41,8 @@ impl Tool for WriteFile {
                 &["path", "content"],
             ),
             idempotent: false,
+            read_only: false,
+            mcp: None,
         }
     }
 

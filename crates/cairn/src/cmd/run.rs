@@ -12,7 +12,7 @@ use cairn_agent::{stop_pair, Agent, Approver, Decision, Ending, Events, StopHand
 use cairn_journal::{Outcome, TerminalReason, ToolCall};
 use cairn_store::RunId;
 
-use crate::cli::{ContinueArgs, ModelArgs, ResumeArgs, RunArgs};
+use crate::cli::{ContinueArgs, McpClientArgs, ModelArgs, ResumeArgs, RunArgs};
 use crate::cmd::Context;
 use crate::exit::{coded, Code};
 use crate::output;
@@ -49,19 +49,51 @@ pub fn run(ctx: &Context, args: RunArgs) -> anyhow::Result<Code> {
     let (handle, stop) = stop_pair();
     let rt = runtime()?;
     rt.block_on(async {
-        let agent = launcher.create(&spec, &task, stop)?.with_approval(
-            ctx.approve(args.model.approve)?,
-            Box::new(CliApprover::default()),
-        );
-        if !args.json {
-            output::note(format!(
-                "cairn: session {} in {}",
-                agent.session().id(),
-                agent.session().state().workspace
-            ));
+        let mut spec = spec;
+        spec.request.mcp = start_mcp(&launcher, &args.mcp, &spec.workspace).await?;
+        let servers = spec.request.mcp.clone();
+        let code = async {
+            let agent = launcher.create(&spec, &task, stop)?.with_approval(
+                ctx.approve(args.model.approve)?,
+                Box::new(CliApprover::default()),
+            );
+            if !args.json {
+                output::note(format!(
+                    "cairn: session {} in {}",
+                    agent.session().id(),
+                    agent.session().state().workspace
+                ));
+            }
+            drive(agent, Some(task), args.json, handle).await
         }
-        drive(agent, Some(task), args.json, handle).await
+        .await;
+        stop_mcp(servers).await;
+        code
     })
+}
+
+/// Starts the servers of `--mcp`, if given, for a session in `workspace`;
+/// their standard error is shown (made terminal-safe) with `--mcp-stderr`.
+async fn start_mcp(
+    launcher: &cairn_agent::Launcher,
+    args: &McpClientArgs,
+    workspace: &std::path::Path,
+) -> anyhow::Result<Option<cairn_tools::mcp::McpServers>> {
+    let Some(config) = &args.mcp else {
+        return Ok(None);
+    };
+    let sink: Option<cairn_tools::mcp::StderrSink> = args.mcp_stderr.then(|| {
+        std::sync::Arc::new(|server: &str, line: &str| {
+            output::note(format!("mcp {server}: {line}"));
+        }) as cairn_tools::mcp::StderrSink
+    });
+    Ok(Some(launcher.start_mcp(config, workspace, sink).await?))
+}
+
+async fn stop_mcp(servers: Option<cairn_tools::mcp::McpServers>) {
+    if let Some(s) = servers {
+        s.stop().await;
+    }
 }
 
 /// Asks on the terminal whether a call may run: the call on stderr (shown,
@@ -204,7 +236,15 @@ impl Approver for CliApprover {
 /// `cairn resume ID [TEXT]`.
 pub fn resume(ctx: &Context, args: ResumeArgs) -> anyhow::Result<Code> {
     let id = ctx.existing_run(&args.id)?;
-    resume_id(ctx, id, args.text, args.force, args.json, &args.model)
+    resume_id(
+        ctx,
+        id,
+        args.text,
+        args.force,
+        args.json,
+        &args.model,
+        &args.mcp,
+    )
 }
 
 /// `cairn continue [TEXT]`: the most recent valid session of this repository.
@@ -213,7 +253,15 @@ pub fn continue_(ctx: &Context, args: ContinueArgs) -> anyhow::Result<Code> {
     if !args.json {
         output::note(format!("cairn: continuing session {id}"));
     }
-    resume_id(ctx, id, args.text, args.force, args.json, &args.model)
+    resume_id(
+        ctx,
+        id,
+        args.text,
+        args.force,
+        args.json,
+        &args.model,
+        &args.mcp,
+    )
 }
 
 fn resume_id(
@@ -223,6 +271,7 @@ fn resume_id(
     force: bool,
     json: bool,
     m: &ModelArgs,
+    mcp: &McpClientArgs,
 ) -> anyhow::Result<Code> {
     let launcher = launcher(ctx)?;
     let text = if text.is_empty() {
@@ -234,10 +283,21 @@ fn resume_id(
     let rt = runtime()?;
     rt.block_on(async {
         let mut printer = Printer::new(json);
-        let agent = launcher
-            .open(&id, &request(m), force, stop, &mut printer)?
-            .with_approval(ctx.approve(m.approve)?, Box::new(CliApprover::default()));
-        drive(agent, text, json, handle).await
+        let mut request = request(m);
+        if mcp.mcp.is_some() {
+            let workspace = cairn_sessions::summarize(launcher.store(), &id).workspace;
+            request.mcp = start_mcp(&launcher, mcp, std::path::Path::new(&workspace)).await?;
+        }
+        let servers = request.mcp.clone();
+        let code = async {
+            let agent = launcher
+                .open(&id, &request, force, stop, &mut printer)?
+                .with_approval(ctx.approve(m.approve)?, Box::new(CliApprover::default()));
+            drive(agent, text, json, handle).await
+        }
+        .await;
+        stop_mcp(servers).await;
+        code
     })
 }
 

@@ -1,0 +1,258 @@
+//! One MCP server process: started, asked, restarted after a crash, stopped.
+//!
+//! Invariants:
+//! 1. The server runs in a process group of its own, so a Ctrl-C at the
+//!    terminal reaches cairn (which suspends the run) and not the server, and
+//!    it is killed when its handle is dropped: it never outlives cairn's
+//!    process by more than its own reaction to a closed standard input.
+//! 2. Its environment is cairn's, scrubbed as the shell tool's is (no model
+//!    provider's key, nothing that looks like a secret), plus what its
+//!    configuration sets.
+//! 3. Its standard error never reaches the terminal unless a sink was given;
+//!    the last lines are kept in memory for the error that says why it
+//!    failed to start, never for anything journaled.
+//! 4. A call whose server dies under it reports [`CallFailed::Died`]: the
+//!    server is restarted for the next call, never by retrying this one here
+//!    (the caller decides by the tool's hints).
+
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequestParams, CallToolResult, Tool as McpToolDef};
+use rmcp::service::{Peer, RunningService, ServiceError};
+use rmcp::{RoleClient, ServiceExt};
+use tokio::io::AsyncReadExt;
+
+use super::config::ServerConfig;
+use super::{McpError, StderrSink};
+
+/// How long a server has to answer `initialize` and list its tools.
+pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a stopped server has to exit after its input closes.
+const STOP_WAIT: Duration = Duration::from_secs(2);
+/// Lines of standard error kept for a start-up failure.
+const STDERR_LINES: usize = 12;
+/// The longest standard-error line kept or shown.
+const STDERR_LINE_BYTES: usize = 1000;
+
+/// Why a call did not come back.
+#[derive(Debug)]
+pub(crate) enum CallFailed {
+    /// The server died or closed its pipes while the call ran.
+    Died(String),
+    /// It could not be (re)started for the call: nothing was sent.
+    NotStarted(String),
+    /// It answered with a protocol error (an unknown tool, bad arguments).
+    Refused(String),
+}
+
+struct Running {
+    service: RunningService<RoleClient, ()>,
+    child: tokio::process::Child,
+}
+
+/// A configured server and, while it runs, its process.
+pub(crate) struct Server {
+    pub(crate) config: ServerConfig,
+    env: Vec<(OsString, OsString)>,
+    cwd: PathBuf,
+    stderr: Option<StderrSink>,
+    running: tokio::sync::Mutex<Option<Running>>,
+    tail: Arc<Mutex<VecDeque<String>>>,
+}
+
+impl Server {
+    pub(crate) fn new(
+        config: ServerConfig,
+        env: Vec<(OsString, OsString)>,
+        cwd: PathBuf,
+        stderr: Option<StderrSink>,
+    ) -> Server {
+        Server {
+            config,
+            env,
+            cwd,
+            stderr,
+            running: tokio::sync::Mutex::new(None),
+            tail: Arc::default(),
+        }
+    }
+
+    /// Starts the process and completes the handshake.
+    async fn spawn(&self) -> Result<Running, String> {
+        let c = &self.config;
+        let mut cmd = tokio::process::Command::new(&c.command);
+        cmd.args(&c.args)
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .envs(&c.env)
+            .current_dir(c.cwd.as_ref().unwrap_or(&self.cwd))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .process_group(0);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot run `{}`: {e}", c.command))?;
+        let (Some(stdout), Some(stdin), Some(stderr)) =
+            (child.stdout.take(), child.stdin.take(), child.stderr.take())
+        else {
+            return Err("its standard streams could not be connected".into());
+        };
+        self.tail.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        tokio::spawn(forward_stderr(
+            stderr,
+            c.name.clone(),
+            self.stderr.clone(),
+            Arc::clone(&self.tail),
+        ));
+        let service = match tokio::time::timeout(START_TIMEOUT, ().serve((stdout, stdin))).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return Err(format!("the MCP handshake failed: {e}")),
+            Err(_) => {
+                return Err(format!(
+                    "it did not answer `initialize` within {} s",
+                    START_TIMEOUT.as_secs()
+                ))
+            }
+        };
+        Ok(Running { service, child })
+    }
+
+    /// Starts the server (first start) and lists its tools.
+    pub(crate) async fn start(&self) -> Result<Vec<McpToolDef>, McpError> {
+        let failed = |reason: String| McpError::Start {
+            server: self.config.name.clone(),
+            reason,
+            stderr: self.stderr_tail(),
+        };
+        let running = self.spawn().await.map_err(failed)?;
+        let listed =
+            tokio::time::timeout(START_TIMEOUT, running.service.peer().list_all_tools()).await;
+        *self.running.lock().await = Some(running);
+        match listed {
+            Ok(Ok(tools)) => Ok(tools),
+            Ok(Err(e)) => Err(failed(format!("listing its tools failed: {e}"))),
+            Err(_) => Err(failed(format!(
+                "it did not list its tools within {} s",
+                START_TIMEOUT.as_secs()
+            ))),
+        }
+    }
+
+    /// The running server's peer, restarting it first if it died. `true`
+    /// with it when this call restarted it.
+    async fn peer(&self) -> Result<(Peer<RoleClient>, bool), String> {
+        let mut running = self.running.lock().await;
+        if let Some(r) = running.as_ref() {
+            if !r.service.is_closed() {
+                return Ok((r.service.peer().clone(), false));
+            }
+        }
+        if let Some(old) = running.take() {
+            stop(old).await;
+        }
+        let r = self.spawn().await?;
+        let peer = r.service.peer().clone();
+        *running = Some(r);
+        Ok((peer, true))
+    }
+
+    /// Calls `tool` with `arguments`.
+    pub(crate) async fn call(
+        &self,
+        tool: &str,
+        arguments: Option<serde_json::Map<String, serde_json::Value>>,
+    ) -> Result<(CallToolResult, bool), CallFailed> {
+        let (peer, restarted) = self.peer().await.map_err(CallFailed::NotStarted)?;
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        params.arguments = arguments;
+        match peer.call_tool(params).await {
+            Ok(result) => Ok((result, restarted)),
+            Err(ServiceError::McpError(e)) => Err(CallFailed::Refused(e.message.to_string())),
+            Err(e) => {
+                // The process is gone or its pipes are: the next call starts
+                // it again.
+                if let Some(old) = self.running.lock().await.take() {
+                    stop(old).await;
+                }
+                Err(CallFailed::Died(e.to_string()))
+            }
+        }
+    }
+
+    /// Stops the server: its input closed, then killed if it lingers.
+    pub(crate) async fn stop(&self) {
+        if let Some(r) = self.running.lock().await.take() {
+            stop(r).await;
+        }
+    }
+
+    fn stderr_tail(&self) -> Vec<String> {
+        self.tail
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .cloned()
+            .collect()
+    }
+}
+
+async fn stop(mut r: Running) {
+    // Cancelling the service closes the server's standard input, which is
+    // how a stdio server is told to exit.
+    let _ = r.service.cancel().await;
+    if tokio::time::timeout(STOP_WAIT, r.child.wait())
+        .await
+        .is_err()
+    {
+        let _ = r.child.kill().await;
+    }
+}
+
+/// Reads the server's standard error to its end: each line to the sink, if
+/// any, and the last few kept. Lines are cut at [`STDERR_LINE_BYTES`].
+async fn forward_stderr(
+    mut stderr: tokio::process::ChildStderr,
+    server: String,
+    sink: Option<StderrSink>,
+    tail: Arc<Mutex<VecDeque<String>>>,
+) {
+    let mut pending: Vec<u8> = Vec::new();
+    let mut buf = [0u8; 8192];
+    let emit = |line: &[u8]| {
+        let cut = &line[..line.len().min(STDERR_LINE_BYTES)];
+        let text = String::from_utf8_lossy(cut).trim_end().to_owned();
+        if let Some(sink) = &sink {
+            sink(&server, &text);
+        }
+        let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
+        if t.len() == STDERR_LINES {
+            t.pop_front();
+        }
+        t.push_back(text);
+    };
+    loop {
+        let n = match stderr.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        pending.extend_from_slice(&buf[..n]);
+        while let Some(i) = pending.iter().position(|&b| b == b'\n') {
+            emit(&pending[..i]);
+            pending.drain(..=i);
+        }
+        if pending.len() > STDERR_LINE_BYTES {
+            emit(&pending);
+            pending.clear();
+        }
+    }
+    if !pending.is_empty() {
+        emit(&pending);
+    }
+}
