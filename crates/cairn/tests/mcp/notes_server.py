@@ -12,7 +12,8 @@ directory, and its tools declare each kind of annotation cairn acts on:
 
 Every call is logged in `calls.log` (one line, flushed) before it does
 anything; while a file named `hold` exists, a call waits for it to go, so a
-test can kill cairn with the call in flight. It writes a line on standard
+test can kill cairn with the call in flight. Each start appends its pid to
+`server.pids`. It writes a line on standard
 error at start, which cairn must keep out of the terminal unless asked.
 """
 
@@ -85,5 +86,7 @@ async def crash_write() -> str:
 
 
 if __name__ == "__main__":
+    with open("server.pids", "a") as f:
+        f.write(f"{os.getpid()}\n")
     print("notes server: starting; secret-looking stderr line", file=sys.stderr, flush=True)
     server.run("stdio")
