@@ -375,9 +375,10 @@ pub struct ModelArgs {
 /// MCP servers whose tools the agent is offered (DESIGN §17).
 #[derive(Debug, Args)]
 pub struct McpClientArgs {
-    /// Start the MCP servers of this `mcpServers` JSON file (the format of
-    /// Claude Code's .mcp.json; stdio servers) and offer their tools as
-    /// mcp__SERVER__TOOL; give it again to resume
+    /// Start (or connect to) the MCP servers of this `mcpServers` JSON file
+    /// (the format of Claude Code's .mcp.json: stdio and streamable HTTP
+    /// servers) and offer their tools as mcp__SERVER__TOOL; give it again to
+    /// resume
     #[arg(long, value_name = "CONFIG")]
     pub mcp: Option<PathBuf>,
     /// Show what the MCP servers write on standard error (hidden otherwise)

@@ -219,9 +219,14 @@ fn a_bad_configuration_or_a_server_that_does_not_start_is_a_clear_error() {
     let cases: Vec<(Value, i32, &str)> = vec![
         (json!({"servers": {}}), 2, "no `mcpServers` object"),
         (
-            json!({"mcpServers": {"web": {"type": "http", "url": "http://127.0.0.1:9/mcp"}}}),
+            json!({"mcpServers": {"web": {"type": "sse", "url": "http://127.0.0.1:9/sse"}}}),
             2,
-            "stdio servers only",
+            "legacy SSE transport",
+        ),
+        (
+            json!({"mcpServers": {"web": {"type": "http", "url": "http://127.0.0.1:9/mcp"}}}),
+            1,
+            "MCP server `web` did not start",
         ),
         (
             json!({"mcpServers": {"gone": {"command": "/nonexistent/server"}}}),
@@ -260,4 +265,101 @@ fn a_bad_configuration_or_a_server_that_does_not_start_is_a_clear_error() {
     let out = s.run(&["run", "--model", &model, "--mcp", "/nonexistent.json", "t"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("MCP configuration /nonexistent.json"));
+}
+
+#[test]
+fn a_streamable_http_server_is_reached_with_its_headers_from_the_environment() {
+    let s = Scratch::new();
+    let (other, served) = served();
+    let token = "tok-3b9f0c1e-not-in-any-file";
+    let server = Served::start_command(
+        &other,
+        "mcp",
+        &["--listen", "127.0.0.1:0"],
+        &[("CAIRN_MCP_TOKEN", token)],
+    );
+    let cfg = s.dir.path().join("http.json");
+    std::fs::write(
+        &cfg,
+        serde_json::to_vec(&json!({"mcpServers": {"remote": {
+            "type": "http",
+            "url": format!("{}/mcp", server.base()),
+            "headers": {"Authorization": "Bearer ${CAIRN_TEST_MCP_TOKEN}"}
+        }}}))
+        .unwrap(),
+    )
+    .unwrap();
+    let script = s.script(
+        "script.json",
+        json!([
+            {"text": "listing", "tool_calls": [call("l", "mcp__remote__list_sessions", json!({}))]},
+            {"text": "done"}
+        ]),
+    );
+    let model = format!("script:{}", script.display());
+    let out = s
+        .cmd()
+        .env("CAIRN_TEST_MCP_TOKEN", token)
+        .args([
+            "run",
+            "--model",
+            &model,
+            "--mcp",
+            cfg.to_str().unwrap(),
+            "task",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = s.only_session();
+    let recs = s.records(&id);
+    let listed = results_for(&recs, "l");
+    assert_eq!(listed[0]["outcome"], "ok", "{}", listed[0]);
+    assert!(listed[0]["output"].as_str().unwrap().contains(&served));
+    // The token is sent, never stored.
+    let journal =
+        std::fs::read_to_string(s.store.join("runs").join(&id).join("journal.jsonl")).unwrap();
+    assert!(!journal.contains(token));
+    // A wrong token: the server refuses, the run does not start, and the
+    // error does not show the header.
+    let out = s
+        .cmd()
+        .env("CAIRN_TEST_MCP_TOKEN", "wrong-token-value")
+        .args([
+            "run",
+            "--model",
+            &model,
+            "--mcp",
+            cfg.to_str().unwrap(),
+            "task",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("MCP server `remote` did not start"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("wrong-token-value"), "{stderr}");
+    // Without the variable, the file names what is missing.
+    let out = s
+        .cmd()
+        .env_remove("CAIRN_TEST_MCP_TOKEN")
+        .args([
+            "run",
+            "--model",
+            &model,
+            "--mcp",
+            cfg.to_str().unwrap(),
+            "task",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("CAIRN_TEST_MCP_TOKEN is not set"));
 }

@@ -187,3 +187,69 @@ fn a_server_that_dies_under_a_call_is_restarted_and_the_hints_decide_the_call() 
         "{log:?}"
     );
 }
+
+#[test]
+#[ignore = "needs the MCP Python SDK: .ci/run installs it (CAIRN_MCP_PYTHON)"]
+fn a_python_server_over_streamable_http_with_sessions_and_sse_answers() {
+    let s = Scratch::new();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/notes_server.py");
+    let mut child = std::process::Command::new(python())
+        .arg(&server)
+        .args(["--http", &port.to_string()])
+        .current_dir(&s.ws)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until(60, "the HTTP server to listen", || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let cfg = s.dir.path().join("http.json");
+    std::fs::write(
+        &cfg,
+        serde_json::to_vec(&json!({"mcpServers": {"notes": {
+            "type": "http", "url": format!("http://127.0.0.1:{port}/mcp")
+        }}}))
+        .unwrap(),
+    )
+    .unwrap();
+    let script = s.script(
+        "script.json",
+        json!([
+            {"text": "set", "tool_calls": [call("w", "mcp__notes__set_note", json!({"name": "h", "text": "over http"}))]},
+            {"text": "read", "tool_calls": [call("r", "mcp__notes__read_note", json!({"name": "h"}))]},
+            {"text": "done"}
+        ]),
+    );
+    let out = s.run(&[
+        "run",
+        "--model",
+        &format!("script:{}", script.display()),
+        "--mcp",
+        cfg.to_str().unwrap(),
+        "--json",
+        "task",
+    ]);
+    kill(&mut child, libc::SIGTERM);
+    let _ = child.wait();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let recs = s.records(&s.only_session());
+    assert_eq!(results_for(&recs, "w")[0]["outcome"], "ok");
+    let r = results_for(&recs, "r")[0];
+    assert_eq!(r["outcome"], "ok");
+    assert_eq!(r["output"], "over http");
+    let start = recs
+        .iter()
+        .find(|x| x["kind"] == "tool_start" && x["call"] == "w")
+        .unwrap();
+    assert_eq!(start["mcp"]["hints"]["idempotent"], true);
+}

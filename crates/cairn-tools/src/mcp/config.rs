@@ -8,18 +8,22 @@
 //! ```
 //!
 //! Rules:
-//! 1. A server is a `command` (with `args`, `env` and `cwd`), started with
-//!    its standard input and output as the protocol's pipes. `"type"` may
-//!    say `"stdio"` or be left out.
-//! 2. A server named by `url` (`"type": "http"`, `"sse"`) is refused with a
-//!    clear error: this build speaks to stdio servers only, and starting the
-//!    run without a configured server would change what the model is
-//!    offered.
-//! 3. A server's name is 1–32 letters, digits, `_` or `-`: it becomes part
+//! 1. A server is either a `command` (with `args`, `env` and `cwd`), started
+//!    with its standard input and output as the protocol's pipes (`"type"`
+//!    `"stdio"` or left out), or a `url` of a streamable HTTP endpoint
+//!    (`"type": "http"` or `"streamable-http"`, with `headers`).
+//! 2. The legacy SSE transport (`"type": "sse"`) is refused with a clear
+//!    error: starting the run without a configured server would change what
+//!    the model is offered.
+//! 3. `${NAME}` and `${NAME:-default}` in `command`, `args`, `env` values,
+//!    `cwd`, `url` and `headers` values are replaced by the environment's
+//!    value, so a token stays out of the file; a variable that is not set and
+//!    has no default is an error naming it.
+//! 4. A server's name is 1–32 letters, digits, `_` or `-`: it becomes part
 //!    of its tools' names (`mcp__NAME__TOOL`).
-//! 4. Servers are kept in name order, so the tools offered and the resume
+//! 5. Servers are kept in name order, so the tools offered and the resume
 //!    guard's fingerprint do not depend on how the file was written.
-//! 5. The file is read whole but bounded ([`MAX_CONFIG_BYTES`]); fields other
+//! 6. The file is read whole but bounded ([`MAX_CONFIG_BYTES`]); fields other
 //!    clients use and cairn does not are ignored.
 
 use std::collections::BTreeMap;
@@ -39,20 +43,38 @@ pub struct McpConfig {
     pub servers: Vec<ServerConfig>,
 }
 
-/// One stdio server.
+/// One server.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServerConfig {
     /// Its name in the file.
     pub name: String,
-    /// The program.
-    pub command: String,
-    /// Its arguments.
-    pub args: Vec<String>,
-    /// Variables set for it, beyond the scrubbed environment it inherits.
-    pub env: BTreeMap<String, String>,
-    /// Its working directory: absolute, or relative to the configuration
-    /// file's directory; `None` runs it in the session's workspace.
-    pub cwd: Option<PathBuf>,
+    /// How it is reached.
+    pub transport: Transport,
+}
+
+/// How a server is reached.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// A process cairn starts, speaking on its standard input and output.
+    Stdio {
+        /// The program.
+        command: String,
+        /// Its arguments.
+        args: Vec<String>,
+        /// Variables set for it, beyond the scrubbed environment it
+        /// inherits.
+        env: BTreeMap<String, String>,
+        /// Its working directory: absolute, or relative to the configuration
+        /// file's directory; `None` runs it in the session's workspace.
+        cwd: Option<PathBuf>,
+    },
+    /// A streamable HTTP endpoint.
+    Http {
+        /// Its URL.
+        url: String,
+        /// Headers sent with every request (an `Authorization`, say).
+        headers: BTreeMap<String, String>,
+    },
 }
 
 #[derive(Deserialize)]
@@ -70,8 +92,10 @@ struct Entry {
     args: Vec<String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
-    cwd: Option<PathBuf>,
+    cwd: Option<String>,
     url: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
 }
 
 impl McpConfig {
@@ -121,29 +145,83 @@ impl McpConfig {
                     "the server name {name:?} is not 1-32 letters, digits, `_` or `-` (it becomes part of its tools' names)"
                 ));
             }
-            let remote = e.url.is_some()
-                || e.kind
-                    .as_deref()
-                    .is_some_and(|k| k != "stdio" && !k.is_empty());
-            if remote {
-                return Err(format!(
-                    "server `{name}` is reached over HTTP ({}); this cairn starts stdio servers only: give it a `command`",
-                    e.url.as_deref().or(e.kind.as_deref()).unwrap_or("url")
-                ));
-            }
-            let Some(command) = e.command.filter(|c| !c.is_empty()) else {
-                return Err(format!("server `{name}` has no `command`"));
+            let x = |v: &str| {
+                expand(v, &|n| std::env::var(n).ok()).map_err(|e| format!("server `{name}`: {e}"))
             };
-            servers.push(ServerConfig {
-                cwd: e.cwd.map(|c| if c.is_absolute() { c } else { dir.join(c) }),
-                name,
-                command,
-                args: e.args,
-                env: e.env,
-            });
+            let kind = e.kind.as_deref().unwrap_or("");
+            let transport = match (kind, &e.url, &e.command) {
+                ("sse", _, _) => {
+                    return Err(format!(
+                        "server `{name}` uses the legacy SSE transport, which cairn does not speak: use its streamable HTTP endpoint (`\"type\": \"http\"`) or run it over stdio"
+                    ))
+                }
+                ("http" | "streamable-http" | "", Some(url), _) => Transport::Http {
+                    url: x(url)?,
+                    headers: e
+                        .headers
+                        .iter()
+                        .map(|(k, v)| Ok((k.clone(), x(v)?)))
+                        .collect::<Result<_, String>>()?,
+                },
+                ("http" | "streamable-http", None, _) => {
+                    return Err(format!("server `{name}` is an HTTP server without a `url`"))
+                }
+                ("stdio" | "", None, Some(command)) if !command.is_empty() => Transport::Stdio {
+                    command: x(command)?,
+                    args: e.args.iter().map(|a| x(a)).collect::<Result<_, _>>()?,
+                    env: e
+                        .env
+                        .iter()
+                        .map(|(k, v)| Ok((k.clone(), x(v)?)))
+                        .collect::<Result<_, String>>()?,
+                    cwd: e
+                        .cwd
+                        .as_deref()
+                        .map(|c| x(c).map(PathBuf::from))
+                        .transpose()?
+                        .map(|c| if c.is_absolute() { c } else { dir.join(c) }),
+                },
+                ("stdio" | "", _, _) => return Err(format!("server `{name}` has no `command`")),
+                (other, _, _) => {
+                    return Err(format!(
+                        "server `{name}` has the unknown type {other:?}: use \"stdio\" or \"http\""
+                    ))
+                }
+            };
+            servers.push(ServerConfig { name, transport });
         }
         Ok(McpConfig { servers })
     }
+}
+
+/// Rule 3: `${NAME}` and `${NAME:-default}` replaced by `var(NAME)`.
+fn expand(text: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("${") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 2..];
+        let Some(end) = after.find('}') else {
+            return Err(format!("`${{` without a closing `}}` in {text:?}"));
+        };
+        let inner = &after[..end];
+        let (name, default) = match inner.split_once(":-") {
+            Some((n, d)) => (n, Some(d)),
+            None => (inner, None),
+        };
+        match (var(name), default) {
+            (Some(v), _) => out.push_str(&v),
+            (None, Some(d)) => out.push_str(d),
+            (None, None) => {
+                return Err(format!(
+                    "the environment variable {name} is not set (write ${{{name}:-DEFAULT}} for a default)"
+                ))
+            }
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -162,10 +240,48 @@ mod tests {
         .unwrap();
         let names: Vec<_> = c.servers.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["alpha", "zeta"]);
-        assert_eq!(c.servers[1].args, ["-v"]);
-        assert_eq!(c.servers[1].env.get("A").map(String::as_str), Some("1"));
-        assert_eq!(c.servers[1].cwd.as_deref(), Some(Path::new("/cfg/sub")));
-        assert_eq!(c.servers[0].cwd, None);
+        let Transport::Stdio { args, env, cwd, .. } = &c.servers[1].transport else {
+            panic!("{c:?}")
+        };
+        assert_eq!(args, &["-v"]);
+        assert_eq!(env.get("A").map(String::as_str), Some("1"));
+        assert_eq!(cwd.as_deref(), Some(Path::new("/cfg/sub")));
+        assert!(matches!(
+            &c.servers[0].transport,
+            Transport::Stdio { cwd: None, .. }
+        ));
+    }
+
+    #[test]
+    fn http_servers_are_read_with_their_headers() {
+        let c = McpConfig::parse(
+            r#"{"mcpServers": {
+                "a": {"type": "http", "url": "http://127.0.0.1:7880/mcp", "headers": {"x-cairn-token": "t"}},
+                "b": {"url": "https://example.com/mcp"}
+            }}"#,
+            Path::new("/"),
+        )
+        .unwrap();
+        assert_eq!(
+            c.servers[0].transport,
+            Transport::Http {
+                url: "http://127.0.0.1:7880/mcp".into(),
+                headers: [("x-cairn-token".to_string(), "t".to_string())].into()
+            }
+        );
+        assert!(matches!(&c.servers[1].transport, Transport::Http { .. }));
+    }
+
+    #[test]
+    fn variables_are_expanded_and_a_missing_one_is_named() {
+        let var = |n: &str| (n == "TOKEN").then(|| "s3cret".to_string());
+        assert_eq!(expand("Bearer ${TOKEN}", &var).unwrap(), "Bearer s3cret");
+        assert_eq!(expand("${NOPE:-x}/${TOKEN}", &var).unwrap(), "x/s3cret");
+        assert_eq!(expand("plain $HOME", &var).unwrap(), "plain $HOME");
+        assert!(expand("${NOPE}", &var)
+            .unwrap_err()
+            .contains("NOPE is not set"));
+        assert!(expand("${TOKEN", &var).is_err());
     }
 
     #[test]
@@ -178,12 +294,20 @@ mod tests {
                 "server name",
             ),
             (
-                r#"{"mcpServers": {"web": {"url": "http://localhost:1/mcp"}}}"#,
-                "over HTTP",
+                r#"{"mcpServers": {"web": {"type": "sse", "url": "http://localhost:1/sse"}}}"#,
+                "legacy SSE",
             ),
             (
                 r#"{"mcpServers": {"web": {"type": "http", "command": "x"}}}"#,
-                "over HTTP",
+                "without a `url`",
+            ),
+            (
+                r#"{"mcpServers": {"web": {"type": "ws", "url": "ws://x"}}}"#,
+                "unknown type",
+            ),
+            (
+                r#"{"mcpServers": {"n": {"command": "${CAIRN_TEST_SURELY_UNSET}"}}}"#,
+                "CAIRN_TEST_SURELY_UNSET is not set",
             ),
             (r#"{"mcpServers": {"n": {"args": []}}}"#, "no `command`"),
         ];

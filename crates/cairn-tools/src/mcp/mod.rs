@@ -1,5 +1,6 @@
 //! MCP servers' tools in cairn's agent loop (DESIGN §17): each configured
-//! server started with the run, its tools offered beside the built-ins.
+//! server — a process on pipes, or a streamable HTTP endpoint — started (or
+//! connected to) with the run, its tools offered beside the built-ins.
 //!
 //! Guarantees:
 //! 1. **Names that cannot collide.** A server's tool `T` is offered as

@@ -1,4 +1,5 @@
-//! One MCP server process: started, asked, restarted after a crash, stopped.
+//! One MCP server — a process on pipes, or a streamable HTTP endpoint:
+//! started (connected), asked, restarted after a crash, stopped.
 //!
 //! Invariants:
 //! 1. The server runs in a process group of its own, so a Ctrl-C at the
@@ -11,23 +12,28 @@
 //! 3. Its standard error never reaches the terminal unless a sink was given;
 //!    the last lines are kept in memory for the error that says why it
 //!    failed to start, never for anything journaled.
-//! 4. A call whose server dies under it reports [`CallFailed::Died`]: the
+//! 4. An HTTP server's headers (an `Authorization`, say) are sent and never
+//!    shown, not even in an error.
+//! 5. A call whose server dies under it reports [`CallFailed::Died`]: the
 //!    server is restarted for the next call, never by retrying this one here
 //!    (the caller decides by the tool's hints).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use http::{HeaderName, HeaderValue};
 use rmcp::model::{CallToolRequestParams, CallToolResult, Tool as McpToolDef};
 use rmcp::service::{Peer, RunningService, ServiceError};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{RoleClient, ServiceExt};
 use tokio::io::AsyncReadExt;
 
-use super::config::ServerConfig;
+use super::config::{ServerConfig, Transport};
 use super::{McpError, StderrSink};
 
 /// How long a server has to answer `initialize` and list its tools.
@@ -36,6 +42,8 @@ pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(30);
 const STOP_WAIT: Duration = Duration::from_secs(2);
 /// Lines of standard error kept for a start-up failure.
 const STDERR_LINES: usize = 12;
+/// The largest JSON answer or SSE event taken from an HTTP server.
+const MAX_HTTP_RESPONSE: usize = 16 * 1024 * 1024;
 /// The longest standard-error line kept or shown.
 const STDERR_LINE_BYTES: usize = 1000;
 
@@ -52,7 +60,8 @@ pub(crate) enum CallFailed {
 
 struct Running {
     service: RunningService<RoleClient, ()>,
-    child: tokio::process::Child,
+    /// The process of a stdio server.
+    child: Option<tokio::process::Child>,
 }
 
 /// A configured server and, while it runs, its process.
@@ -82,43 +91,64 @@ impl Server {
         }
     }
 
-    /// Starts the process and completes the handshake.
+    /// Starts the process (or opens the connection) and completes the
+    /// handshake.
     async fn spawn(&self) -> Result<Running, String> {
-        let c = &self.config;
-        let mut cmd = tokio::process::Command::new(&c.command);
-        cmd.args(&c.args)
-            .env_clear()
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .envs(&c.env)
-            .current_dir(c.cwd.as_ref().unwrap_or(&self.cwd))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .process_group(0);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot run `{}`: {e}", c.command))?;
-        let (Some(stdout), Some(stdin), Some(stderr)) =
-            (child.stdout.take(), child.stdin.take(), child.stderr.take())
-        else {
-            return Err("its standard streams could not be connected".into());
-        };
-        self.tail.lock().unwrap_or_else(|p| p.into_inner()).clear();
-        tokio::spawn(forward_stderr(
-            stderr,
-            c.name.clone(),
-            self.stderr.clone(),
-            Arc::clone(&self.tail),
-        ));
-        let service = match tokio::time::timeout(START_TIMEOUT, ().serve((stdout, stdin))).await {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => return Err(format!("the MCP handshake failed: {e}")),
-            Err(_) => {
-                return Err(format!(
-                    "it did not answer `initialize` within {} s",
-                    START_TIMEOUT.as_secs()
-                ))
+        let (service, child) = match &self.config.transport {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                let mut cmd = tokio::process::Command::new(command);
+                cmd.args(args)
+                    .env_clear()
+                    .envs(self.env.iter().map(|(k, v)| (k, v)))
+                    .envs(env)
+                    .current_dir(cwd.as_ref().unwrap_or(&self.cwd))
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .kill_on_drop(true)
+                    .process_group(0);
+                let mut child = cmd
+                    .spawn()
+                    .map_err(|e| format!("cannot run `{command}`: {e}"))?;
+                let (Some(stdout), Some(stdin), Some(stderr)) =
+                    (child.stdout.take(), child.stdin.take(), child.stderr.take())
+                else {
+                    return Err("its standard streams could not be connected".into());
+                };
+                self.tail.lock().unwrap_or_else(|p| p.into_inner()).clear();
+                tokio::spawn(forward_stderr(
+                    stderr,
+                    self.config.name.clone(),
+                    self.stderr.clone(),
+                    Arc::clone(&self.tail),
+                ));
+                (handshake(().serve((stdout, stdin))).await?, Some(child))
+            }
+            Transport::Http { url, headers } => {
+                let mut custom = HashMap::new();
+                for (k, v) in headers {
+                    let name = HeaderName::from_bytes(k.as_bytes())
+                        .map_err(|e| format!("its header name {k:?}: {e}"))?;
+                    // The value is never shown: it may be a credential.
+                    let value = HeaderValue::from_str(v).map_err(|_| {
+                        format!("the value of its header {k} is not a valid header value")
+                    })?;
+                    custom.insert(name, value);
+                }
+                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .custom_headers(custom)
+                    .max_json_response_size(MAX_HTTP_RESPONSE)
+                    .max_sse_event_size(MAX_HTTP_RESPONSE);
+                // The SDK's reqwest takes TLS from the process's rustls
+                // provider; one installed before (by anyone) stays.
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                let transport = StreamableHttpClientTransport::from_config(config);
+                (handshake(().serve(transport)).await?, None)
             }
         };
         Ok(Running { service, child })
@@ -203,15 +233,28 @@ impl Server {
     }
 }
 
-async fn stop(mut r: Running) {
-    // Cancelling the service closes the server's standard input, which is
-    // how a stdio server is told to exit.
+/// The handshake, bounded by [`START_TIMEOUT`].
+async fn handshake<E: std::fmt::Display>(
+    serving: impl std::future::Future<Output = Result<RunningService<RoleClient, ()>, E>>,
+) -> Result<RunningService<RoleClient, ()>, String> {
+    match tokio::time::timeout(START_TIMEOUT, serving).await {
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(e)) => Err(format!("the MCP handshake failed: {e}")),
+        Err(_) => Err(format!(
+            "it did not answer `initialize` within {} s",
+            START_TIMEOUT.as_secs()
+        )),
+    }
+}
+
+async fn stop(r: Running) {
+    // Cancelling the service closes a stdio server's standard input, which
+    // is how it is told to exit (an HTTP server's session is ended).
     let _ = r.service.cancel().await;
-    if tokio::time::timeout(STOP_WAIT, r.child.wait())
-        .await
-        .is_err()
-    {
-        let _ = r.child.kill().await;
+    if let Some(mut child) = r.child {
+        if tokio::time::timeout(STOP_WAIT, child.wait()).await.is_err() {
+            let _ = child.kill().await;
+        }
     }
 }
 

@@ -15,6 +15,7 @@ anything; while a file named `hold` exists, a call waits for it to go, so a
 test can kill cairn with the call in flight. Each start appends its pid to
 `server.pids`. It writes a line on standard
 error at start, which cairn must keep out of the terminal unless asked.
+With `--http PORT` it serves streamable HTTP instead of stdio.
 """
 
 import asyncio
@@ -89,4 +90,9 @@ if __name__ == "__main__":
     with open("server.pids", "a") as f:
         f.write(f"{os.getpid()}\n")
     print("notes server: starting; secret-looking stderr line", file=sys.stderr, flush=True)
-    server.run("stdio")
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        # Streamable HTTP at http://127.0.0.1:PORT/mcp, with sessions and
+        # SSE answers (the SDK's defaults).
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run("stdio")
