@@ -72,6 +72,8 @@ pub(crate) struct Server {
     stderr: Option<StderrSink>,
     running: tokio::sync::Mutex<Option<Running>>,
     tail: Arc<Mutex<VecDeque<String>>>,
+    /// The task reading the current process's standard error.
+    reader: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl Server {
@@ -88,6 +90,7 @@ impl Server {
             stderr,
             running: tokio::sync::Mutex::new(None),
             tail: Arc::default(),
+            reader: Mutex::new(None),
         }
     }
 
@@ -121,12 +124,13 @@ impl Server {
                     return Err("its standard streams could not be connected".into());
                 };
                 self.tail.lock().unwrap_or_else(|p| p.into_inner()).clear();
-                tokio::spawn(forward_stderr(
+                let reader = tokio::spawn(forward_stderr(
                     stderr,
                     self.config.name.clone(),
                     self.stderr.clone(),
                     Arc::clone(&self.tail),
                 ));
+                *self.reader.lock().unwrap_or_else(|p| p.into_inner()) = Some(reader);
                 (handshake(().serve((stdout, stdin))).await?, Some(child))
             }
             Transport::Http { url, headers } => {
@@ -156,23 +160,31 @@ impl Server {
 
     /// Starts the server (first start) and lists its tools.
     pub(crate) async fn start(&self) -> Result<Vec<McpToolDef>, McpError> {
-        let failed = |reason: String| McpError::Start {
+        let reason = match self.spawn().await {
+            Err(reason) => reason,
+            Ok(running) => {
+                let listed =
+                    tokio::time::timeout(START_TIMEOUT, running.service.peer().list_all_tools())
+                        .await;
+                *self.running.lock().await = Some(running);
+                match listed {
+                    Ok(Ok(tools)) => return Ok(tools),
+                    Ok(Err(e)) => format!("listing its tools failed: {e}"),
+                    Err(_) => format!(
+                        "it did not list its tools within {} s",
+                        START_TIMEOUT.as_secs()
+                    ),
+                }
+            }
+        };
+        // What the process said before it went is the most useful part of
+        // the error: stopping reads its standard error to the end.
+        self.stop().await;
+        Err(McpError::Start {
             server: self.config.name.clone(),
             reason,
             stderr: self.stderr_tail(),
-        };
-        let running = self.spawn().await.map_err(failed)?;
-        let listed =
-            tokio::time::timeout(START_TIMEOUT, running.service.peer().list_all_tools()).await;
-        *self.running.lock().await = Some(running);
-        match listed {
-            Ok(Ok(tools)) => Ok(tools),
-            Ok(Err(e)) => Err(failed(format!("listing its tools failed: {e}"))),
-            Err(_) => Err(failed(format!(
-                "it did not list its tools within {} s",
-                START_TIMEOUT.as_secs()
-            ))),
-        }
+        })
     }
 
     /// The running server's peer, restarting it first if it died. `true`
@@ -216,10 +228,16 @@ impl Server {
         }
     }
 
-    /// Stops the server: its input closed, then killed if it lingers.
+    /// Stops the server: its input closed, then killed if it lingers; what
+    /// it wrote on standard error is read to the end (bounded), so nothing
+    /// it said is cut off.
     pub(crate) async fn stop(&self) {
         if let Some(r) = self.running.lock().await.take() {
             stop(r).await;
+        }
+        let reader = self.reader.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(r) = reader {
+            let _ = tokio::time::timeout(STOP_WAIT, r).await;
         }
     }
 
