@@ -12,7 +12,9 @@
 //!    ([`AgentError::StoreInsideWorkspace`]);
 //! 3. the tools' workspace, with the store protected whatever path leads to
 //!    it, and the shell's environment scrubbed but for the names the
-//!    launcher was given;
+//!    launcher was given; beside the built-in tools, the tools of the MCP
+//!    servers the request carries ([`Launcher::start_mcp`], DESIGN §17),
+//!    which the resume guard fingerprints server by server;
 //! 4. the provider, with the launcher's retry settings; the response store
 //!    and the price table; the workspace versioning of the session;
 //! 5. for a resume: the journal locked first, state and routing rebuilt
