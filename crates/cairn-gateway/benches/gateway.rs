@@ -5,7 +5,8 @@
 //!    (p50, p99) and to the whole response (p50, p99);
 //! 2. calls per second with 16 concurrent clients, every call through the
 //!    gateway made durable (bodies in the pool, a stored entry, a journaled
-//!    `model_call`);
+//!    `model_call`), its ratio to direct calls, and the files the store
+//!    gained per call;
 //! 3. the bytes stored for a 50-turn conversation re-sent whole each turn,
 //!    against the final request's size and the sum of all requests.
 //!
@@ -166,7 +167,9 @@ async fn run(dir: &std::path::Path, calls: usize) {
     let direct = upstream.openai_base_url();
     let (through, store) = start(dir, &upstream, "throughput").await;
     let per_client = (calls / 4).max(25);
+    let mut direct_rate = 0.0;
     for (name, base) in [("direct", direct.clone()), ("gateway", through.clone())] {
+        let files_before = files(store.root());
         let t = Instant::now();
         let mut tasks = Vec::new();
         for c in 0..16 {
@@ -183,7 +186,18 @@ async fn run(dir: &std::path::Path, calls: usize) {
         let n = 16 * per_client;
         let rate = n as f64 / t.elapsed().as_secs_f64();
         println!("16 concurrent clients, {n} calls, {name}: {rate:.0} calls/s");
+        if name == "direct" {
+            direct_rate = rate;
+        }
         if name == "gateway" {
+            // What DESIGN §2's one-file-per-object layout costs a call: the
+            // files (inodes) the store gained, per call.
+            let created = files(store.root()).saturating_sub(files_before);
+            println!(
+                "  gateway/direct = {:.2}x (target >= 0.5x); files created in the store: {created}, {:.2} a call (target <= 1)",
+                rate / direct_rate,
+                created as f64 / n as f64
+            );
             let journal = std::fs::read_to_string(
                 store
                     .runs_dir()
@@ -245,6 +259,19 @@ async fn run(dir: &std::path::Path, calls: usize) {
 }
 
 /// The bytes of every file below `dir`.
+/// Regular files under `dir`, at any depth.
+fn files(dir: &std::path::Path) -> usize {
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        match e.file_type() {
+            Ok(t) if t.is_dir() => n += files(&e.path()),
+            Ok(t) if t.is_file() => n += 1,
+            _ => {}
+        }
+    }
+    n
+}
+
 fn du(dir: &std::path::Path) -> u64 {
     let mut n = 0;
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
