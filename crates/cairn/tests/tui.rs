@@ -443,6 +443,34 @@ fn a_session_that_cannot_be_resumed_is_refused_as_resume_refuses_it() {
     assert!(screen.contains("--force"), "{screen}");
 }
 
+#[test]
+fn mcp_servers_are_refused_in_the_tui_not_ignored() {
+    let s = Scratch::new();
+    let script = s.script("one.json", json!([{"text": "hi"}]));
+    let out = s.run(&[
+        "run",
+        "--model",
+        &format!("script:{}", script.display()),
+        "hello",
+    ]);
+    assert!(out.status.success());
+    let id = s.only_session();
+    let cfg = s.dir.path().join("mcp.json");
+    std::fs::write(&cfg, r#"{"mcpServers": {}}"#).unwrap();
+    for args in [
+        vec!["--resume", id.as_str(), "--mcp", cfg.to_str().unwrap()],
+        vec!["--continue", "--mcp", cfg.to_str().unwrap()],
+    ] {
+        let mut p = open(&s, &args, &[], 100, 24);
+        assert_eq!(p.wait_exit(WAIT), Some(Some(2)), "{args:?}");
+        let screen = p.screen();
+        assert!(
+            screen.contains("--mcp is not available in the terminal UI"),
+            "{screen}"
+        );
+    }
+}
+
 /// A person's message is theirs whatever it starts with: one that starts
 /// with `cairn: ` is a rewind point that takes the files back to before its
 /// own turn, and cairn's own note to the model (what the operator changed

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use cairn_agent::ApprovePolicy;
 use cairn_tui::{Options, Sessions, Start};
 
-use crate::cli::{ContinueArgs, ForkArgs, ModelArgs, ResumeArgs, TuiArgs};
+use crate::cli::{ContinueArgs, ForkArgs, McpClientArgs, ModelArgs, ResumeArgs, TuiArgs};
 use crate::cmd::Context;
 use crate::exit::Code;
 use crate::output;
@@ -77,14 +77,30 @@ pub fn new_session(ctx: &Context, args: TuiArgs) -> anyhow::Result<Code> {
     launch(ctx, Start::New, args.model, args.name, args.system, false)
 }
 
+/// `--mcp` asks for MCP servers, which only `cairn run`, `resume` and
+/// `continue` start (DESIGN §17): refused here rather than ignored.
+fn refuse_mcp(mcp: &McpClientArgs, command: &str) -> anyhow::Result<()> {
+    match &mcp.mcp {
+        None => Ok(()),
+        Some(_) => Err(crate::exit::coded(
+            Code::Usage,
+            format!(
+                "--mcp is not available in the terminal UI: run `cairn {command} … --mcp CONFIG` without the UI (give a TEXT, or call the subcommand directly)"
+            ),
+        )),
+    }
+}
+
 /// `cairn --resume ID` on a terminal.
 pub fn resume(ctx: &Context, args: ResumeArgs) -> anyhow::Result<Code> {
+    refuse_mcp(&args.mcp, "resume ID")?;
     let id = ctx.existing_run(&args.id)?;
     launch(ctx, Start::Open(id), args.model, None, None, args.force)
 }
 
 /// `cairn --continue` on a terminal: the session `cairn continue` picks.
 pub fn continue_(ctx: &Context, args: ContinueArgs) -> anyhow::Result<Code> {
+    refuse_mcp(&args.mcp, "continue")?;
     let id = crate::setup::continue_target(ctx)?;
     launch(ctx, Start::Open(id), args.model, None, None, args.force)
 }
