@@ -25,15 +25,20 @@ fn python() -> String {
 
 /// The `mcpServers` file for the notes server, run in the workspace.
 fn config(s: &Scratch) -> PathBuf {
+    config_with(s, json!({}))
+}
+
+/// The same, with more fields for the server (a `timeout`).
+fn config_with(s: &Scratch, extra: serde_json::Value) -> PathBuf {
     let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/notes_server.py");
     let path = s.dir.path().join("mcp.json");
+    let mut entry = json!({"command": python(), "args": [server]});
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        entry[k] = v.clone();
+    }
     std::fs::write(
         &path,
-        serde_json::to_vec(&json!({"mcpServers": {"notes": {
-            "command": python(),
-            "args": [server]
-        }}}))
-        .unwrap(),
+        serde_json::to_vec(&json!({"mcpServers": {"notes": entry}})).unwrap(),
     )
     .unwrap();
     path
@@ -252,4 +257,66 @@ fn a_python_server_over_streamable_http_with_sessions_and_sse_answers() {
         .find(|x| x["kind"] == "tool_start" && x["call"] == "w")
         .unwrap();
     assert_eq!(start["mcp"]["hints"]["idempotent"], true);
+}
+
+#[test]
+#[ignore = "needs the MCP Python SDK: .ci/run installs it (CAIRN_MCP_PYTHON)"]
+fn a_call_past_its_timeout_is_given_up_its_server_stopped_and_restarted() {
+    let s = Scratch::new();
+    let cfg = config_with(&s, json!({"timeout": 1}));
+    let script = s.script(
+        "script.json",
+        json!([
+            {"text": "one", "tool_calls": [call("a", "mcp__notes__append_note", json!({"name": "t", "text": "x"}))]},
+            {"text": "two", "tool_calls": [call("r", "mcp__notes__read_note", json!({"name": "t"}))]},
+            {"text": "done"}
+        ]),
+    );
+    // Every call is held until `hold` goes: the first one for good, the
+    // second one not at all.
+    std::fs::write(s.ws.join("hold"), "").unwrap();
+    let ws = s.ws.clone();
+    let releaser = std::thread::spawn(move || {
+        // Released once the first server is gone (the second one started).
+        wait_until(30, "a second server", || {
+            std::fs::read_to_string(ws.join("server.pids"))
+                .map(|p| p.lines().count() >= 2)
+                .unwrap_or(false)
+        });
+        std::fs::remove_file(ws.join("hold")).unwrap();
+    });
+    let out = s.run(&[
+        "run",
+        "--model",
+        &format!("script:{}", script.display()),
+        "--mcp",
+        cfg.to_str().unwrap(),
+        "--json",
+        "task",
+    ]);
+    releaser.join().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let recs = s.records(&s.only_session());
+    let a = results_for(&recs, "a")[0];
+    assert_eq!(a["outcome"], "unknown", "{a}");
+    assert!(a["output"].as_str().unwrap().contains("within 1 s"), "{a}");
+    // The held call never finished: its server was stopped.
+    assert!(!s.ws.join("t.note").exists());
+    let r = results_for(&recs, "r")[0];
+    assert_eq!(r["outcome"], "ok", "{r}");
+    let first: u32 = s
+        .read("server.pids")
+        .lines()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        !Path::new(&format!("/proc/{first}")).exists(),
+        "the first server is still there"
+    );
 }

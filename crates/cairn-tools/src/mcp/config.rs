@@ -23,7 +23,9 @@
 //!    of its tools' names (`mcp__NAME__TOOL`).
 //! 5. Servers are kept in name order, so the tools offered and the resume
 //!    guard's fingerprint do not depend on how the file was written.
-//! 6. The file is read whole but bounded ([`MAX_CONFIG_BYTES`]); fields other
+//! 6. `timeout` (seconds) bounds each call of a server's tools
+//!    ([`DEFAULT_CALL_TIMEOUT`] without it).
+//! 7. The file is read whole but bounded ([`MAX_CONFIG_BYTES`]); fields other
 //!    clients use and cairn does not are ignored.
 
 use std::collections::BTreeMap;
@@ -50,7 +52,14 @@ pub struct ServerConfig {
     pub name: String,
     /// How it is reached.
     pub transport: Transport,
+    /// How long one call may take before it is given up (its outcome then
+    /// unknown, the server restarted): `timeout` in seconds, default
+    /// [`DEFAULT_CALL_TIMEOUT`].
+    pub call_timeout: std::time::Duration,
 }
+
+/// A call's time limit when the configuration gives none.
+pub const DEFAULT_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// How a server is reached.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -96,6 +105,7 @@ struct Entry {
     url: Option<String>,
     #[serde(default)]
     headers: BTreeMap<String, String>,
+    timeout: Option<f64>,
 }
 
 impl McpConfig {
@@ -188,7 +198,22 @@ impl McpConfig {
                     ))
                 }
             };
-            servers.push(ServerConfig { name, transport });
+            let call_timeout = match e.timeout {
+                None => DEFAULT_CALL_TIMEOUT,
+                Some(t) if t.is_finite() && t > 0.0 && t <= 86_400.0 => {
+                    std::time::Duration::from_secs_f64(t)
+                }
+                Some(t) => {
+                    return Err(format!(
+                        "server `{name}`: `timeout` is {t}; give seconds, more than 0 and at most 86400"
+                    ))
+                }
+            };
+            servers.push(ServerConfig {
+                name,
+                transport,
+                call_timeout,
+            });
         }
         Ok(McpConfig { servers })
     }
@@ -310,6 +335,10 @@ mod tests {
                 "CAIRN_TEST_SURELY_UNSET is not set",
             ),
             (r#"{"mcpServers": {"n": {"args": []}}}"#, "no `command`"),
+            (
+                r#"{"mcpServers": {"n": {"command": "x", "timeout": 0}}}"#,
+                "`timeout` is 0",
+            ),
         ];
         for (text, said) in cases {
             let err = McpConfig::parse(text, Path::new("/")).unwrap_err();

@@ -19,7 +19,10 @@
 //!    is otherwise [`Outcome::Unknown`](crate::Outcome::Unknown).
 //! 3. **Bounded.** A server's description of a tool is cut at
 //!    [`MAX_DESCRIPTION_BYTES`], a call's output at the toolbox's output
-//!    limit (head and tail kept, what was left out said).
+//!    limit (head and tail kept, what was left out said), a call's time at
+//!    the server's `timeout` ([`DEFAULT_CALL_TIMEOUT`]): a call given up is
+//!    `unknown`, and its server is stopped, so it cannot take effect later
+//!    unseen, and started again for the next call.
 //! 4. **Nothing of a server reaches a terminal raw or the journal unasked.**
 //!    Its standard error goes to the sink given to [`McpServers::start`]
 //!    (the CLI shows it only with `--mcp-stderr`, through the terminal-safe
@@ -36,7 +39,7 @@ use std::sync::Arc;
 
 use rmcp::model::{CallToolResult, Tool as McpToolDef};
 
-pub use config::{McpConfig, ServerConfig, MAX_CONFIG_BYTES};
+pub use config::{McpConfig, ServerConfig, Transport, DEFAULT_CALL_TIMEOUT, MAX_CONFIG_BYTES};
 use server::{CallFailed, Server};
 
 use crate::capture::OutputCap;
@@ -324,6 +327,18 @@ impl Tool for McpTool {
             Err(CallFailed::NotStarted(why)) => ToolOutput::error(format!(
                 "MCP server `{server}` could not be started for this call, so `{tool}` was not run: {why}"
             )),
+            // A read-only tool changed nothing either way: an error.
+            Err(CallFailed::TimedOut(limit)) if hints.read_only => ToolOutput::error(format!(
+                "MCP server `{server}` did not answer the call of `{tool}` within {} s (its `timeout`), so it was stopped; the server is restarted for the next call.",
+                limit.as_secs_f64()
+            )),
+            Err(CallFailed::TimedOut(limit)) => ToolOutput {
+                outcome: Outcome::Unknown,
+                output: format!(
+                    "cairn: MCP server `{server}` did not answer the call of `{tool}` within {} s (its `timeout`), so it was stopped. Whether the call took effect is unknown, and it was NOT run again; the server is restarted for the next call.",
+                    limit.as_secs_f64()
+                ),
+            },
             Err(CallFailed::Died(why)) => ToolOutput {
                 outcome: Outcome::Unknown,
                 output: format!(

@@ -56,6 +56,8 @@ pub(crate) enum CallFailed {
     NotStarted(String),
     /// It answered with a protocol error (an unknown tool, bad arguments).
     Refused(String),
+    /// It did not answer within the server's `timeout`: it was stopped.
+    TimedOut(Duration),
 }
 
 struct Running {
@@ -214,18 +216,23 @@ impl Server {
         let (peer, restarted) = self.peer().await.map_err(CallFailed::NotStarted)?;
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
-        match peer.call_tool(params).await {
-            Ok(result) => Ok((result, restarted)),
-            Err(ServiceError::McpError(e)) => Err(CallFailed::Refused(e.message.to_string())),
-            Err(e) => {
-                // The process is gone or its pipes are: the next call starts
-                // it again.
-                if let Some(old) = self.running.lock().await.take() {
-                    stop(old).await;
-                }
-                Err(CallFailed::Died(e.to_string()))
+        let limit = self.config.call_timeout;
+        let failed = match tokio::time::timeout(limit, peer.call_tool(params)).await {
+            Ok(Ok(result)) => return Ok((result, restarted)),
+            Ok(Err(ServiceError::McpError(e))) => {
+                return Err(CallFailed::Refused(e.message.to_string()))
             }
+            // The process is gone or its pipes are.
+            Ok(Err(e)) => CallFailed::Died(e.to_string()),
+            // Given up: the server is stopped, so the call cannot take
+            // effect later, unseen.
+            Err(_) => CallFailed::TimedOut(limit),
+        };
+        // The next call starts the server again.
+        if let Some(old) = self.running.lock().await.take() {
+            stop(old).await;
         }
+        Err(failed)
     }
 
     /// Stops the server: its input closed, then killed if it lingers; what
