@@ -12,6 +12,7 @@
 pub mod canonical;
 mod error;
 mod journaled;
+mod log;
 mod pricing;
 mod store;
 

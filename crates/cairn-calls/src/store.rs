@@ -1,15 +1,17 @@
 //! The response store (DESIGN §7): every completed model response, by key,
 //! for the proxy and for cairn's own agent loop alike.
 //!
-//! Layout: `<store>/gateway/responses/<aa>/<key>.json`, one small entry per
-//! response (written by the durable-write helper: temporary file, fsync,
-//! rename, directory fsync) naming the response body — and the request body,
-//! for the proxy — in the store-global object pool, cut into body-class
-//! chunks so a conversation re-sent with each turn costs what it appended.
-//! `<store>/gateway/idempotency/<aa>/<sha256 of the Idempotency-Key>` holds
-//! the key a client's `Idempotency-Key` was first used with.
-//!
-//! `<key>.delivered`, an empty file, marks that the client got it whole.
+//! Layout: the entries — one small record per response, naming the
+//! response body and, for the proxy, the request body in the store-global
+//! object pool, cut into body-class chunks so a conversation re-sent with
+//! each turn costs what it appended — and the delivery marks are records of
+//! the store's response log (`<store>/gateway/log/`, the `log` module: a
+//! call creates no file for them). An older cairn wrote each entry to
+//! `<store>/gateway/responses/<aa>/<key>.json` and each mark as an empty
+//! `<key>.delivered` beside it: those are still read, and the log's word on
+//! a key supersedes them. `<store>/gateway/idempotency/<aa>/<sha256 of the
+//! Idempotency-Key>` holds the key a client's `Idempotency-Key` was first
+//! used with.
 //!
 //! Invariants:
 //! 1. An entry is put — its bodies durable in the pool first, then the entry
@@ -20,7 +22,8 @@
 //!    connection before that leaves it unset, and the call's retry is
 //!    served from the store instead of being bought again. Putting an entry
 //!    clears the mark an earlier response under the same key left (durably,
-//!    before the entry is visible): a new sample's client has not taken it.
+//!    in the same write and before the entry): a new sample's client has
+//!    not taken it.
 //! 3. Nothing stored is a credential: request headers are not kept, and the
 //!    key holds only a hash of the credential.
 //! 4. A damaged entry is an error naming its file, never "no response": a
@@ -32,6 +35,7 @@ use cairn_objects::{NoProgress, ObjectHash, ObjectPool, StoreLock};
 use cairn_store::{durable, RunId, Store};
 use serde::{Deserialize, Serialize};
 
+use crate::log::{LogRecord, ResponseLog};
 use crate::CallsError;
 
 /// One stored response.
@@ -132,6 +136,7 @@ pub struct ResponseStore {
     pool: ObjectPool,
     dir: PathBuf,
     idempotency: PathBuf,
+    log: ResponseLog,
 }
 
 impl ResponseStore {
@@ -142,7 +147,14 @@ impl ResponseStore {
             pool: ObjectPool::at(store),
             dir: store.gateway_dir().join("responses"),
             idempotency: store.gateway_dir().join("idempotency"),
+            log: ResponseLog::new(&store.gateway_dir()),
         }
+    }
+
+    /// Whether the client of `key`'s response got it: the log's last mark,
+    /// else an older cairn's marker file.
+    fn is_delivered(&self, key: &str, logged: Option<bool>) -> bool {
+        logged.unwrap_or_else(|| fan(&self.dir, key, ".delivered").exists())
     }
 
     fn path(&self, key: &str) -> PathBuf {
@@ -155,6 +167,21 @@ impl ResponseStore {
     /// [`CallsError::StoredResponse`] when the entry exists but does not
     /// read or names another key.
     pub fn get(&self, key: &str) -> Result<Option<Stored>, CallsError> {
+        let logged = match self.log.read()?.keys.get(key) {
+            Some(state) if state.removed => return Ok(None),
+            Some(state) => match &state.entry {
+                Some(entry) => {
+                    let mut entry = entry.clone();
+                    entry.delivered = state.delivered == Some(true);
+                    return Ok(Some(Stored {
+                        entry,
+                        inline: None,
+                    }));
+                }
+                None => state.delivered,
+            },
+            None => None,
+        };
         let path = self.path(key);
         let bytes = match std::fs::read(&path) {
             Ok(b) => b,
@@ -184,7 +211,7 @@ impl ResponseStore {
             return Err(damaged(&path, "it is stored under the wrong key".into()));
         }
         let mut stored = stored;
-        stored.entry.delivered |= fan(&self.dir, key, ".delivered").exists();
+        stored.entry.delivered = self.is_delivered(key, logged);
         Ok(Some(stored))
     }
 
@@ -218,10 +245,12 @@ impl ResponseStore {
         let (b, r) = self.put_bodies(body, request)?;
         entry.body = b;
         entry.request = r;
-        // Invariant 2: a delivery mark left by an earlier response under
-        // this key must not speak for this one.
-        self.mark_undelivered(&entry.key)?;
-        self.write(&entry)?;
+        let mut records = Vec::with_capacity(2);
+        self.clear_mark(&entry.key, &mut records)?;
+        records.push(LogRecord::Put {
+            entry: entry.clone(),
+        });
+        self.log.append(&records, true)?;
         if let Some(idem) = &entry.idempotency_key {
             self.remember_idempotency(idem, &entry.key)?;
         }
@@ -241,27 +270,26 @@ impl ResponseStore {
         let batch = self
             .pool
             .batch(&lock)
-            .barrier_from(barrier_from.saturating_mul(3));
+            .barrier_from(barrier_from.saturating_mul(2));
         for g in group.iter_mut() {
             let b = batch.put_body(&g.body)?.hash.to_string();
             let r = batch.put_body(&g.request)?.hash.to_string();
             if let Some(e) = g.entry.as_mut() {
                 e.body = b.clone();
                 e.request = Some(r.clone());
-                let path = self.path(&e.key);
-                create_parents(&path)?;
-                let bytes =
-                    serde_json::to_vec(&*e).map_err(|err| damaged(&path, err.to_string()))?;
-                batch.stage_file(&path, &bytes)?;
             }
             g.hashes = Some((b, r));
         }
-        for e in group.iter().filter_map(|g| g.entry.as_ref()) {
-            // Invariant 2, before any of the entries is visible.
-            self.mark_undelivered(&e.key)?;
-        }
+        // Invariant 1: the bodies are durable before an entry names them.
         batch.commit(&NoProgress)?;
         drop(lock);
+        let mut records = Vec::with_capacity(group.len() * 2);
+        for e in group.iter().filter_map(|g| g.entry.as_ref()) {
+            // Invariant 2, in the same write, before the entry.
+            self.clear_mark(&e.key, &mut records)?;
+            records.push(LogRecord::Put { entry: e.clone() });
+        }
+        self.log.append(&records, true)?;
         for g in group.iter() {
             if let Some(e) = &g.entry {
                 if let Some(idem) = &e.idempotency_key {
@@ -291,57 +319,63 @@ impl ResponseStore {
         Ok((b.hash.to_string(), r.map(|p| p.hash.to_string())))
     }
 
-    /// Records that the client got the whole response of `key`: an empty
-    /// marker file beside the entry.
+    /// Records that the client got the whole response of `key`: a
+    /// `delivered` record in the log.
     ///
-    /// The marker is created without an fsync, on purpose: losing it in a
-    /// power cut only makes a later identical request a replay of what the
-    /// client already got, instead of a new sample — and an empty file has
-    /// no bytes a crash could tear, so the entry itself is never touched.
+    /// It is appended without an fsync, on purpose: losing it in a power
+    /// cut only makes a later identical request a replay of what the client
+    /// already got, instead of a new sample; a torn record is never read,
+    /// and the next append cuts it.
     ///
     /// # Errors
-    /// The marker cannot be created.
+    /// The log cannot be appended to.
     pub fn mark_delivered(&self, key: &str) -> Result<(), CallsError> {
-        let path = fan(&self.dir, key, ".delivered");
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-        {
-            Ok(_) => Ok(()),
-            Err(e) => Err(damaged(&path, e.to_string())),
+        self.log.append(
+            &[LogRecord::Delivered {
+                key: key.to_owned(),
+            }],
+            false,
+        )
+    }
+
+    /// Invariant 2: when `key`'s response is marked delivered, an
+    /// `undelivered` record for `records`, and an older cairn's marker file
+    /// removed (durably) so it cannot speak for what follows.
+    fn clear_mark(&self, key: &str, records: &mut Vec<LogRecord>) -> Result<(), CallsError> {
+        let logged = self.log.read()?.keys.get(key).and_then(|s| s.delivered);
+        if !self.is_delivered(key, logged) {
+            return Ok(());
         }
+        let path = fan(&self.dir, key, ".delivered");
+        match std::fs::remove_file(&path) {
+            Ok(()) => {
+                if let Some(dir) = path.parent() {
+                    durable::fsync_dir(dir)?;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(damaged(&path, e.to_string())),
+        }
+        records.push(LogRecord::Undelivered {
+            key: key.to_owned(),
+        });
+        Ok(())
     }
 
     /// Forgets that the client got the whole response of `key`, durably: a
     /// machine restored from a checkpoint taken before the call never got
     /// it (DESIGN §13), so its retry is served the stored response, as the
-    /// retry of a cut call is. Unlike the marker's creation this is
-    /// fsynced: a marker brought back by a power cut would buy the call
-    /// again.
+    /// retry of a cut call is. Unlike the mark this is fsynced: a mark
+    /// brought back by a power cut would buy the call again. Nothing is
+    /// written when the response is not marked delivered.
     ///
     /// # Errors
-    /// The marker cannot be removed.
+    /// The log cannot be appended to, or an older cairn's marker file
+    /// cannot be removed.
     pub fn mark_undelivered(&self, key: &str) -> Result<(), CallsError> {
-        let path = fan(&self.dir, key, ".delivered");
-        match std::fs::remove_file(&path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(damaged(&path, e.to_string())),
-        }
-        if let Some(dir) = path.parent() {
-            durable::fsync_dir(dir)?;
-        }
-        Ok(())
-    }
-
-    fn write(&self, entry: &Entry) -> Result<(), CallsError> {
-        let path = self.path(&entry.key);
-        create_parents(&path)?;
-        let bytes = serde_json::to_vec(entry).map_err(|e| damaged(&path, e.to_string()))?;
-        durable::write_atomic(&path, &bytes)?;
-        Ok(())
+        let mut records = Vec::new();
+        self.clear_mark(key, &mut records)?;
+        self.log.append(&records, true)
     }
 
     fn idempotency_path(&self, idem: &str) -> PathBuf {
@@ -379,6 +413,27 @@ impl ResponseStore {
     /// A directory cannot be listed, or an entry does not read.
     pub fn entries(&self) -> Result<Vec<Stored>, CallsError> {
         let mut out = Vec::new();
+        let logged: std::collections::HashSet<String> = {
+            let index = self.log.read()?;
+            for state in index.keys.values() {
+                if let Some(e) = &state.entry {
+                    let mut entry = e.clone();
+                    entry.delivered = state.delivered == Some(true);
+                    out.push(Stored {
+                        entry,
+                        inline: None,
+                    });
+                }
+            }
+            index
+                .keys
+                .iter()
+                .filter(|(_, s)| s.entry.is_some() || s.removed)
+                .map(|(k, _)| k.clone())
+                .collect()
+        };
+        // An older cairn's entry files, where the log has not superseded
+        // them.
         for fan in read_dir_if_any(&self.dir)? {
             for file in read_dir_if_any(&fan)? {
                 let Some(key) = file
@@ -388,6 +443,9 @@ impl ResponseStore {
                 else {
                     continue; // a temporary of an interrupted write
                 };
+                if logged.contains(key) {
+                    continue;
+                }
                 if let Some(s) = self.get(key)? {
                     out.push(s);
                 }
@@ -402,19 +460,28 @@ impl ResponseStore {
     /// # Errors
     /// As [`ResponseStore::entries`], or a removal fails.
     pub fn remove_run(&self, run: &RunId) -> Result<usize, CallsError> {
-        let mut n = 0;
+        let mut records = Vec::new();
         for s in self.entries()? {
-            if s.entry.run == run.as_str() {
-                let path = self.path(&s.entry.key);
-                std::fs::remove_file(&path).map_err(|e| damaged(&path, e.to_string()))?;
-                let _ = std::fs::remove_file(fan(&self.dir, &s.entry.key, ".delivered"));
-                if let Some(dir) = path.parent() {
-                    durable::fsync_dir(dir)?;
-                }
-                n += 1;
+            if s.entry.run != run.as_str() {
+                continue;
             }
+            let key = &s.entry.key;
+            // An older cairn's files for the key, if any, go too.
+            let path = self.path(key);
+            let _ = std::fs::remove_file(fan(&self.dir, key, ".delivered"));
+            match std::fs::remove_file(&path) {
+                Ok(()) => {
+                    if let Some(dir) = path.parent() {
+                        durable::fsync_dir(dir)?;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(damaged(&path, e.to_string())),
+            }
+            records.push(LogRecord::Removed { key: key.clone() });
         }
-        Ok(n)
+        self.log.append(&records, true)?;
+        Ok(records.len())
     }
 }
 
@@ -551,6 +618,86 @@ mod tests {
         let got = rs.get(&key).unwrap().unwrap();
         assert!(!got.entry.delivered);
         assert_eq!(rs.body(&got).unwrap(), b"third");
+    }
+
+    #[test]
+    fn an_older_cairns_entry_files_are_read_and_the_log_supersedes_them() {
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(d.path()).unwrap();
+        let rs = ResponseStore::new(&store);
+        let key = "ab".repeat(32);
+        // What an older cairn left: the entry's file and its marker.
+        let (b, _) = rs.put_bodies(b"old body", None).unwrap();
+        let old = Entry {
+            body: b,
+            ..entry(&key, "R1")
+        };
+        let path = rs.path(&key);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, serde_json::to_vec(&old).unwrap()).unwrap();
+        let marker = fan(&rs.dir, &key, ".delivered");
+        std::fs::write(&marker, b"").unwrap();
+        let got = rs.get(&key).unwrap().unwrap();
+        assert!(got.entry.delivered);
+        assert_eq!(rs.body(&got).unwrap(), b"old body");
+        assert_eq!(rs.entries().unwrap().len(), 1);
+        // A new sample under the key: in the log, not delivered, the old
+        // marker gone so it cannot speak for it.
+        rs.put(entry(&key, "R1"), b"new body", None).unwrap();
+        assert!(!marker.exists());
+        let got = ResponseStore::new(&store).get(&key).unwrap().unwrap();
+        assert!(!got.entry.delivered);
+        assert_eq!(rs.body(&got).unwrap(), b"new body");
+        assert_eq!(rs.entries().unwrap().len(), 1);
+        // A second older entry, and a run removed: both kinds go.
+        let other = "cd".repeat(32);
+        let p2 = rs.path(&other);
+        std::fs::create_dir_all(p2.parent().unwrap()).unwrap();
+        std::fs::write(&p2, serde_json::to_vec(&entry(&other, "R1")).unwrap()).unwrap();
+        assert_eq!(rs.entries().unwrap().len(), 2);
+        assert_eq!(rs.remove_run(&RunId::parse("R1").unwrap()).unwrap(), 2);
+        assert!(!path.exists() && !p2.exists());
+        assert!(ResponseStore::new(&store).get(&key).unwrap().is_none());
+        assert!(rs.entries().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_call_through_the_store_creates_no_file_for_its_entry_or_mark() {
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(d.path()).unwrap();
+        let rs = ResponseStore::new(&store);
+        rs.put(entry(&"00".repeat(32), "R1"), b"warm-up", None)
+            .unwrap();
+        let files = |dir: &Path| walk_files(dir);
+        let before = files(d.path());
+        let mut group: Vec<GroupPut> = (0..20)
+            .map(|n| GroupPut {
+                entry: Some(entry(&format!("{n:064x}"), "R1")),
+                body: b"the same short answer".to_vec(),
+                request: format!("request {n}").into_bytes(),
+                hashes: None,
+            })
+            .collect();
+        rs.put_group(&mut group, 4).unwrap();
+        for n in 0..20 {
+            rs.mark_delivered(&format!("{n:064x}")).unwrap();
+        }
+        // One new object per call (its request); the response, the same
+        // each time, once; entries and marks none.
+        assert_eq!(files(d.path()) - before, 21);
+    }
+
+    fn walk_files(dir: &Path) -> usize {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| match e.file_type() {
+                Ok(t) if t.is_dir() => walk_files(&e.path()),
+                Ok(t) if t.is_file() => 1,
+                _ => 0,
+            })
+            .sum()
     }
 
     #[test]

@@ -30,6 +30,34 @@ fn main() -> Result {
     ignore(&fuzz.join("ignore"))?;
     workspace(&fuzz, tmp.path())?;
     chunks(&fuzz.join("chunks"), tmp.path())?;
+    response_log(&fuzz.join("response_log"), tmp.path())?;
+    Ok(())
+}
+
+/// A log as the store writes it: puts, a group, marks taken and taken back,
+/// a removal; and the same cut inside its last record.
+fn response_log(out: &Path, tmp: &Path) -> Result {
+    use cairn_calls::{Entry, GroupPut, ResponseStore};
+    let store = Store::open(tmp.join("response-log-store"))?;
+    let rs = ResponseStore::new(&store);
+    let key = |n: u8| format!("{n:064x}");
+    rs.put(Entry::whole_json(key(1), "R1", "agent:seed"), b"one", None)?;
+    let mut group: Vec<GroupPut> = (2..=3)
+        .map(|n| GroupPut {
+            entry: Some(Entry::whole_json(key(n), "R2", "/v1/messages")),
+            body: vec![n; 10],
+            request: vec![n; 20],
+            hashes: None,
+        })
+        .collect();
+    rs.put_group(&mut group, 0)?;
+    rs.mark_delivered(&key(1))?;
+    rs.mark_delivered(&key(2))?;
+    rs.mark_undelivered(&key(2))?;
+    rs.remove_run(&RunId::parse("R2")?)?;
+    let bytes = fs::read(store.gateway_dir().join("log").join("0000000001.log"))?;
+    seed(out, "log", &bytes)?;
+    seed(out, "torn", &bytes[..bytes.len() - 7])?;
     Ok(())
 }
 

@@ -21,6 +21,7 @@
 //! | [`chunks`]     | object files, chunk lists among them (`ObjectPool`)          |
 //! | [`checkpoint`] | checkpoint manifests (`show`, `list_all`, prune's reader)    |
 //! | [`markdown`]   | the viewer's Markdown renderer (`cairn_server::markdown`)     |
+//! | [`response_log`] | the response store's log segments (`cairn_calls`)          |
 //!
 //! # Guarantees
 //! Every function accepts any bytes. A panic means a property of the
@@ -47,6 +48,7 @@ mod ignore;
 mod journal;
 mod manifest;
 mod markdown;
+mod response_log;
 mod scratch;
 mod sse;
 mod statcache;
@@ -59,6 +61,7 @@ pub use ignore::ignore;
 pub use journal::{journal, RUN};
 pub use manifest::{manifest, SNAPSHOT_ID};
 pub use markdown::markdown;
+pub use response_log::response_log;
 pub use sse::sse;
 pub use statcache::statcache;
 pub use stream::{anthropic_stream, openai_stream, responses_stream};
@@ -68,7 +71,7 @@ pub type Target = fn(&[u8]);
 
 /// Every target, by name, as the corpus directories and `fuzz/fuzz_targets/`
 /// name them.
-pub const TARGETS: [(&str, Target); 12] = [
+pub const TARGETS: [(&str, Target); 13] = [
     ("journal", journal),
     ("sse", sse),
     ("openai_stream", openai_stream),
@@ -81,4 +84,5 @@ pub const TARGETS: [(&str, Target); 12] = [
     ("chunks", chunks),
     ("checkpoint", checkpoint),
     ("markdown", markdown),
+    ("response_log", response_log),
 ];

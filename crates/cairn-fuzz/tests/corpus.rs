@@ -81,6 +81,11 @@ fn manifest_corpus() {
 }
 
 #[test]
+fn response_log_corpus() {
+    run("response_log", cairn_fuzz::response_log);
+}
+
+#[test]
 fn statcache_corpus() {
     run("statcache", cairn_fuzz::statcache);
 }

@@ -530,10 +530,11 @@ fn a_malformed_body_goes_upstream_untouched_and_verify_and_rm_know_the_calls() {
         .contains("model_call at seq"));
     // rm removes the session's stored responses (they hold prompts).
     let stored = |s: &Scratch| {
-        walk_files(&s.store.join("gateway/responses"))
-            .iter()
-            .filter(|p| p.extension().is_some_and(|e| e == "json"))
-            .count()
+        let store = cairn_store::Store::open(&s.store).unwrap();
+        cairn_calls::ResponseStore::new(&store)
+            .entries()
+            .unwrap()
+            .len()
     };
     assert_eq!(stored(&s), 1);
     let out = s.run(&["session", "rm", &id]);
@@ -543,19 +544,6 @@ fn a_malformed_body_goes_upstream_untouched_and_verify_and_rm_know_the_calls() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(stored(&s), 0);
-}
-
-fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk_files(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }
 
 #[test]
@@ -668,12 +656,14 @@ fn a_whole_response_its_client_never_took_is_served_to_the_sdks_retry() {
         assert_eq!(upstream.count(), 1, "{size} B: not bought again");
         // That one the SDK read whole and closed: the next is a new sample.
         let key = model_calls(&s)[1]["key"].as_str().unwrap().to_owned();
-        let mark = s
-            .store
-            .join("gateway/responses")
-            .join(&key[..2])
-            .join(format!("{key}.delivered"));
-        wait_until(10, "the delivery mark", || mark.exists());
+        let responses =
+            cairn_calls::ResponseStore::new(&cairn_store::Store::open(&s.store).unwrap());
+        wait_until(10, "the delivery mark", || {
+            responses
+                .get(&key)
+                .unwrap()
+                .is_some_and(|r| r.entry.delivered)
+        });
         let out = sdk("openai-chat", &base_for("openai-chat", &addr), false)
             .run()
             .unwrap();

@@ -406,26 +406,17 @@ fn rm_is_refused_when_any_checkpoint_manifest_cannot_be_read() {
     assert!(store.journal_path(&doomed).is_file());
 }
 
-/// Every `.json` entry of the store's response store.
-fn stored_responses(store: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for fan in std::fs::read_dir(store.join("gateway/responses"))
+/// The keys of the store's stored responses, sorted.
+fn stored_responses(store: &std::path::Path) -> Vec<String> {
+    let store = Store::open(store).unwrap();
+    let mut keys: Vec<String> = cairn_calls::ResponseStore::new(&store)
+        .entries()
+        .unwrap()
         .into_iter()
-        .flatten()
-        .flatten()
-    {
-        for e in std::fs::read_dir(fan.path())
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            let p = e.path();
-            if p.is_file() && p.extension().is_some_and(|x| x == "json") {
-                out.push(p);
-            }
-        }
-    }
-    out
+        .map(|s| s.entry.key)
+        .collect();
+    keys.sort();
+    keys
 }
 
 /// A scripted session of one turn: its model response is stored.
@@ -464,12 +455,9 @@ fn rm_that_fails_on_the_stored_responses_keeps_the_session_and_runs_again_to_the
     let id = scripted(d.path(), &store);
     let entries = stored_responses(&store);
     assert_eq!(entries.len(), 1, "{entries:?}");
-    // Something in the response store that cannot be read as an entry.
-    let fan = entries[0].parent().unwrap();
-    let obstacle = fan.join(format!(
-        "{}00.json",
-        fan.file_name().unwrap().to_str().unwrap()
-    ));
+    // Something in the response log that cannot be read: a segment that is
+    // a directory.
+    let obstacle = store.join("gateway/log/0000000002.log");
     std::fs::create_dir(&obstacle).unwrap();
     let out = cairn(&store).args(["session", "rm", &id]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -477,9 +465,9 @@ fn rm_that_fails_on_the_stored_responses_keeps_the_session_and_runs_again_to_the
     assert!(err.contains(&format!("cairn session rm {id}")), "{err}");
     assert!(store.join("runs").join(&id).join("journal.jsonl").is_file());
     cairn(&store).args(["verify", &id]).assert().success();
-    assert_eq!(stored_responses(&store), entries);
 
     std::fs::remove_dir(&obstacle).unwrap();
+    assert_eq!(stored_responses(&store), entries);
     cairn(&store)
         .args(["session", "rm", &id])
         .assert()

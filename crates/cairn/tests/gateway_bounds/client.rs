@@ -275,20 +275,6 @@ pub(crate) fn chat_streamed(content: &str) -> Vec<u8> {
         .into_bytes()
 }
 
-/// How many `.json` entries are under `dir`.
-pub(crate) fn walk_json(dir: &std::path::Path) -> usize {
-    let mut n = 0;
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            n += walk_json(&p);
-        } else if p.extension().is_some_and(|x| x == "json") {
-            n += 1;
-        }
-    }
-    n
-}
-
 /// Reads until the gateway closes the connection; what it sent. Panics if
 /// it is still open after `secs`.
 pub(crate) fn read_until_closed(conn: &mut TcpStream, secs: u64) -> String {
