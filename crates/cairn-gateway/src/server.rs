@@ -195,16 +195,19 @@ impl Gateway {
             .map_err(|e| GatewayError::Config {
                 reason: format!("cannot build the HTTP client: {e}"),
             })?;
+        // One response store for the requests and the committer: its clones
+        // share one index of the response log.
+        let responses = ResponseStore::new(store);
         Ok(Gateway {
             inner: Arc::new(Inner {
-                responses: ResponseStore::new(store),
+                committer: crate::commit::Committer::start(responses.clone())?,
+                responses,
                 sessions: Sessions::new(store, filing, config.max_open_sessions),
                 config,
                 pricing,
                 client,
                 inflight: InFlight::default(),
                 running: Arc::default(),
-                committer: crate::commit::Committer::start(ResponseStore::new(store))?,
                 local,
             }),
             listener,
