@@ -246,7 +246,7 @@ impl ResponseStore {
         entry.body = b;
         entry.request = r;
         let mut records = Vec::with_capacity(2);
-        self.clear_mark(&entry.key, &mut records)?;
+        self.clear_marks([entry.key.as_str()], &mut records)?;
         records.push(LogRecord::Put {
             entry: entry.clone(),
         });
@@ -283,12 +283,15 @@ impl ResponseStore {
         // Invariant 1: the bodies are durable before an entry names them.
         batch.commit(&NoProgress)?;
         drop(lock);
-        let mut records = Vec::with_capacity(group.len() * 2);
-        for e in group.iter().filter_map(|g| g.entry.as_ref()) {
-            // Invariant 2, in the same write, before the entry.
-            self.clear_mark(&e.key, &mut records)?;
-            records.push(LogRecord::Put { entry: e.clone() });
-        }
+        let entries: Vec<&Entry> = group.iter().filter_map(|g| g.entry.as_ref()).collect();
+        let mut records = Vec::with_capacity(entries.len() * 2);
+        // Invariant 2, in the same write, before the entries.
+        self.clear_marks(entries.iter().map(|e| e.key.as_str()), &mut records)?;
+        records.extend(
+            entries
+                .into_iter()
+                .map(|e| LogRecord::Put { entry: e.clone() }),
+        );
         self.log.append(&records, true)?;
         for g in group.iter() {
             if let Some(e) = &g.entry {
@@ -338,27 +341,27 @@ impl ResponseStore {
         )
     }
 
-    /// Invariant 2: when `key`'s response is marked delivered, an
-    /// `undelivered` record for `records`, and an older cairn's marker file
-    /// removed (durably) so it cannot speak for what follows.
-    fn clear_mark(&self, key: &str, records: &mut Vec<LogRecord>) -> Result<(), CallsError> {
-        let logged = self.log.read()?.keys.get(key).and_then(|s| s.delivered);
-        if !self.is_delivered(key, logged) {
-            return Ok(());
+    /// Invariant 2: for each of `keys` whose response is marked delivered,
+    /// an `undelivered` record for `records`, and an older cairn's marker
+    /// file removed (durably) so it cannot speak for what follows. The log
+    /// is read once for them all.
+    fn clear_marks<'k>(
+        &self,
+        keys: impl IntoIterator<Item = &'k str>,
+        records: &mut Vec<LogRecord>,
+    ) -> Result<(), CallsError> {
+        let marked: Vec<&str> = {
+            let index = self.log.read()?;
+            keys.into_iter()
+                .filter(|k| self.is_delivered(k, index.keys.get(*k).and_then(|s| s.delivered)))
+                .collect()
+        };
+        for key in marked {
+            remove_durably(&fan(&self.dir, key, ".delivered"))?;
+            records.push(LogRecord::Undelivered {
+                key: key.to_owned(),
+            });
         }
-        let path = fan(&self.dir, key, ".delivered");
-        match std::fs::remove_file(&path) {
-            Ok(()) => {
-                if let Some(dir) = path.parent() {
-                    durable::fsync_dir(dir)?;
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(damaged(&path, e.to_string())),
-        }
-        records.push(LogRecord::Undelivered {
-            key: key.to_owned(),
-        });
         Ok(())
     }
 
@@ -374,7 +377,7 @@ impl ResponseStore {
     /// cannot be removed.
     pub fn mark_undelivered(&self, key: &str) -> Result<(), CallsError> {
         let mut records = Vec::new();
-        self.clear_mark(key, &mut records)?;
+        self.clear_marks([key], &mut records)?;
         self.log.append(&records, true)
     }
 
@@ -467,17 +470,8 @@ impl ResponseStore {
             }
             let key = &s.entry.key;
             // An older cairn's files for the key, if any, go too.
-            let path = self.path(key);
             let _ = std::fs::remove_file(fan(&self.dir, key, ".delivered"));
-            match std::fs::remove_file(&path) {
-                Ok(()) => {
-                    if let Some(dir) = path.parent() {
-                        durable::fsync_dir(dir)?;
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(damaged(&path, e.to_string())),
-            }
+            remove_durably(&self.path(key))?;
             records.push(LogRecord::Removed { key: key.clone() });
         }
         self.log.append(&records, true)?;
@@ -508,6 +502,21 @@ impl cairn_objects::ManifestSource for ResponseStore {
             }
         }
         Ok(())
+    }
+}
+
+/// Removes `path` if it is there, and makes the removal durable (its
+/// directory fsynced); nothing when it is not.
+fn remove_durably(path: &Path) -> Result<(), CallsError> {
+    match std::fs::remove_file(path) {
+        Ok(()) => {
+            if let Some(dir) = path.parent() {
+                durable::fsync_dir(dir)?;
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(damaged(path, e.to_string())),
     }
 }
 
