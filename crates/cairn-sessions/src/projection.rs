@@ -193,16 +193,20 @@ impl IndexBytes {
     }
 }
 
-/// One unparsed line of `sessions.index`.
+/// One unparsed line of `sessions.index`, with the id it was keyed by.
 #[derive(Clone, Copy)]
-pub struct IndexEntry<'a>(&'a [u8]);
+pub struct IndexEntry<'a> {
+    id: &'a str,
+    line: &'a [u8],
+}
 
 impl IndexEntry<'_> {
-    /// The projection on this line, or `None` when it is malformed or is not
-    /// the projection of the session its line names.
+    /// The projection on this line, or `None` when it is malformed, or is not
+    /// the projection of the session its line names, or its line names
+    /// another id than the one it was keyed by.
     pub fn parse(self) -> Option<Projection> {
-        let l: IndexLine = serde_json::from_slice(self.0).ok()?;
-        (l.projection.summary.id == l.id).then_some(l.projection)
+        let l: IndexLine = serde_json::from_slice(self.line).ok()?;
+        (l.id == self.id && l.projection.summary.id == l.id).then_some(l.projection)
     }
 }
 
@@ -213,19 +217,38 @@ struct LineId<'a> {
     id: std::borrow::Cow<'a, str>,
 }
 
+/// The id of an index line as cairn writes it (`{"id":"…",` first), found
+/// without scanning the rest of the line; `None` for any other shape, which
+/// the JSON parser then reads. A wrong guess costs nothing: the entry is
+/// parsed whole before use and must name the same id.
+fn leading_id(line: &[u8]) -> Option<&str> {
+    let rest = line.strip_prefix(b"{\"id\":\"")?;
+    let end = rest.iter().position(|&b| b == b'"')?;
+    let id = &rest[..end];
+    let plain = |b: &u8| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-';
+    if !id.iter().all(plain) || rest.get(end + 1) != Some(&b',') {
+        return None;
+    }
+    std::str::from_utf8(id).ok()
+}
+
 fn keyed_lines(bytes: &[u8]) -> Vec<(&str, IndexEntry<'_>)> {
     let mut out = Vec::new();
     for line in bytes.split(|&b| b == b'\n') {
         if line.is_empty() || line.len() > MAX_LINE_BYTES {
             continue;
         }
-        // Ids are ASCII: an escaped one is not an id, and is skipped.
-        if let Ok(LineId {
-            id: std::borrow::Cow::Borrowed(id),
-        }) = serde_json::from_slice::<LineId>(line)
-        {
-            out.push((id, IndexEntry(line)));
-        }
+        let id = match leading_id(line) {
+            Some(id) => id,
+            // Ids are ASCII: an escaped one is not an id, and is skipped.
+            None => match serde_json::from_slice::<LineId>(line) {
+                Ok(LineId {
+                    id: std::borrow::Cow::Borrowed(id),
+                }) => id,
+                _ => continue,
+            },
+        };
+        out.push((id, IndexEntry { id, line }));
     }
     out
 }
@@ -446,5 +469,58 @@ mod tests {
         let text = std::fs::read_to_string(store.sessions_index()).unwrap();
         assert!(text.lines().count() < 70, "compacted");
         assert_eq!(read_index(&store).get(id.as_str()), Some(&p));
+    }
+
+    fn line(id: &str, p: &Projection) -> Vec<u8> {
+        serde_json::to_vec(&IndexLine {
+            id: id.into(),
+            projection: p.clone(),
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn lines_are_keyed_by_the_id_they_name_however_it_is_written() {
+        let a = projection("01ABC-x_y");
+        // As cairn writes it: the id is read without parsing the line.
+        let written = line("01ABC-x_y", &a);
+        assert_eq!(leading_id(&written), Some("01ABC-x_y"));
+        // Another shape (keys reordered, spaces): the parser finds the id.
+        let value: serde_json::Value = serde_json::from_slice(&written).unwrap();
+        let reordered = format!(
+            "{{ \"projection\": {}, \"id\" : \"01ABC-x_y\" }}",
+            value["projection"]
+        );
+        assert_eq!(leading_id(reordered.as_bytes()), None);
+        // An escaped id is no id; one that is not the projection's is refused.
+        let escaped = String::from_utf8(written.clone())
+            .unwrap()
+            .replacen("01ABC", "\\u0030", 1);
+        let other = line("01OTHER", &a);
+        let mut bytes = Vec::new();
+        for l in [
+            &written[..],
+            reordered.as_bytes(),
+            escaped.as_bytes(),
+            &other,
+        ] {
+            bytes.extend_from_slice(l);
+            bytes.push(b'\n');
+        }
+        let keyed = keyed_lines(&bytes);
+        let ids: Vec<&str> = keyed.iter().map(|(id, _)| *id).collect();
+        assert_eq!(ids, ["01ABC-x_y", "01ABC-x_y", "01OTHER"]);
+        assert_eq!(keyed[0].1.parse(), Some(a.clone()));
+        assert_eq!(keyed[1].1.parse(), Some(a.clone()));
+        assert_eq!(keyed[2].1.parse(), None, "names another session");
+        // A line that starts like cairn's but names two ids is not believed
+        // under the first.
+        let two = String::from_utf8(written).unwrap().replacen(
+            "\"projection\"",
+            "\"id\":\"01OTHER\",\"projection\"",
+            1,
+        );
+        let keyed = keyed_lines(two.as_bytes());
+        assert!(keyed.iter().all(|(_, e)| e.parse().is_none()));
     }
 }

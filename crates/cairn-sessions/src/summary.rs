@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use cairn_journal::{read_ends, read_head, Cost, CostState, RecordBody, RunState};
 use cairn_store::{RunId, Store};
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::fork::{check_lineage, Pin, ReceiptFault};
@@ -134,8 +135,9 @@ fn bounded(s: &str, max: usize) -> String {
 struct Listed {
     summary: Summary,
     receipt: Vec<Pin>,
-    /// A projection to persist, when this one was rebuilt.
-    rebuilt: Option<Projection>,
+    /// A projection to persist, when this one was rebuilt (boxed: a listing
+    /// holds ten thousand of these, mostly without one).
+    rebuilt: Option<Box<Projection>>,
 }
 
 /// Uses a projection when the journal still vouches for it: same length and
@@ -246,7 +248,7 @@ fn rebuild(store: &Store, id: &RunId) -> Listed {
             let after = journal_stat(&path).ok();
             let rebuilt = match (before, after) {
                 (Some(b), Some(a)) if a == b && l.scan.torn.is_none_or(|t| t.zeros) => {
-                    Some(Projection {
+                    Some(Box::new(Projection {
                         binding: Binding {
                             len: a.0,
                             mtime_ns: a.1,
@@ -256,7 +258,7 @@ fn rebuild(store: &Store, id: &RunId) -> Listed {
                         },
                         summary: summary.clone(),
                         receipt: l.receipt.clone(),
-                    })
+                    }))
                 }
                 _ => None,
             };
@@ -289,33 +291,37 @@ fn listed(store: &Store, id: &RunId, entry: Option<IndexEntry<'_>>) -> Option<Li
 
 /// Marks forks invalid whose ancestors are missing or damaged at or before
 /// the pinned seq.
-fn propagate(all: &mut HashMap<String, Listed>) {
-    let verdicts: Vec<(String, String)> = all
+fn propagate(all: &mut [Listed]) {
+    if all.iter().all(|l| l.receipt.is_empty()) {
+        return; // no forks
+    }
+    let by_id: HashMap<&str, &Summary> = all
         .iter()
+        .map(|l| (l.summary.id.as_str(), &l.summary))
+        .collect();
+    let verdicts: Vec<(usize, String)> = all
+        .iter()
+        .enumerate()
         .filter(|(_, l)| l.summary.valid)
-        .filter_map(|(id, l)| {
-            l.receipt.iter().find_map(|pin| match all.get(&pin.run) {
-                None => Some((id.clone(), format!("its parent {} is gone", pin.run))),
-                Some(a)
-                    if !a.summary.valid && a.summary.first_bad_seq.is_none_or(|b| b <= pin.seq) =>
-                {
-                    Some((
-                        id.clone(),
+        .filter_map(|(i, l)| {
+            l.receipt
+                .iter()
+                .find_map(|pin| match by_id.get(pin.run.as_str()) {
+                    None => Some((i, format!("its parent {} is gone", pin.run))),
+                    Some(a) if !a.valid && a.first_bad_seq.is_none_or(|b| b <= pin.seq) => Some((
+                        i,
                         format!(
                             "its ancestor {} does not verify within the pinned prefix (seq {})",
                             pin.run, pin.seq
                         ),
-                    ))
-                }
-                _ => None,
-            })
+                    )),
+                    _ => None,
+                })
         })
         .collect();
-    for (id, why) in verdicts {
-        if let Some(l) = all.get_mut(&id) {
-            l.summary.valid = false;
-            l.summary.problem = Some(why);
-        }
+    for (i, why) in verdicts {
+        all[i].summary.valid = false;
+        all[i].summary.problem = Some(why);
     }
 }
 
@@ -342,13 +348,13 @@ fn probe_writer(store: &Store, s: &mut Summary) {
     }
 }
 
-fn persist(store: &Store, all: &HashMap<String, Listed>) {
+fn persist(store: &Store, all: &[Listed]) {
     let mut fresh = Vec::new();
-    for (id, l) in all {
-        if let (Some(p), Ok(id)) = (&l.rebuilt, RunId::parse(id)) {
+    for l in all {
+        if let (Some(p), Ok(id)) = (&l.rebuilt, RunId::parse(&l.summary.id)) {
             // Best effort: a projection that is not written is rebuilt later.
             let _ = write_meta(store, &id, p);
-            fresh.push((id, p.clone()));
+            fresh.push((id, Projection::clone(p)));
         }
     }
     let _ = update_index(store, &fresh);
@@ -359,7 +365,6 @@ fn persist(store: &Store, all: &HashMap<String, Listed>) {
 /// each session's own `meta.json`, not the store's index, so it costs the
 /// same in a store of ten sessions or ten thousand.
 pub fn summarize(store: &Store, id: &RunId) -> Summary {
-    let mut all = HashMap::new();
     let Some(me) = listed(store, id, None) else {
         return Summary::invalid(
             store,
@@ -369,29 +374,32 @@ pub fn summarize(store: &Store, id: &RunId) -> Summary {
             }),
         );
     };
+    let mut all = Vec::with_capacity(me.receipt.len() + 1);
     for pin in &me.receipt {
+        if pin.run == id.as_str() || all.iter().any(|l: &Listed| l.summary.id == pin.run) {
+            continue;
+        }
         if let Ok(aid) = RunId::parse(&pin.run) {
-            if let Some(l) = listed(store, &aid, None) {
-                all.insert(pin.run.clone(), l);
-            }
+            all.extend(listed(store, &aid, None));
         }
     }
-    all.insert(id.to_string(), me);
+    all.push(me);
     propagate(&mut all);
     persist(store, &all);
-    let mut summary = all.remove(id.as_str()).map(|l| l.summary);
-    if let Some(s) = &mut summary {
-        probe_writer(store, s);
-    }
-    summary.unwrap_or_else(|| {
-        Summary::invalid(
-            store,
-            id,
-            &SessionError::Journal(cairn_journal::JournalError::NotFound {
-                run: id.to_string(),
-            }),
-        )
-    })
+    let mut summary = all.pop().map_or_else(
+        || {
+            Summary::invalid(
+                store,
+                id,
+                &SessionError::Journal(cairn_journal::JournalError::NotFound {
+                    run: id.to_string(),
+                }),
+            )
+        },
+        |l| l.summary,
+    );
+    probe_writer(store, &mut summary);
+    summary
 }
 
 /// Every session in the store, newest first (by last update, then id).
@@ -401,48 +409,46 @@ pub fn summarize(store: &Store, id: &RunId) -> Summary {
 /// # Errors
 /// Only when the store's `runs/` directory cannot be read.
 pub fn list(store: &Store) -> Result<Vec<Summary>, cairn_store::StoreError> {
-    let bytes = IndexBytes::read(store);
+    // The directory and the index are read at once, on two cores.
+    let (bytes, ids) = rayon::join(|| IndexBytes::read(store), || store.run_ids());
+    let ids = ids?;
     let index = bytes.entries();
-    let work: Vec<(RunId, Option<IndexEntry<'_>>)> = store
-        .run_ids()?
+    let work: Vec<(RunId, Option<IndexEntry<'_>>)> = ids
         .into_iter()
         .map(|id| {
             let e = index.get(id.as_str()).copied();
             (id, e)
         })
         .collect();
-    // Each session is checked on its own: spread them over the cores.
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(8);
-    let chunk = work.len().div_ceil(workers).max(1);
-    let mut all: HashMap<String, Listed> = HashMap::with_capacity(work.len());
-    let mut work = work.into_iter();
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..workers)
-            .map(|_| {
-                let part: Vec<_> = work.by_ref().take(chunk).collect();
-                scope.spawn(move || {
-                    part.into_iter()
-                        .filter_map(|(id, p)| Some((id.to_string(), listed(store, &id, p)?)))
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        for h in handles {
-            match h.join() {
-                Ok(part) => all.extend(part),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        }
-    });
+    // Each session is checked on its own. Rayon's work stealing spreads them
+    // over the cores by what they cost, not by count: a share of sessions
+    // that must be rebuilt from the record does not hold up the rest. The
+    // results are written in place, in order, into one vector sized up
+    // front: ten thousand summaries are megabytes, not worth copying again.
+    let mut all: Vec<Option<Listed>> = Vec::with_capacity(work.len());
+    work.into_par_iter()
+        .with_min_len(16)
+        .map(|(id, p)| listed(store, &id, p))
+        .collect_into_vec(&mut all);
+    let mut all: Vec<Listed> = all.into_iter().flatten().collect();
     propagate(&mut all);
     persist(store, &all);
-    let mut out: Vec<Summary> = all.into_values().map(|l| l.summary).collect();
-    for s in &mut out {
-        probe_writer(store, s);
+    // Newest first (by last update, then id). The order is found on indices
+    // and each summary moved once into place: summaries are hundreds of
+    // bytes, and sorting them in place would copy each many times.
+    let mut order: Vec<usize> = (0..all.len()).collect();
+    order.sort_unstable_by(|&a, &b| {
+        let (a, b) = (&all[a].summary, &all[b].summary);
+        b.updated.cmp(&a.updated).then_with(|| b.id.cmp(&a.id))
+    });
+    let mut slots: Vec<Option<Listed>> = all.into_iter().map(Some).collect();
+    let mut out = Vec::with_capacity(order.len());
+    for i in order {
+        if let Some(mut l) = slots[i].take() {
+            probe_writer(store, &mut l.summary);
+            out.push(l.summary);
+        }
     }
-    out.sort_by(|a, b| b.updated.cmp(&a.updated).then_with(|| b.id.cmp(&a.id)));
     Ok(out)
 }
 
@@ -504,7 +510,7 @@ pub fn reindex(store: &Store) -> Result<(usize, usize), SessionError> {
         match l.rebuilt {
             Some(p) => {
                 write_meta(store, &id, &p)?;
-                entries.push((id.to_string(), p));
+                entries.push((id.to_string(), *p));
             }
             None => {
                 // Nothing trustworthy to project: drop any stale sidecar.

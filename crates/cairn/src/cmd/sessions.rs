@@ -31,7 +31,7 @@ pub fn list(ctx: &Context, args: &SessionsArgs) -> anyhow::Result<Code> {
     };
     let list = filter.apply(crate::setup::everything(ctx)?);
     if args.json {
-        output::json(&list)?;
+        output::json_list(&list)?;
         return Ok(Code::Ok);
     }
     if list.is_empty() {
