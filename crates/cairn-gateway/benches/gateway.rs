@@ -5,8 +5,9 @@
 //!    (p50, p99) and to the whole response (p50, p99);
 //! 2. calls per second with 16 concurrent clients, every call through the
 //!    gateway made durable (bodies in the pool, a stored entry, a journaled
-//!    `model_call`), its ratio to direct calls, and the files the store
-//!    gained per call;
+//!    `model_call`), its ratio to direct calls and to a bare reverse proxy
+//!    on the same stack that records nothing (what forwarding alone costs),
+//!    and the files the store gained per call;
 //! 3. the bytes stored for a 50-turn conversation re-sent whole each turn,
 //!    against the final request's size and the sum of all requests.
 //!
@@ -63,6 +64,44 @@ async fn start(dir: &std::path::Path, upstream: &Upstream, name: &str) -> (Strin
     let addr = gateway.local_addr();
     tokio::spawn(gateway.serve(std::future::pending()));
     (format!("http://{addr}/v1"), store)
+}
+
+/// The least any gateway must do, as a peer for the throughput figure: a
+/// bare reverse proxy on the same stack (axum in, reqwest out), which
+/// forwards a call and streams its answer back, and records nothing.
+async fn bare_proxy(upstream: String) -> String {
+    use axum::body::{Body, Bytes};
+    let client = reqwest::Client::new();
+    let forward = move |body: Bytes| {
+        let (client, url) = (client.clone(), format!("{upstream}/chat/completions"));
+        async move {
+            let resp = client
+                .post(url)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            let mut out = axum::response::Response::builder().status(resp.status().as_u16());
+            if let Some(t) = resp.headers().get("content-type") {
+                out = out.header("content-type", t.as_bytes());
+            }
+            out.body(Body::from_stream(resp.bytes_stream()))
+                .unwrap_or_else(|e| panic!("{e}"))
+        }
+    };
+    let app = axum::Router::new().route("/v1/chat/completions", axum::routing::post(forward));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+    // Small streamed writes: without TCP_NODELAY, Nagle's algorithm and the
+    // peer's delayed ACK hold each one back (the gateway sets it too).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}/v1")
 }
 
 /// One streamed call: (time to the first body byte, time to the end).
@@ -166,9 +205,14 @@ async fn run(dir: &std::path::Path, calls: usize) {
     ));
     let direct = upstream.openai_base_url();
     let (through, store) = start(dir, &upstream, "throughput").await;
+    let proxy = bare_proxy(direct.clone()).await;
     let per_client = (calls / 4).max(25);
-    let mut direct_rate = 0.0;
-    for (name, base) in [("direct", direct.clone()), ("gateway", through.clone())] {
+    let (mut direct_rate, mut proxy_rate) = (0.0, 0.0);
+    for (name, base) in [
+        ("direct", direct.clone()),
+        ("bare proxy", proxy.clone()),
+        ("gateway", through.clone()),
+    ] {
         let files_before = files(store.root());
         let t = Instant::now();
         let mut tasks = Vec::new();
@@ -186,16 +230,25 @@ async fn run(dir: &std::path::Path, calls: usize) {
         let n = 16 * per_client;
         let rate = n as f64 / t.elapsed().as_secs_f64();
         println!("16 concurrent clients, {n} calls, {name}: {rate:.0} calls/s");
-        if name == "direct" {
-            direct_rate = rate;
+        match name {
+            "direct" => direct_rate = rate,
+            "bare proxy" => {
+                proxy_rate = rate;
+                println!(
+                    "  bare proxy/direct = {:.2}x: what forwarding alone costs on this machine",
+                    rate / direct_rate
+                );
+            }
+            _ => {}
         }
         if name == "gateway" {
             // What DESIGN §2's one-file-per-object layout costs a call: the
             // files (inodes) the store gained, per call.
             let created = files(store.root()).saturating_sub(files_before);
             println!(
-                "  gateway/direct = {:.2}x (target >= 0.5x); files created in the store: {created}, {:.2} a call (target <= 1)",
+                "  gateway/direct = {:.2}x (target >= 0.5x), gateway/bare proxy = {:.2}x; files created in the store: {created}, {:.2} a call (target <= 1)",
                 rate / direct_rate,
+                rate / proxy_rate,
                 created as f64 / n as f64
             );
             let journal = std::fs::read_to_string(
