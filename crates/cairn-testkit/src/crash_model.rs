@@ -177,6 +177,24 @@ impl CrashModel {
         self
     }
 
+    /// After the scenario: removes the syncs of `site`, when one is given,
+    /// which the scenario must have made (so a test that drops a sync
+    /// cannot pass by naming one that never happened).
+    ///
+    /// # Panics
+    /// No sync was recorded at `site`.
+    pub fn without_recorded(self, site: Option<&'static str>) -> Self {
+        let Some(site) = site else {
+            return self;
+        };
+        let sites = self.sites();
+        assert!(
+            sites.contains(site),
+            "the scenario syncs at {site}: {sites:?}"
+        );
+        self.without(site)
+    }
+
     /// The sites of the syncs recorded.
     pub fn sites(&self) -> BTreeSet<&'static str> {
         self.shared
