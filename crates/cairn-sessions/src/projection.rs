@@ -155,41 +155,15 @@ impl IndexBytes {
     /// The newest line per id (later lines win), unparsed. Lines too long or
     /// without a readable id are skipped.
     pub fn entries(&self) -> HashMap<&str, IndexEntry<'_>> {
-        let bytes = &self.0[..];
-        // Split at line boundaries into one part per core; later parts win,
-        // as later lines do.
-        let workers = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(8);
-        let mut parts = Vec::with_capacity(workers);
-        let mut start = 0;
-        for k in 1..=workers {
-            let mut end = if k == workers {
-                bytes.len()
-            } else {
-                bytes.len() * k / workers
-            };
-            while end < bytes.len() && end > 0 && bytes[end - 1] != b'\n' {
-                end += 1;
-            }
-            let end = end.max(start);
-            parts.push(&bytes[start..end]);
-            start = end;
-        }
-        let mut out = HashMap::new();
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = parts
-                .into_iter()
-                .map(|p| scope.spawn(move || keyed_lines(p)))
-                .collect();
-            for h in handles {
-                match h.join() {
-                    Ok(part) => out.extend(part),
-                    Err(panic) => std::panic::resume_unwind(panic),
-                }
-            }
-        });
-        out
+        use rayon::prelude::*;
+        // Lines are keyed on every core; rayon's collect keeps their order,
+        // so inserting them in turn lets later lines win.
+        let keyed: Vec<(&str, IndexEntry<'_>)> = self
+            .0
+            .par_split(|&b| b == b'\n')
+            .filter_map(keyed_line)
+            .collect();
+        keyed.into_iter().collect()
     }
 }
 
@@ -232,25 +206,21 @@ fn leading_id(line: &[u8]) -> Option<&str> {
     std::str::from_utf8(id).ok()
 }
 
-fn keyed_lines(bytes: &[u8]) -> Vec<(&str, IndexEntry<'_>)> {
-    let mut out = Vec::new();
-    for line in bytes.split(|&b| b == b'\n') {
-        if line.is_empty() || line.len() > MAX_LINE_BYTES {
-            continue;
-        }
-        let id = match leading_id(line) {
-            Some(id) => id,
-            // Ids are ASCII: an escaped one is not an id, and is skipped.
-            None => match serde_json::from_slice::<LineId>(line) {
-                Ok(LineId {
-                    id: std::borrow::Cow::Borrowed(id),
-                }) => id,
-                _ => continue,
-            },
-        };
-        out.push((id, IndexEntry { id, line }));
+fn keyed_line(line: &[u8]) -> Option<(&str, IndexEntry<'_>)> {
+    if line.is_empty() || line.len() > MAX_LINE_BYTES {
+        return None;
     }
-    out
+    let id = match leading_id(line) {
+        Some(id) => id,
+        // Ids are ASCII: an escaped one is not an id, and is skipped.
+        None => match serde_json::from_slice::<LineId>(line) {
+            Ok(LineId {
+                id: std::borrow::Cow::Borrowed(id),
+            }) => id,
+            _ => return None,
+        },
+    };
+    Some((id, IndexEntry { id, line }))
 }
 
 /// Reads `sessions.index`: the newest entry per id, parsed. Malformed lines
@@ -507,7 +477,10 @@ mod tests {
             bytes.extend_from_slice(l);
             bytes.push(b'\n');
         }
-        let keyed = keyed_lines(&bytes);
+        let keyed: Vec<_> = bytes
+            .split(|&b| b == b'\n')
+            .filter_map(keyed_line)
+            .collect();
         let ids: Vec<&str> = keyed.iter().map(|(id, _)| *id).collect();
         assert_eq!(ids, ["01ABC-x_y", "01ABC-x_y", "01OTHER"]);
         assert_eq!(keyed[0].1.parse(), Some(a.clone()));
@@ -520,7 +493,10 @@ mod tests {
             "\"id\":\"01OTHER\",\"projection\"",
             1,
         );
-        let keyed = keyed_lines(two.as_bytes());
+        let keyed: Vec<_> = two
+            .split('\n')
+            .filter_map(|l| keyed_line(l.as_bytes()))
+            .collect();
         assert!(keyed.iter().all(|(_, e)| e.parse().is_none()));
     }
 }
