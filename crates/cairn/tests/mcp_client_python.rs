@@ -44,6 +44,19 @@ fn config_with(s: &Scratch, extra: serde_json::Value) -> PathBuf {
     path
 }
 
+/// `cairn run --json` of the script `script` with the servers of `cfg`.
+fn run_scripted(s: &Scratch, script: &Path, cfg: &Path) -> std::process::Output {
+    s.run(&[
+        "run",
+        "--model",
+        &format!("script:{}", script.display()),
+        "--mcp",
+        cfg.to_str().unwrap(),
+        "--json",
+        "task",
+    ])
+}
+
 fn calls(s: &Scratch) -> Vec<String> {
     std::fs::read_to_string(s.ws.join("calls.log"))
         .unwrap_or_default()
@@ -162,15 +175,7 @@ fn a_server_that_dies_under_a_call_is_restarted_and_the_hints_decide_the_call() 
             {"text": "done"}
         ]),
     );
-    let out = s.run(&[
-        "run",
-        "--model",
-        &format!("script:{}", script.display()),
-        "--mcp",
-        cfg.to_str().unwrap(),
-        "--json",
-        "task",
-    ]);
+    let out = run_scripted(&s, &script, &cfg);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     // The server's start-up line on standard error stayed off the terminal.
@@ -231,15 +236,7 @@ fn a_python_server_over_streamable_http_with_sessions_and_sse_answers() {
             {"text": "done"}
         ]),
     );
-    let out = s.run(&[
-        "run",
-        "--model",
-        &format!("script:{}", script.display()),
-        "--mcp",
-        cfg.to_str().unwrap(),
-        "--json",
-        "task",
-    ]);
+    let out = run_scripted(&s, &script, &cfg);
     kill(&mut child, libc::SIGTERM);
     let _ = child.wait();
     assert!(
@@ -285,15 +282,7 @@ fn a_call_past_its_timeout_is_given_up_its_server_stopped_and_restarted() {
         });
         std::fs::remove_file(ws.join("hold")).unwrap();
     });
-    let out = s.run(&[
-        "run",
-        "--model",
-        &format!("script:{}", script.display()),
-        "--mcp",
-        cfg.to_str().unwrap(),
-        "--json",
-        "task",
-    ]);
+    let out = run_scripted(&s, &script, &cfg);
     releaser.join().unwrap();
     assert!(
         out.status.success(),
