@@ -410,8 +410,13 @@ async function rewindDialog(id) {
   });
   const chosen = () => { const r = list.querySelector("input:checked"); return r ? { seq: Number(r.value), turn: r.dataset.turn } : null; };
   const action = () => (dlg.querySelector("input[name=rewind-action]:checked") || {}).value || "both";
+  // One request per message, shared by every update that asks for it; and
+  // only the latest update shows its outcome (two changes in quick
+  // succession must not let the earlier one's answer, or failure, land last).
   const previews = new Map();
+  let shown = 0;
   const update = async () => {
+    const mine = ++shown;
     const c = chosen();
     result.replaceChildren();
     confirm.disabled = !c;
@@ -421,8 +426,9 @@ async function rewindDialog(id) {
     if (!c.turn) { previewBox.append($("p", "problem", "No model turn ran after this message: there are no files to put back.")); confirm.disabled = true; return; }
     previewBox.append($("p", "id", "reading what would change…"));
     try {
-      if (!previews.has(c.seq)) previews.set(c.seq, await post(`${path}/rewind-preview`, { seq: c.seq }));
-      const pv = previews.get(c.seq);
+      if (!previews.has(c.seq)) previews.set(c.seq, post(`${path}/rewind-preview`, { seq: c.seq }));
+      const pv = await previews.get(c.seq);
+      if (mine !== shown) return;
       previewBox.replaceChildren($("p", null, pv.changes.length ? `The files go back: ${pv.changes.length} file(s) change.` : "No file would change."));
       const ul = $("ul", "changes");
       for (const f of pv.changes) { const li = $("li"); li.append($("span", "path", f.path), " ", $("span", "id", f.change), " ", $("span", "add", "+" + f.added), " ", $("span", "del", "-" + f.removed)); ul.append(li); }
@@ -433,7 +439,11 @@ async function rewindDialog(id) {
         for (const l of pv.left_alone) la.append($("li", null, `${l.path}: ${l.reason}`));
         previewBox.append(la);
       }
-    } catch (e) { previewBox.replaceChildren($("p", "problem", e.message)); confirm.disabled = true; }
+    } catch (e) {
+      previews.delete(c.seq);
+      if (mine !== shown) return;
+      previewBox.replaceChildren($("p", "problem", e.message)); confirm.disabled = true;
+    }
   };
   list.onchange = update;
   dlg.querySelectorAll("input[name=rewind-action]").forEach(r => { r.onchange = update; });
