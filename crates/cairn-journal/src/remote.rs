@@ -64,6 +64,34 @@ pub trait RemoteJournals: Send + Sync {
         ))
     }
 
+    /// Reads the journals of many sessions at once, handing each to `each`
+    /// as [`RemoteJournals::read`] reads it, until `each` returns `false`.
+    /// `runs` are ids with the record count [`RemoteJournals::runs`] gave;
+    /// each journal handed is the session's first records as the store held
+    /// them at one moment of the call: at least that count of them, unless
+    /// the store holds fewer. A session the store does not hold is not
+    /// handed (a caller reads those it was not handed one by one). The
+    /// default reads
+    /// them one by one; a store that can read its journals in one pass
+    /// overrides it (what a new host's first listing of a big store needs).
+    ///
+    /// # Errors
+    /// The store could not be read, or holds a damaged journal.
+    fn read_many(
+        &self,
+        runs: &[(String, u64)],
+        each: &mut dyn FnMut(&str, Vec<u8>) -> bool,
+    ) -> Result<(), RemoteJournalError> {
+        for (run, _) in runs {
+            if let Some(lines) = self.read(run)? {
+                if !each(run, lines) {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Appends `lines` (whole lines, each ending in `\n`, one record each)
     /// to the journal of `run`, which must hold exactly `after` records.
     ///

@@ -177,6 +177,14 @@ pub trait RemoteFiles: Send + Sync {
     /// # Errors
     /// The backend cannot list.
     fn list_files(&self, rel: &str) -> Result<Vec<String>, RemoteError>;
+
+    /// The paths of every file below the directory `rel`, at any depth,
+    /// relative to it (`a/b.json`), sorted: one listing where a store can
+    /// list a tree in one go.
+    ///
+    /// # Errors
+    /// The backend cannot list.
+    fn list_tree(&self, rel: &str) -> Result<Vec<String>, RemoteError>;
 }
 
 /// Totals of an [`upload`] or a [`fetch_missing`].

@@ -536,6 +536,26 @@ impl RemoteFiles for S3Objects {
         names.sort();
         Ok(names)
     }
+
+    fn list_tree(&self, rel: &str) -> Result<Vec<String>, RemoteError> {
+        let dir = self.file_key(rel)?;
+        let store = Arc::clone(&self.store);
+        let path = Path::from(dir.as_str());
+        let listed = self.run(async move {
+            store
+                .list(Some(&path))
+                .try_collect::<Vec<object_store::ObjectMeta>>()
+                .await
+        })?;
+        let metas = listed.map_err(|e| self.failure("listing", &dir, classify_listing(&e)))?;
+        let below = format!("{dir}/");
+        let mut paths: Vec<String> = metas
+            .iter()
+            .filter_map(|m| m.location.as_ref().strip_prefix(&below).map(str::to_owned))
+            .collect();
+        paths.sort();
+        Ok(paths)
+    }
 }
 
 /// As [`classify`], for a listing, where a 404 can only be the bucket's.

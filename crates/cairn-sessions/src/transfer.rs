@@ -241,8 +241,13 @@ trait Source {
     /// The fork pin of the session's first record (`None` inside for a
     /// root), or `None` when there is no journal.
     fn fork_pin(&self, id: &RunId) -> Result<Option<Option<ForkPin>>, SessionError>;
-    /// The session's snapshot manifests, checked.
-    fn snapshot_manifests(&self, id: &RunId) -> Result<Vec<ManifestFile>, SessionError>;
+    /// The session's snapshot manifests, checked; `scan` is its verified
+    /// journal.
+    fn snapshot_manifests(
+        &self,
+        id: &RunId,
+        scan: &Scan,
+    ) -> Result<Vec<ManifestFile>, SessionError>;
     /// The session's checkpoint manifests, checked; `scan` is its verified
     /// journal.
     fn checkpoint_manifests(
@@ -670,7 +675,7 @@ fn named_by(
     id: &RunId,
     scan: &Scan,
 ) -> Result<(Vec<ManifestFile>, BTreeSet<ObjectHash>), SessionError> {
-    let mut manifests = from.snapshot_manifests(id)?;
+    let mut manifests = from.snapshot_manifests(id, scan)?;
     manifests.extend(from.checkpoint_manifests(id, scan)?);
     let mut named: BTreeSet<ObjectHash> = BTreeSet::new();
     for m in &manifests {

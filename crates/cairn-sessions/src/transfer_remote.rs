@@ -365,6 +365,9 @@ pub(super) struct RemoteSource<'a> {
     /// Journals read so far (a fork's pin and then its records are read
     /// from one read).
     journals: Mutex<HashMap<String, Option<Vec<u8>>>>,
+    /// The snapshot manifests of every session, listed once before the
+    /// journals were read, or `None` to list each session's.
+    listed: Option<&'a SnapshotListing>,
 }
 
 impl<'a> RemoteSource<'a> {
@@ -378,7 +381,83 @@ impl<'a> RemoteSource<'a> {
             remote,
             layout,
             journals: Mutex::new(known),
+            listed: None,
         }
+    }
+
+    /// Takes each session's snapshot manifests from `listed` where it
+    /// holds every one the session's records name.
+    pub(super) fn with_listing(mut self, listed: Option<&'a SnapshotListing>) -> Self {
+        self.listed = listed;
+        self
+    }
+}
+
+/// The snapshot manifests of every session of a remote store, from one
+/// listing of its `runs/` tree: what bringing in many sessions reads
+/// instead of listing each session's directory (a request for each).
+///
+/// Listed before the journals are read, it can lack a manifest uploaded
+/// since, named by a record read after it: a session whose records name a
+/// snapshot it does not list has its directory listed as before
+/// ([`SnapshotListing::covering`]). Since manifests are stored before any
+/// record that names them, everything a session's records name is then in
+/// what it copies, as with a listing of its own.
+pub(super) struct SnapshotListing(HashMap<String, Vec<String>>);
+
+impl SnapshotListing {
+    /// Lists the snapshot manifests of every session of `remote`; `layout`
+    /// places them.
+    pub(super) fn read(remote: RemoteStore<'_>, layout: &Store) -> Result<Self, SessionError> {
+        let runs = rel(layout, &layout.runs_dir());
+        let paths = remote
+            .files
+            .list_tree(&runs)
+            .map_err(|e| remote.file_error("listing", &runs, e))?;
+        Ok(Self::from_paths(layout, paths))
+    }
+
+    /// The listing of `paths`, the files below `runs/` (relative to it):
+    /// each session's snapshot manifests, anything else left out.
+    fn from_paths(layout: &Store, paths: Vec<String>) -> Self {
+        let runs = rel(layout, &layout.runs_dir());
+        let mut by_run: HashMap<String, Vec<String>> = HashMap::new();
+        for path in paths {
+            let Some(id) = path.split('/').next().and_then(|p| RunId::parse(p).ok()) else {
+                continue;
+            };
+            let dir = rel(layout, &layout.snapshots_dir(&id));
+            let full = format!("{runs}/{path}");
+            let Some(name) = full
+                .strip_prefix(dir.as_str())
+                .and_then(|n| n.strip_prefix('/'))
+                .filter(|n| !n.contains('/'))
+            else {
+                continue;
+            };
+            by_run
+                .entry(id.to_string())
+                .or_default()
+                .push(name.to_owned());
+        }
+        for names in by_run.values_mut() {
+            names.sort();
+        }
+        SnapshotListing(by_run)
+    }
+
+    /// The file names listed in `id`'s snapshot directory, sorted, when
+    /// they hold the manifest of every snapshot `scan`'s records name;
+    /// `None` when one is missing from the listing.
+    fn covering(&self, id: &RunId, scan: &Scan) -> Option<&[String]> {
+        let names = self.0.get(id.as_str()).map_or(&[][..], Vec::as_slice);
+        let all_there = scan.records.iter().all(|r| match &r.body {
+            RecordBody::Snapshot(s) => names
+                .binary_search_by(|n| n.as_str().cmp(&format!("{}.json", s.snapshot)))
+                .is_ok(),
+            _ => true,
+        });
+        all_there.then_some(names)
     }
 }
 
@@ -421,13 +500,20 @@ impl Source for RemoteSource<'_> {
         ))
     }
 
-    fn snapshot_manifests(&self, id: &RunId) -> Result<Vec<ManifestFile>, SessionError> {
+    fn snapshot_manifests(
+        &self,
+        id: &RunId,
+        scan: &Scan,
+    ) -> Result<Vec<ManifestFile>, SessionError> {
         let dir = rel(self.layout, &self.layout.snapshots_dir(id));
-        let names = self
-            .remote
-            .files
-            .list_files(&dir)
-            .map_err(|e| self.remote.file_error("listing", &dir, e))?;
+        let names = match self.listed.and_then(|l| l.covering(id, scan)) {
+            Some(names) => names.to_vec(),
+            None => self
+                .remote
+                .files
+                .list_files(&dir)
+                .map_err(|e| self.remote.file_error("listing", &dir, e))?,
+        };
         let mut out = Vec::new();
         for name in names {
             let Some(stem) = name.strip_suffix(".json") else {
@@ -494,5 +580,85 @@ impl Source for RemoteSource<'_> {
 
     fn ancestry(&self) -> Option<&Store> {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use cairn_journal::{scan_journal_bytes, JournalWriter, Meta, Snapshot};
+
+    use super::*;
+
+    /// A session's journal naming the snapshots `named`, scanned.
+    fn naming(store: &Store, named: &[&str]) -> (RunId, Scan) {
+        let id = RunId::new();
+        let meta = Meta {
+            run: String::new(),
+            created: "2026-01-01T00:00:00Z".into(),
+            workspace: "/tmp/ws".into(),
+            name: None,
+            fingerprint: None,
+            fork: None,
+            routing: None,
+            system_file: None,
+        };
+        let mut w = JournalWriter::create(store, &id, meta).unwrap();
+        for (i, snapshot) in named.iter().enumerate() {
+            w.append(&RecordBody::Snapshot(Snapshot {
+                snapshot: (*snapshot).to_owned(),
+                label: format!("post:turn:{i}"),
+            }))
+            .unwrap();
+        }
+        drop(w);
+        let path = store.journal_path(&id);
+        let scan = scan_journal_bytes(&path, &std::fs::read(&path).unwrap(), id.as_str()).unwrap();
+        (id, scan)
+    }
+
+    /// One listing of `runs/` stands for each session's own listing only
+    /// while it holds every snapshot the session's records name: one
+    /// uploaded after it (named by a record read later) sends the session
+    /// back to a listing of its own.
+    #[test]
+    fn a_listing_of_every_session_covers_only_the_snapshots_it_saw() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let (a, scan_a) = naming(&store, &["s1", "s2"]);
+        let (b, scan_b) = naming(&store, &["s1", "s3"]);
+        let (none, scan_none) = naming(&store, &[]);
+        let in_dir = |id: &RunId, name: &str| {
+            let dir = rel(&store, &store.snapshots_dir(id));
+            let runs = rel(&store, &store.runs_dir());
+            format!("{}/{name}", dir.strip_prefix(&format!("{runs}/")).unwrap())
+        };
+        let paths = vec![
+            in_dir(&a, "s2.json"),
+            in_dir(&a, "s1.json"),
+            in_dir(&a, "unnamed.json"),
+            in_dir(&b, "s1.json"),
+            // Not snapshot manifests: other files, deeper files, not runs.
+            format!("{a}/meta.json"),
+            in_dir(&b, "deeper/s3.json"),
+            "not-a-run/workspace/snapshots/s3.json".to_owned(),
+        ];
+        let listed = SnapshotListing::from_paths(&store, paths);
+        assert_eq!(
+            listed.covering(&a, &scan_a),
+            Some(
+                &[
+                    "s1.json".to_owned(),
+                    "s2.json".to_owned(),
+                    "unnamed.json".to_owned()
+                ][..]
+            )
+        );
+        assert_eq!(
+            listed.covering(&b, &scan_b),
+            None,
+            "s3 came after the listing"
+        );
+        assert_eq!(listed.covering(&none, &scan_none), Some(&[][..]));
+        assert_eq!(listed.covering(&RunId::new(), &scan_none), Some(&[][..]));
     }
 }

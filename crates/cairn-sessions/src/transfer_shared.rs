@@ -25,7 +25,6 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cairn_journal::{
@@ -36,15 +35,20 @@ use cairn_objects::{NoProgress, ObjectHash, RemoteFiles, RemoteObjects};
 use cairn_store::{durable, RunId, Store};
 
 use super::files::{checkpoint_manifest, read_beneath, rel, snapshot_manifest};
-use super::remote::{RemoteDest, RemoteSource};
+use super::remote::{RemoteDest, RemoteSource, SnapshotListing};
 use super::{
     copy_sessions, links, lock, named_by, objects_of_records, plan, Destination, ManifestFile,
-    Plan, StoreDest, TransferReport,
+    Plan, StoreDest,
 };
 use crate::SessionError;
 
 /// How many sessions [`Shared::sync_stale`] brings in at once.
 const SYNC_WORKERS: usize = 8;
+
+/// From how many stale sessions [`Shared::sync_stale`] reads them in one
+/// pass over the shared store (when they also hold a quarter of its
+/// records), with one listing of every snapshot manifest.
+const ONE_PASS_FROM: usize = 64;
 
 /// A shared store: journals, objects and manifests elsewhere.
 pub struct Shared {
@@ -86,20 +90,27 @@ impl Shared {
     /// verify; the cache's copy is being written by another process here;
     /// the pull's errors.
     pub fn sync(&self, cache: &Store, id: &RunId) -> Result<Synced, SessionError> {
-        self.sync_session(cache, id, false)
+        self.sync_session(cache, id, false, None, None)
             .map(|s| s.unwrap_or(Synced::Current))
     }
 
     /// [`Shared::sync`]; with `roots_only`, a fork is left alone
     /// (`Ok(None)`): bringing it in brings its ancestors too, which may be
-    /// brought in by another thread at the same time.
+    /// brought in by another thread at the same time. `read` is the shared
+    /// store's journal when it was read already, and `listed` the snapshot
+    /// manifests of every session when they were listed at once.
     fn sync_session(
         &self,
         cache: &Store,
         id: &RunId,
         roots_only: bool,
+        read: Option<Vec<u8>>,
+        listed: Option<&SnapshotListing>,
     ) -> Result<Option<Synced>, SessionError> {
-        let remote = self.journals.read(id.as_str())?;
+        let remote = match read {
+            Some(lines) => Some(lines),
+            None => self.journals.read(id.as_str())?,
+        };
         let local = read_beneath(cache.root(), &rel(cache, &cache.journal_path(id)))?;
         let Some(remote) = remote else {
             if local.is_some() {
@@ -133,11 +144,10 @@ impl Shared {
             }
             Plan::Create | Plan::Append => {}
         }
-        self.pull(
-            cache,
-            std::slice::from_ref(id),
-            HashMap::from([(id.to_string(), Some(remote))]),
-        )?;
+        let known = HashMap::from([(id.to_string(), Some(remote))]);
+        let source = RemoteSource::new(self.remote(), cache, known).with_listing(listed);
+        let mut dest = StoreDest::new(cache);
+        copy_sessions(&source, &mut dest, std::slice::from_ref(id), &NoProgress)?;
         Ok(Some(outcome))
     }
 
@@ -164,42 +174,82 @@ impl Shared {
         cache: &Store,
         cached: impl Fn(&RunId) -> Option<u64>,
     ) -> Result<usize, SessionError> {
-        let stale: Vec<RunId> = self
-            .journals
-            .runs()?
+        let counts = self.journals.runs()?;
+        let total: u64 = counts.iter().map(|(_, n)| n).sum();
+        let stale: Vec<(RunId, u64)> = counts
             .into_iter()
             .filter_map(|(id, records)| {
                 let id = RunId::parse(&id).ok()?;
                 let have = cached(&id).or_else(|| cached_records(cache, &id));
-                (have != Some(records)).then_some(id)
+                (have != Some(records)).then_some((id, records))
             })
             .collect();
+        // Many stale sessions (a new host's first listing of a big store)
+        // are read in one pass over the shared store, after one listing of
+        // every snapshot manifest, instead of two requests each; a few are
+        // read one by one.
+        let stale_records: u64 = stale.iter().map(|(_, n)| n).sum();
+        let one_pass = stale.len() >= ONE_PASS_FROM && stale_records.saturating_mul(4) >= total;
+        let listed = match one_pass {
+            true => Some(SnapshotListing::read(self.remote(), cache)?),
+            false => None,
+        };
         // Each one waits on the network and on fsyncs: sessions that are not
-        // forks are brought in side by side (a new host's first listing of a
-        // big store), forks after them one by one, since a fork brings its
-        // ancestors with it.
-        let next = AtomicUsize::new(0);
+        // forks are brought in side by side, handed to the workers as their
+        // journals arrive, forks after them one by one, since a fork brings
+        // its ancestors with it.
         let failed: Mutex<Option<SessionError>> = Mutex::new(None);
         let forks: Mutex<Vec<usize>> = Mutex::new(Vec::new());
-        let workers = SYNC_WORKERS.min(stale.len());
+        let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Option<Vec<u8>>)>(SYNC_WORKERS);
+        let rx = Mutex::new(rx);
         std::thread::scope(|scope| {
-            for _ in 0..workers {
+            for _ in 0..SYNC_WORKERS.min(stale.len()) {
                 scope.spawn(|| loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(id) = stale.get(i) else { break };
-                    if lock(&failed).is_some() {
+                    let Ok((i, read)) = lock(&rx).recv() else {
                         break;
+                    };
+                    // After a failure the rest is drained, not brought in.
+                    if lock(&failed).is_some() {
+                        continue;
                     }
-                    match self.sync_session(cache, id, true) {
+                    let id = &stale[i].0;
+                    match self.sync_session(cache, id, true, read, listed.as_ref()) {
                         Ok(Some(_)) => {}
                         Ok(None) => lock(&forks).push(i),
                         Err(e) => {
                             lock(&failed).get_or_insert(e);
-                            break;
                         }
                     }
                 });
             }
+            let mut handed = vec![false; stale.len()];
+            if one_pass {
+                let at: HashMap<&str, usize> = stale
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (id, _))| (id.as_str(), i))
+                    .collect();
+                let runs: Vec<(String, u64)> =
+                    stale.iter().map(|(id, n)| (id.to_string(), *n)).collect();
+                let read = self.journals.read_many(&runs, &mut |run, lines| {
+                    let Some(&i) = at.get(run) else {
+                        return true;
+                    };
+                    handed[i] = true;
+                    tx.send((i, Some(lines))).is_ok() && lock(&failed).is_none()
+                });
+                if let Err(e) = read {
+                    lock(&failed).get_or_insert(e.into());
+                }
+            }
+            // Those not read yet (all of them, unless read in one pass) are
+            // read by the workers.
+            for (i, _) in handed.iter().enumerate().filter(|(_, &h)| !h) {
+                if lock(&failed).is_some() || tx.send((i, None)).is_err() {
+                    break;
+                }
+            }
+            drop(tx);
         });
         if let Some(e) = lock(&failed).take() {
             return Err(e);
@@ -207,20 +257,9 @@ impl Shared {
         let mut forks = std::mem::take(&mut *lock(&forks));
         forks.sort_unstable();
         for i in forks {
-            self.sync(cache, &stale[i])?;
+            self.sync(cache, &stale[i].0)?;
         }
         Ok(stale.len())
-    }
-
-    fn pull(
-        &self,
-        cache: &Store,
-        runs: &[RunId],
-        known: HashMap<String, Option<Vec<u8>>>,
-    ) -> Result<TransferReport, SessionError> {
-        let source = RemoteSource::new(self.remote(), cache, known);
-        let mut dest = StoreDest::new(cache);
-        copy_sessions(&source, &mut dest, runs, &NoProgress)
     }
 
     /// Uploads what `lines` name, then appends them: the body of

@@ -68,7 +68,11 @@ impl Source for StoreSource<'_> {
         fork_pin(self.store, id)
     }
 
-    fn snapshot_manifests(&self, id: &RunId) -> Result<Vec<ManifestFile>, SessionError> {
+    fn snapshot_manifests(
+        &self,
+        id: &RunId,
+        _scan: &Scan,
+    ) -> Result<Vec<ManifestFile>, SessionError> {
         snapshot_manifests(self.store, id)
     }
 

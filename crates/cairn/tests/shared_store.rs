@@ -805,11 +805,27 @@ fn serve_on_a_shared_store_lists_what_another_host_writes() {
 
 /// A new host's first listing of a store brings every session in, sessions
 /// side by side and forks after them: each arrives whole (the same records
-/// and tail as on the host that made it, every journal verifying), the
-/// objects the sessions share fetched once however many ask for them.
+/// and tail as on the host that made it, every journal verifying, every
+/// snapshot manifest byte for byte), the objects the sessions share fetched
+/// once however many ask for them. A few stale sessions are read one by
+/// one.
 #[test]
 #[ignore = "needs nats-server and moto: .ci/run installs them"]
 fn a_new_hosts_first_listing_brings_in_every_session_and_fork() {
+    first_listing_brings_in(12);
+}
+
+/// The same with enough stale sessions (64 or more) that they are read in
+/// one pass over the stream, their snapshot manifests found by one listing.
+#[test]
+#[ignore = "needs nats-server and moto: .ci/run installs them"]
+fn a_first_listing_of_many_sessions_reads_them_in_one_pass() {
+    first_listing_brings_in(70);
+}
+
+/// `sessions` sessions that each wrote a file, three forks, pushed from one
+/// host and listed on a new one.
+fn first_listing_brings_in(sessions: usize) {
     require();
     let shared = Shared::start();
     let s = Scratch::new();
@@ -822,7 +838,7 @@ fn a_new_hosts_first_listing_brings_in_every_session_and_fork() {
     let model = format!("script:{}", script.display());
     let a = s.store.clone();
     let mut ids = Vec::new();
-    for i in 0..12 {
+    for i in 0..sessions {
         let out = at(
             &s,
             None,
@@ -862,6 +878,8 @@ fn a_new_hosts_first_listing_brings_in_every_session_and_fork() {
         here.keys().collect::<Vec<_>>(),
         there.keys().collect::<Vec<_>>()
     );
+    let cache = only_cache(&s.dir.path().join("b"));
+    let mut snapshots = 0;
     for (id, mine) in &here {
         let theirs = &there[id];
         assert_eq!(theirs["valid"], true, "{theirs}");
@@ -873,7 +891,38 @@ fn a_new_hosts_first_listing_brings_in_every_session_and_fork() {
         }
         let out = on(&s, &shared, "b", &["verify", id]);
         assert!(out.status.success(), "{id}: {}", stderr(&out));
+        let rel = Path::new("runs").join(id).join("workspace/snapshots");
+        let (made, came) = (files_in(&a.join(&rel)), files_in(&cache.join(&rel)));
+        assert_eq!(made, came, "{id}: snapshot manifests");
+        snapshots += made.len();
     }
+    assert!(snapshots >= sessions, "{snapshots} snapshot manifests");
+}
+
+/// The one shared store's cache below a host's `XDG_CACHE_HOME`.
+fn only_cache(home: &Path) -> std::path::PathBuf {
+    let mut dirs: Vec<_> = std::fs::read_dir(home.join("cairn/shared"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    dirs.pop().unwrap()
+}
+
+/// The files of a directory, by name, with their bytes (none when it is not
+/// there).
+fn files_in(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Default::default();
+    };
+    entries
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_file())
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            (name, std::fs::read(e.path()).unwrap())
+        })
+        .collect()
 }
 
 /// `cairn exec` gives up what it held when it exits, as every command

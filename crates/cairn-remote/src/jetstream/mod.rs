@@ -545,6 +545,14 @@ impl RemoteJournals for JetStreamJournals {
         self.read_after(run, 0)
     }
 
+    fn read_many(
+        &self,
+        runs: &[(String, u64)],
+        each: &mut dyn FnMut(&str, Vec<u8>) -> bool,
+    ) -> Result<(), RemoteJournalError> {
+        self.read_in_one_pass(runs, each)
+    }
+
     fn read_after(&self, run: &str, after: u64) -> Result<Option<Vec<u8>>, RemoteJournalError> {
         let Some((last, payload)) = self.last_of(run)? else {
             return Ok(None);
