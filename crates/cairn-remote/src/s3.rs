@@ -408,16 +408,7 @@ impl S3Objects {
         if hex_prefix.len() >= 2 {
             dir = format!("{dir}/{}", &hex_prefix[..2]);
         }
-        let store = Arc::clone(&self.store);
-        let path = Path::from(dir.as_str());
-        let listed = self.run(async move {
-            store
-                .list(Some(&path))
-                .try_collect::<Vec<object_store::ObjectMeta>>()
-                .await
-        })?;
-        let metas = listed.map_err(|e| self.failure("listing", &dir, classify_listing(&e)))?;
-        for meta in metas {
+        for meta in self.list_below(&dir)? {
             let Some(hash) = self.loc.hash_of(meta.location.as_ref()) else {
                 continue;
             };
@@ -430,6 +421,22 @@ impl S3Objects {
             }
         }
         Ok(())
+    }
+}
+
+impl S3Objects {
+    /// Every object below the key `dir`, at any depth (as many requests as
+    /// the listing has pages).
+    fn list_below(&self, dir: &str) -> Result<Vec<object_store::ObjectMeta>, S3Error> {
+        let store = Arc::clone(&self.store);
+        let path = Path::from(dir);
+        let listed = self.run(async move {
+            store
+                .list(Some(&path))
+                .try_collect::<Vec<object_store::ObjectMeta>>()
+                .await
+        })?;
+        listed.map_err(|e| self.failure("listing", dir, classify_listing(&e)))
     }
 }
 
@@ -539,17 +546,9 @@ impl RemoteFiles for S3Objects {
 
     fn list_tree(&self, rel: &str) -> Result<Vec<String>, RemoteError> {
         let dir = self.file_key(rel)?;
-        let store = Arc::clone(&self.store);
-        let path = Path::from(dir.as_str());
-        let listed = self.run(async move {
-            store
-                .list(Some(&path))
-                .try_collect::<Vec<object_store::ObjectMeta>>()
-                .await
-        })?;
-        let metas = listed.map_err(|e| self.failure("listing", &dir, classify_listing(&e)))?;
         let below = format!("{dir}/");
-        let mut paths: Vec<String> = metas
+        let mut paths: Vec<String> = self
+            .list_below(&dir)?
             .iter()
             .filter_map(|m| m.location.as_ref().strip_prefix(&below).map(str::to_owned))
             .collect();
