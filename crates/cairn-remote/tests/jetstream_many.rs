@@ -108,7 +108,7 @@ fn many_journals_read_in_one_pass_are_each_as_read_alone() {
 
     // Asked for fewer records than a journal holds (it grew since it was
     // counted): its first ones, at least that many. A session the store
-    // does not hold is not handed. Sessions not asked for are not handed.
+    // does not hold is not handed, nor are sessions not asked for.
     let fewer: Vec<(String, u64)> = runs
         .iter()
         .step_by(3)
@@ -124,6 +124,13 @@ fn many_journals_read_in_one_pass_are_each_as_read_alone() {
         assert!(records as u64 >= *want, "{id}: {records} < {want}");
         assert_eq!(*handed, lines[..records].concat(), "{id}");
     }
+
+    // Asked for more records than a journal holds: handed whole at the end
+    // of the pass.
+    let (id, lines) = &all[7];
+    let more = [(id.to_string(), lines.len() as u64 + 3)];
+    let got = read_all(&remote, &more).unwrap();
+    assert_eq!(got[id.as_str()], lines.concat());
 
     // Stopped by the caller: nothing more is handed.
     let mut handed = 0;

@@ -147,7 +147,7 @@ impl JetStreamJournals {
         let mut at = 0;
         while at < end && !wanted.is_empty() {
             let name = self.name.clone();
-            let (back, hop) = self.run(async move {
+            let (back, hop, drained) = self.run(async move {
                 let fail = |f: Failure| f.into_error(&name, action);
                 let mut hop: Vec<(u64, async_nats::Subject, Bytes)> = Vec::new();
                 while hop.len() < PASS_HOP {
@@ -160,19 +160,22 @@ impl JetStreamJournals {
                     };
                     let Some(m) = next else { break };
                     let m = m.map_err(|e| fail(classify(&e)))?;
-                    let seq = m.info().map_err(|e| fail(classify(&*e)))?.stream_sequence;
+                    let info = m.info().map_err(|e| fail(classify(&*e)))?;
+                    let (seq, pending) = (info.stream_sequence, info.pending);
                     hop.push((seq, m.subject.clone(), m.payload.clone()));
-                    if seq >= end {
-                        break;
+                    // Nothing more to wait for: the end of the pass, or
+                    // of the stream (its last message was not this pass's).
+                    if seq >= end || pending == 0 {
+                        return Ok((messages, hop, true));
                     }
                 }
-                Ok((messages, hop))
+                Ok((messages, hop, false))
             })??;
             messages = back;
             let Some(&(reached, _, _)) = hop.last() else {
                 break;
             };
-            at = reached;
+            at = if drained { end } else { reached };
             for (seq, subject, payload) in hop {
                 if seq > end {
                     break;
