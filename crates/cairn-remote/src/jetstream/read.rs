@@ -32,8 +32,10 @@ const DIRECT_BATCH: u64 = 1000;
 /// The status of the message that ends a batch (`EOB`).
 const END_OF_BATCH: u16 = 204;
 
-/// Messages a pass over the stream brings back from the runtime at a time.
+/// Messages a pass over the stream brings back from the runtime at a time,
+/// and the bytes of payload after which it brings them back sooner.
 const PASS_HOP: usize = 1024;
+const PASS_HOP_BYTES: usize = 8 << 20;
 
 /// A journal being gathered by a pass over the stream.
 struct Gathering {
@@ -150,7 +152,8 @@ impl JetStreamJournals {
             let (back, hop, drained) = self.run(async move {
                 let fail = |f: Failure| f.into_error(&name, action);
                 let mut hop: Vec<(u64, async_nats::Subject, Bytes)> = Vec::new();
-                while hop.len() < PASS_HOP {
+                let mut bytes = 0;
+                while hop.len() < PASS_HOP && bytes < PASS_HOP_BYTES {
                     let next = match tokio::time::timeout(wait, messages.next()).await {
                         Ok(next) => next,
                         Err(_) => {
@@ -162,6 +165,7 @@ impl JetStreamJournals {
                     let m = m.map_err(|e| fail(classify(&e)))?;
                     let info = m.info().map_err(|e| fail(classify(&*e)))?;
                     let (seq, pending) = (info.stream_sequence, info.pending);
+                    bytes += m.payload.len();
                     hop.push((seq, m.subject.clone(), m.payload.clone()));
                     // Nothing more to wait for: the end of the pass, or
                     // of the stream (its last message was not this pass's).
