@@ -452,9 +452,10 @@ impl SnapshotListing {
     fn covering(&self, id: &RunId, scan: &Scan) -> Option<&[String]> {
         let names = self.0.get(id.as_str()).map_or(&[][..], Vec::as_slice);
         let all_there = scan.records.iter().all(|r| match &r.body {
-            RecordBody::Snapshot(s) => names
-                .binary_search_by(|n| n.as_str().cmp(&format!("{}.json", s.snapshot)))
-                .is_ok(),
+            RecordBody::Snapshot(s) => {
+                let file = format!("{}.json", s.snapshot);
+                names.binary_search(&file).is_ok()
+            }
             _ => true,
         });
         all_there.then_some(names)
