@@ -54,28 +54,46 @@ impl ChainHash {
     /// Parses exactly 64 lowercase hex digits; anything else is `None`, so an
     /// upper-case or padded `prev` never compares equal to the computed link.
     pub fn from_hex(s: &str) -> Option<Self> {
-        // One pass, no second validation: every record's `prev` is read
-        // through here, so it is on the hot path of every read.
+        // One pass without a branch per digit, no second validation: every
+        // record's `prev` is read through here, so it is on the hot path of
+        // every read. A digit's value has its high nibble clear; anything
+        // else is marked by one (`NOT_HEX`), collected in `bad`.
         let b = s.as_bytes();
         if b.len() != 64 {
             return None;
         }
         let mut out = [0u8; 32];
+        let mut bad = 0u8;
         for (o, pair) in out.iter_mut().zip(b.chunks_exact(2)) {
-            *o = (nibble(pair[0])? << 4) | nibble(pair[1])?;
+            let (hi, lo) = (
+                HEX_VALUE[usize::from(pair[0])],
+                HEX_VALUE[usize::from(pair[1])],
+            );
+            bad |= hi | lo;
+            *o = (hi << 4) | lo;
         }
-        Some(ChainHash(out))
+        (bad & NOT_HEX == 0).then_some(ChainHash(out))
     }
 }
 
-/// The value of one lowercase hex digit.
-fn nibble(c: u8) -> Option<u8> {
-    match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
+/// Marks a byte that is not a lowercase hex digit in [`HEX_VALUE`].
+const NOT_HEX: u8 = 0xF0;
+
+/// The value of each lowercase hex digit; [`NOT_HEX`] for every other byte.
+const HEX_VALUE: [u8; 256] = {
+    let mut t = [NOT_HEX; 256];
+    let mut i = 0;
+    while i < 10 {
+        t[b'0' as usize + i] = i as u8;
+        i += 1;
     }
-}
+    let mut i = 0;
+    while i < 6 {
+        t[b'a' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    t
+};
 
 impl fmt::Display for ChainHash {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -142,5 +160,28 @@ mod tests {
         }
         let all = "0123456789abcdef".repeat(4);
         assert_eq!(ChainHash::from_hex(&all).map(|h| h.to_hex()), Some(all));
+    }
+
+    #[test]
+    fn every_ascii_byte_in_every_position_is_read_as_a_lowercase_digit_or_refused() {
+        let base = "0".repeat(64);
+        for c in 0u8..128 {
+            let digit = match c {
+                b'0'..=b'9' => Some(c - b'0'),
+                b'a'..=b'f' => Some(c - b'a' + 10),
+                _ => None,
+            };
+            for at in 0..64 {
+                let mut h = base.clone().into_bytes();
+                h[at] = c;
+                let h = String::from_utf8(h).unwrap();
+                let want = digit.map(|d| {
+                    let mut out = [0u8; 32];
+                    out[at / 2] = if at % 2 == 0 { d << 4 } else { d };
+                    ChainHash(out)
+                });
+                assert_eq!(ChainHash::from_hex(&h), want, "byte {c} at {at}");
+            }
+        }
     }
 }

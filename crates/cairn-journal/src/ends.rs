@@ -203,14 +203,26 @@ pub struct Ends {
 /// Only IO errors.
 pub fn read_ends(path: &Path, run: &str) -> Result<Option<Ends>, JournalError> {
     let f = std::fs::File::open(path).map_err(|e| JournalError::io("opening", path, e))?;
+    read_ends_of(&f, path, run)
+}
+
+/// [`read_ends`] of a journal already open (`path` names it in errors).
+///
+/// # Errors
+/// Only IO errors.
+pub fn read_ends_of(
+    f: &std::fs::File,
+    path: &Path,
+    run: &str,
+) -> Result<Option<Ends>, JournalError> {
     let meta = f
         .metadata()
         .map_err(|e| JournalError::io("reading metadata of", path, e))?;
     let (len, mtime_ns) = (meta.len(), mtime_ns(&meta));
-    let Some(suffix) = read_suffix(&f, path, len, |r| !r.body.is_bookkeeping())? else {
+    let Some(suffix) = read_suffix(f, path, len, |r| !r.body.is_bookkeeping())? else {
         return Ok(None);
     };
-    let (Some(&(_, hash)), Some(head)) = (suffix.last(), read_head_at(&f, path, len)?) else {
+    let (Some(&(_, hash)), Some(head)) = (suffix.last(), read_head_at(f, path, len)?) else {
         return Ok(None);
     };
     match &head.record.body {

@@ -64,8 +64,8 @@ mod writer;
 
 pub use chain::{ChainHash, ChainHashParseError};
 pub use ends::{
-    mtime_ns, read_ends, read_head, read_head_record, read_tail_record, Ends, Head, Tail,
-    TailRecord, MAX_END_BYTES,
+    mtime_ns, read_ends, read_ends_of, read_head, read_head_record, read_tail_record, Ends, Head,
+    Tail, TailRecord, MAX_END_BYTES,
 };
 pub use error::{JournalError, LockHolder};
 pub use fold::{fold, Entry, FoldError, PendingCall, RunState, Status, TotalsMismatch};

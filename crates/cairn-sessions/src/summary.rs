@@ -3,8 +3,10 @@
 
 use std::collections::HashMap;
 
-use cairn_journal::{read_ends, read_head, Cost, CostState, RecordBody, RunState};
-use cairn_store::{RunId, Store};
+use cairn_journal::{
+    read_ends, read_ends_of, read_head, Cost, CostState, Ends, RecordBody, RunState,
+};
+use cairn_store::{RunId, RunsDir, Store};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -12,6 +14,7 @@ use crate::fork::{check_lineage, Pin, ReceiptFault};
 use crate::load::load;
 use crate::projection::{
     journal_stat, read_meta, update_index, write_meta, Binding, IndexBytes, IndexEntry, Projection,
+    Vouched,
 };
 use crate::SessionError;
 
@@ -153,33 +156,34 @@ struct Listed {
 ///    the forks' `meta` pins and every pinned line must still match;
 /// 4. the projection's own figures serve only an honestly unknown cost of a
 ///    running session, and must agree with the terminal's otherwise.
-fn trust(store: &Store, id: &RunId, p: Projection) -> Option<Listed> {
-    let ends = read_ends(&store.journal_path(id), id.as_str()).ok()??;
-    let b = &p.binding;
+fn trust(store: &Store, id: &RunId, ends: Ends, v: Vouched) -> Option<Listed> {
+    let b = &v.binding;
     let last = ends.tail.last()?;
     if ends.len != b.len
         || ends.mtime_ns != b.mtime_ns
         || last.seq != b.records
-        || ends.tail.hash.to_hex() != b.tail
-        || ends.head.hash.to_hex() != b.head
+        || ends.tail.hash != b.tail
+        || ends.head.hash != b.head
     {
         return None;
     }
-    let RecordBody::Meta(meta) = &ends.head.record.body else {
+    let status = ends.tail.status().as_str().to_owned();
+    let updated = last.ts.clone();
+    let RecordBody::Meta(meta) = ends.head.record.body else {
         return None;
     };
     let mut s = Summary {
         id: id.to_string(),
         name: meta.name.as_deref().map(|n| bounded(n, 200)),
-        status: ends.tail.status().as_str().to_owned(),
-        created: meta.created.clone(),
-        updated: last.ts.clone(),
-        workspace: meta.workspace.clone(),
-        turns: p.summary.turns,
+        status,
+        created: meta.created,
+        updated,
+        workspace: meta.workspace,
+        turns: v.turns,
         records: b.records,
         bytes: ends.len,
-        tail: b.tail.clone(),
-        cost: p.summary.cost,
+        tail: b.tail.to_hex(),
+        cost: v.cost,
         parent: meta.fork.as_ref().map(|f| ParentRef {
             id: f.parent.clone(),
             seq: f.seq,
@@ -192,7 +196,7 @@ fn trust(store: &Store, id: &RunId, p: Projection) -> Option<Listed> {
         Some(t) => {
             // The projection was folded at this binding; figures that
             // disagree with the record mean it is not to be believed.
-            if p.summary.turns != t.totals.turns || p.summary.cost.state != t.totals.cost.state {
+            if v.turns != t.totals.turns || v.cost.state != t.totals.cost.state {
                 return None;
             }
             s.turns = t.totals.turns;
@@ -207,7 +211,7 @@ fn trust(store: &Store, id: &RunId, p: Projection) -> Option<Listed> {
             return Some(l);
         }
     }
-    match check_lineage(store, meta.fork.as_ref(), &p.receipt) {
+    match check_lineage(store, meta.fork.as_ref(), &v.receipt) {
         Ok(()) => {}
         Err(ReceiptFault::Unusable) => return None,
         Err(ReceiptFault::Broken(pin, why)) => {
@@ -220,7 +224,7 @@ fn trust(store: &Store, id: &RunId, p: Projection) -> Option<Listed> {
     }
     Some(Listed {
         summary: s,
-        receipt: p.receipt,
+        receipt: v.receipt,
         rebuilt: None,
     })
 }
@@ -278,30 +282,48 @@ fn rebuild(store: &Store, id: &RunId) -> Listed {
 
 /// The listing of one session, or `None` when it has no journal (a run
 /// directory being created or removed). `entry` is its line of the index;
-/// without one, its `meta.json` is tried.
-fn listed(store: &Store, id: &RunId, entry: Option<IndexEntry<'_>>) -> Option<Listed> {
-    let projection = entry
-        .and_then(IndexEntry::parse)
-        .or_else(|| read_meta(store, id));
-    if let Some(l) = projection.and_then(|p| trust(store, id, p)) {
-        return Some(l);
+/// without one, its `meta.json` is tried. `runs`, when given, is where its
+/// journal is opened (a listing of many holds `runs/` open).
+fn listed(
+    store: &Store,
+    runs: Option<&RunsDir>,
+    id: &RunId,
+    entry: Option<IndexEntry<'_>>,
+) -> Option<Listed> {
+    let vouched = entry
+        .and_then(IndexEntry::vouched)
+        .or_else(|| read_meta(store, id).and_then(Vouched::of));
+    if let Some(v) = vouched {
+        let path = store.journal_path(id);
+        let ends = match runs {
+            Some(runs) => runs
+                .open_journal(id)
+                .ok()
+                .and_then(|f| read_ends_of(&f, &path, id.as_str()).ok().flatten()),
+            None => read_ends(&path, id.as_str()).ok().flatten(),
+        };
+        if let Some(l) = ends.and_then(|ends| trust(store, id, ends, v)) {
+            return Some(l);
+        }
     }
     store.journal_path(id).exists().then(|| rebuild(store, id))
 }
 
 /// Marks forks invalid whose ancestors are missing or damaged at or before
 /// the pinned seq.
-fn propagate(all: &mut [Listed]) {
-    if all.iter().all(|l| l.receipt.is_empty()) {
+fn propagate(all: &mut [Option<Listed>]) {
+    if all.iter().flatten().all(|l| l.receipt.is_empty()) {
         return; // no forks
     }
     let by_id: HashMap<&str, &Summary> = all
         .iter()
+        .flatten()
         .map(|l| (l.summary.id.as_str(), &l.summary))
         .collect();
     let verdicts: Vec<(usize, String)> = all
         .iter()
         .enumerate()
+        .filter_map(|(i, l)| Some((i, l.as_ref()?)))
         .filter(|(_, l)| l.summary.valid)
         .filter_map(|(i, l)| {
             l.receipt
@@ -320,8 +342,10 @@ fn propagate(all: &mut [Listed]) {
         })
         .collect();
     for (i, why) in verdicts {
-        all[i].summary.valid = false;
-        all[i].summary.problem = Some(why);
+        if let Some(l) = &mut all[i] {
+            l.summary.valid = false;
+            l.summary.problem = Some(why);
+        }
     }
 }
 
@@ -348,9 +372,9 @@ fn probe_writer(store: &Store, s: &mut Summary) {
     }
 }
 
-fn persist(store: &Store, all: &[Listed]) {
+fn persist(store: &Store, all: &[Option<Listed>]) {
     let mut fresh = Vec::new();
-    for l in all {
+    for l in all.iter().flatten() {
         if let (Some(p), Ok(id)) = (&l.rebuilt, RunId::parse(&l.summary.id)) {
             // Best effort: a projection that is not written is rebuilt later.
             let _ = write_meta(store, &id, p);
@@ -365,39 +389,34 @@ fn persist(store: &Store, all: &[Listed]) {
 /// each session's own `meta.json`, not the store's index, so it costs the
 /// same in a store of ten sessions or ten thousand.
 pub fn summarize(store: &Store, id: &RunId) -> Summary {
-    let Some(me) = listed(store, id, None) else {
-        return Summary::invalid(
+    let not_found = || {
+        Summary::invalid(
             store,
             id,
             &SessionError::Journal(cairn_journal::JournalError::NotFound {
                 run: id.to_string(),
             }),
-        );
+        )
     };
-    let mut all = Vec::with_capacity(me.receipt.len() + 1);
+    let Some(me) = listed(store, None, id, None) else {
+        return not_found();
+    };
+    let mut all: Vec<Option<Listed>> = Vec::with_capacity(me.receipt.len() + 1);
     for pin in &me.receipt {
-        if pin.run == id.as_str() || all.iter().any(|l: &Listed| l.summary.id == pin.run) {
+        let seen = all.iter().flatten().any(|l| l.summary.id == pin.run);
+        if pin.run == id.as_str() || seen {
             continue;
         }
         if let Ok(aid) = RunId::parse(&pin.run) {
-            all.extend(listed(store, &aid, None));
+            all.push(listed(store, None, &aid, None));
         }
     }
-    all.push(me);
+    all.push(Some(me));
     propagate(&mut all);
     persist(store, &all);
-    let mut summary = all.pop().map_or_else(
-        || {
-            Summary::invalid(
-                store,
-                id,
-                &SessionError::Journal(cairn_journal::JournalError::NotFound {
-                    run: id.to_string(),
-                }),
-            )
-        },
-        |l| l.summary,
-    );
+    let Some(Some(mut summary)) = all.pop().map(|l| l.map(|l| l.summary)) else {
+        return not_found();
+    };
     probe_writer(store, &mut summary);
     summary
 }
@@ -410,7 +429,10 @@ pub fn summarize(store: &Store, id: &RunId) -> Summary {
 /// Only when the store's `runs/` directory cannot be read.
 pub fn list(store: &Store) -> Result<Vec<Summary>, cairn_store::StoreError> {
     // The directory and the index are read at once, on two cores.
-    let (bytes, ids) = rayon::join(|| IndexBytes::read(store), || store.run_ids());
+    let (bytes, (ids, runs)) = rayon::join(
+        || IndexBytes::read(store),
+        || (store.run_ids(), store.open_runs().ok()),
+    );
     let ids = ids?;
     let index = bytes.entries();
     let work: Vec<(RunId, Option<IndexEntry<'_>>)> = ids
@@ -424,27 +446,23 @@ pub fn list(store: &Store) -> Result<Vec<Summary>, cairn_store::StoreError> {
     // over the cores by what they cost, not by count: a share of sessions
     // that must be rebuilt from the record does not hold up the rest. The
     // results are written in place, in order, into one vector sized up
-    // front: ten thousand summaries are megabytes, not worth copying again.
+    // front, and stay there until each is moved once into the order listed:
+    // ten thousand summaries are megabytes, and every copy of them is memory
+    // the kernel must first clear.
     let mut all: Vec<Option<Listed>> = Vec::with_capacity(work.len());
     work.into_par_iter()
         .with_min_len(16)
-        .map(|(id, p)| listed(store, &id, p))
+        .map(|(id, p)| listed(store, runs.as_ref(), &id, p))
         .collect_into_vec(&mut all);
-    let mut all: Vec<Listed> = all.into_iter().flatten().collect();
     propagate(&mut all);
     persist(store, &all);
-    // Newest first (by last update, then id). The order is found on indices
-    // and each summary moved once into place: summaries are hundreds of
-    // bytes, and sorting them in place would copy each many times.
-    let mut order: Vec<usize> = (0..all.len()).collect();
-    order.sort_unstable_by(|&a, &b| {
-        let (a, b) = (&all[a].summary, &all[b].summary);
-        b.updated.cmp(&a.updated).then_with(|| b.id.cmp(&a.id))
-    });
-    let mut slots: Vec<Option<Listed>> = all.into_iter().map(Some).collect();
+    // Newest first (by last update, then id), the order found on indices.
+    let mut order: Vec<usize> = (0..all.len()).filter(|&i| all[i].is_some()).collect();
+    let key = |i: usize| all[i].as_ref().map(|l| (&l.summary.updated, &l.summary.id));
+    order.par_sort_unstable_by(|&a, &b| key(b).cmp(&key(a)));
     let mut out = Vec::with_capacity(order.len());
     for i in order {
-        if let Some(mut l) = slots[i].take() {
+        if let Some(mut l) = all[i].take() {
             probe_writer(store, &mut l.summary);
             out.push(l.summary);
         }

@@ -158,6 +158,20 @@ impl Store {
         self.root.join("gateway")
     }
 
+    /// `runs/`, held open, to open many sessions' files relative to it
+    /// (a listing): the kernel then looks up two names per file rather than
+    /// every component of the store's path.
+    ///
+    /// # Errors
+    /// `runs/` cannot be opened.
+    pub fn open_runs(&self) -> Result<RunsDir, StoreError> {
+        let dir = self.runs_dir();
+        match std::fs::File::open(&dir) {
+            Ok(f) => Ok(RunsDir(f)),
+            Err(e) => Err(StoreError::io("opening", dir, e)),
+        }
+    }
+
     /// Every run id in the store, in no particular order. Directory entries that
     /// are not valid ids are ignored.
     ///
@@ -182,6 +196,31 @@ impl Store {
             }
         }
         Ok(ids)
+    }
+}
+
+/// The store's `runs/` directory, held open (see [`Store::open_runs`]). The
+/// names opened through it are the ones [`Store`] gives, relative to `runs/`,
+/// and are followed as the full paths would be.
+#[derive(Debug)]
+pub struct RunsDir(std::fs::File);
+
+impl RunsDir {
+    /// Opens `<id>/journal.jsonl` for reading: the file at
+    /// [`Store::journal_path`].
+    ///
+    /// # Errors
+    /// As `open(2)`.
+    pub fn open_journal(&self, id: &RunId) -> std::io::Result<std::fs::File> {
+        use rustix::fs::{Mode, OFlags};
+        let name = format!("{}/journal.jsonl", id.as_str());
+        let fd = rustix::fs::openat(
+            &self.0,
+            name,
+            OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        Ok(std::fs::File::from(fd))
     }
 }
 

@@ -59,4 +59,4 @@ pub mod durable {
 }
 pub use error::{ErrorKind, StoreError};
 pub use id::{RunId, RunIdError};
-pub use layout::{canonical_prefix, default_store_root, Store, REMOVING_PREFIX};
+pub use layout::{canonical_prefix, default_store_root, RunsDir, Store, REMOVING_PREFIX};

@@ -29,39 +29,50 @@ pub fn json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
 /// gives for a slice, its elements encoded on every core: a listing of ten
 /// thousand sessions is megabytes of JSON.
 pub fn json_list<T: serde::Serialize + Sync>(items: &[T]) -> anyhow::Result<()> {
-    let mut buf = encode_list(items)?;
-    buf.push(b'\n');
     let mut out = std::io::stdout().lock();
-    out.write_all(&buf)?;
+    write_list(items, &mut out)?;
+    out.write_all(b"\n")?;
     out.flush()?;
     Ok(())
 }
 
-fn encode_list<T: serde::Serialize + Sync>(items: &[T]) -> serde_json::Result<Vec<u8>> {
+/// Writes the JSON array of `items` to `out`. A window of runs of elements
+/// is encoded on every core, then written in order, then the next: never
+/// the whole array in memory at once, which for a listing would be
+/// megabytes the kernel must clear before use, for one more copy.
+fn write_list<T: serde::Serialize + Sync>(items: &[T], out: &mut impl Write) -> anyhow::Result<()> {
     use rayon::prelude::*;
-    let parts = items
-        .par_chunks(256)
-        .map(|chunk| {
-            let mut buf = Vec::new();
-            for (i, x) in chunk.iter().enumerate() {
-                if i > 0 {
-                    buf.push(b',');
+    const RUN: usize = 256;
+    const WINDOW: usize = 8 * RUN;
+    out.write_all(b"[")?;
+    for (w, window) in items.chunks(WINDOW).enumerate() {
+        let parts = window
+            .par_chunks(RUN)
+            .map(|run| {
+                let mut buf = Vec::new();
+                for (i, x) in run.iter().enumerate() {
+                    if i == 1 {
+                        // Elements are alike in size: room for the rest at
+                        // once, rather than doubling the buffer as it grows.
+                        buf.reserve(buf.len().saturating_mul(run.len()) / 8 * 9);
+                    }
+                    if i > 0 {
+                        buf.push(b',');
+                    }
+                    serde_json::to_writer(&mut buf, x)?;
                 }
-                serde_json::to_writer(&mut buf, x)?;
+                Ok(buf)
+            })
+            .collect::<serde_json::Result<Vec<Vec<u8>>>>()?;
+        for (i, part) in parts.iter().enumerate() {
+            if w > 0 || i > 0 {
+                out.write_all(b",")?;
             }
-            Ok(buf)
-        })
-        .collect::<serde_json::Result<Vec<Vec<u8>>>>()?;
-    let mut buf = Vec::with_capacity(parts.iter().map(Vec::len).sum::<usize>() + parts.len() + 2);
-    buf.push(b'[');
-    for (i, part) in parts.iter().enumerate() {
-        if i > 0 {
-            buf.push(b',');
+            out.write_all(part)?;
         }
-        buf.extend_from_slice(part);
     }
-    buf.push(b']');
-    Ok(buf)
+    out.write_all(b"]")?;
+    Ok(())
 }
 
 /// Prints text for people, control characters shown escaped.
@@ -216,12 +227,14 @@ mod tests {
 
     #[test]
     fn a_list_is_encoded_as_serde_json_encodes_it() {
-        for n in [0usize, 1, 2, 255, 256, 257, 1000] {
+        for n in [0usize, 1, 2, 255, 256, 257, 1000, 2047, 2048, 2049, 5000] {
             let items: Vec<serde_json::Value> = (0..n)
                 .map(|i| serde_json::json!({"id": i, "name": format!("s\"{i}\u{1b}")}))
                 .collect();
             let want = serde_json::to_vec(&items).unwrap();
-            assert_eq!(encode_list(&items).unwrap(), want, "{n} items");
+            let mut got = Vec::new();
+            write_list(&items, &mut got).unwrap();
+            assert_eq!(got, want, "{n} items");
         }
     }
 
