@@ -48,7 +48,14 @@ impl ChainHash {
 
     /// Lowercase hex.
     pub fn to_hex(&self) -> String {
-        hex::encode(self.0)
+        // Two digits per byte from a table; a listing writes one per session.
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut s = String::with_capacity(64);
+        for b in self.0 {
+            s.push(char::from(DIGITS[usize::from(b >> 4)]));
+            s.push(char::from(DIGITS[usize::from(b & 0xF)]));
+        }
+        s
     }
 
     /// Parses exactly 64 lowercase hex digits; anything else is `None`, so an

@@ -513,3 +513,68 @@ fn rm_finishes_a_removal_that_stopped_part_way() {
         .code(2)
         .stderr(predicate::str::contains(format!("no session {id}")));
 }
+
+/// `cairn sessions --json` into a pipe of the default size; returns the
+/// pipe's size when the command is done and everything it printed.
+fn listing_through_a_pipe(store: &std::path::Path, args: &[&str]) -> (usize, Vec<u8>) {
+    use std::io::Read;
+    let (r, w) = rustix::pipe::pipe().unwrap();
+    assert_eq!(rustix::pipe::fcntl_getpipe_size(&r).unwrap(), 65536);
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cairn"))
+        .args(["sessions", "--all", "--json"])
+        .args(args)
+        .env("CAIRN_STORE", store)
+        .env_remove("XDG_STATE_HOME")
+        .stdout(std::process::Stdio::from(w))
+        .spawn()
+        .unwrap();
+    let mut out = Vec::new();
+    std::fs::File::from(r.try_clone().unwrap())
+        .read_to_end(&mut out)
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    (rustix::pipe::fcntl_getpipe_size(&r).unwrap(), out)
+}
+
+#[test]
+fn a_long_json_listing_widens_its_pipe_and_arrives_whole() {
+    let d = tempfile::tempdir().unwrap();
+    let store = Store::open(d.path().join("store")).unwrap();
+    let ws = d.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let n = 1030; // a listing of 1,024 or more widens the pipe
+    let mut ids = std::collections::BTreeSet::new();
+    for i in 0..n {
+        let id = RunId::new();
+        let mut w = JournalWriter::create(&store, &id, meta(&ws, &format!("s{i}"))).unwrap();
+        w.append_batch(&[
+            RecordBody::User(User {
+                text: "task".into(),
+                origin: None,
+            }),
+            RecordBody::Terminal(Terminal {
+                reason: TerminalReason::Completed,
+                totals: Totals::default(),
+                detail: None,
+            }),
+        ])
+        .unwrap();
+        ids.insert(id.to_string());
+    }
+    let (size, out) = listing_through_a_pipe(store.root(), &[]);
+    assert_eq!(size, 1 << 20, "the pipe is widened to 1 MiB");
+    let listed = json(&out);
+    let listed = listed.as_array().unwrap();
+    let got: std::collections::BTreeSet<String> = listed
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(got, ids, "every session, once");
+    assert_eq!(listed.len(), n);
+    assert!(out.ends_with(b"]\n"));
+
+    // A short listing leaves the pipe as it was.
+    let (size, out) = listing_through_a_pipe(store.root(), &["--limit", "5"]);
+    assert_eq!(size, 65536);
+    assert_eq!(json(&out).as_array().unwrap().len(), 5);
+}
