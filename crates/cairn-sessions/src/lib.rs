@@ -60,7 +60,9 @@ pub use node::{Node, NodeExit, NodeOutcome, NodeReport};
 pub use points::{
     points_in, points_of, rewind_points, rewind_to_point, PointRewound, RewindAction, RewindPoint,
 };
-pub use projection::{read_index, read_meta, Binding, Projection, MAX_INDEX_BYTES, MAX_META_BYTES};
+pub use projection::{
+    read_index, read_meta, Binding, Bound, Projection, Vouched, MAX_INDEX_BYTES, MAX_META_BYTES,
+};
 pub use prune::prune;
 pub use remove::{remove, RemoveOptions, Removed};
 pub use repo::{in_repository, repository_root};

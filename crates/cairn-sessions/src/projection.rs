@@ -21,7 +21,9 @@
 //!   rebuilt from the verified record; nothing in one can make a listing fail
 //!   or lie;
 //! - `meta.json` is replaced atomically (the durable-write helper);
-//! - `sessions.index` is JSON lines, the last line for an id wins. Updates are
+//! - `sessions.index` is JSON lines, the last line for an id wins; each holds
+//!   only what a lister checks ([`Vouched`]: the binding, turns, cost and
+//!   receipt), the whole projection being in `meta.json`. Updates are
 //!   appended under an exclusive lock (`sessions.index.lock`), so two
 //!   processes finishing runs at once never lose each other's entries; the
 //!   file is compacted (atomically, under the same lock) when it has grown to
@@ -83,17 +85,11 @@ pub struct Projection {
     pub receipt: Vec<Pin>,
 }
 
-/// One line of `sessions.index` (no `flatten`: it buffers, and is slow).
-#[derive(Serialize, Deserialize)]
-struct IndexLine {
-    id: String,
-    projection: Projection,
-}
-
 /// What a lister takes from a projection: the binding it checks against the
 /// journal, and the figures the journal's last terminal must agree with.
 /// The summary's texts are not kept: a lister takes them from the record.
-#[derive(Clone, Debug)]
+/// This is what a line of `sessions.index` holds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Vouched {
     /// The binding, its hashes decoded.
     pub binding: Bound,
@@ -102,6 +98,7 @@ pub struct Vouched {
     /// Cumulative cost, as of the binding.
     pub cost: Cost,
     /// A fork's pins (see [`Projection::receipt`]).
+    #[serde(default)]
     pub receipt: Vec<Pin>,
 }
 
@@ -109,7 +106,7 @@ pub struct Vouched {
 /// formatting either. A binding without `h(1)` (written before it existed)
 /// or with a hash that is not 64 lowercase hex digits has none: its
 /// projection is rebuilt.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Bound {
     /// Journal length in bytes.
     pub len: u64,
@@ -142,27 +139,42 @@ impl Vouched {
     }
 }
 
-/// An index line read for a lister: the summary's other fields are skipped
-/// by the parser, never allocated.
+/// One line of `sessions.index`: the id, then what a lister checks (no
+/// `flatten`: it buffers, and is slow). About a third of the bytes of a
+/// whole projection, which `meta.json` keeps.
+#[derive(Serialize, Deserialize)]
+struct IndexLine<'a> {
+    #[serde(borrow)]
+    id: Cow<'a, str>,
+    binding: Bound,
+    turns: u64,
+    cost: Cost,
+    #[serde(default)]
+    receipt: Cow<'a, [Pin]>,
+}
+
+/// A line as cairn wrote it before lines were [`IndexLine`]s (a whole
+/// projection), still read until the next compaction rewrites it; the
+/// summary's texts are skipped by the parser, never allocated.
 #[derive(Deserialize)]
-struct VouchedLine<'a> {
+struct WholeLine<'a> {
     #[serde(borrow)]
     id: Cow<'a, str>,
     #[serde(borrow)]
-    projection: VouchedProjection<'a>,
+    projection: WholeProjection<'a>,
 }
 
 #[derive(Deserialize)]
-struct VouchedProjection<'a> {
+struct WholeProjection<'a> {
     binding: Bound,
     #[serde(borrow)]
-    summary: VouchedSummary<'a>,
+    summary: WholeSummary<'a>,
     #[serde(default)]
     receipt: Vec<Pin>,
 }
 
 #[derive(Deserialize)]
-struct VouchedSummary<'a> {
+struct WholeSummary<'a> {
     #[serde(borrow)]
     id: Cow<'a, str>,
     turns: u64,
@@ -267,18 +279,19 @@ pub struct IndexEntry<'a> {
 }
 
 impl IndexEntry<'_> {
-    /// The projection on this line, or `None` when it is malformed, or is not
-    /// the projection of the session its line names, or its line names
-    /// another id than the one it was keyed by.
-    pub fn parse(self) -> Option<Projection> {
-        let l: IndexLine = serde_json::from_slice(self.line).ok()?;
-        (l.id == self.id && l.projection.summary.id == l.id).then_some(l.projection)
-    }
-
-    /// What a lister takes from this line ([`Vouched`]), under the same
-    /// conditions as [`IndexEntry::parse`].
+    /// What this line vouches for, or `None` when it is malformed, or names
+    /// another id than the one it was keyed by (or, written by an older
+    /// cairn, is not the projection of the session it names).
     pub fn vouched(self) -> Option<Vouched> {
-        let l: VouchedLine<'_> = serde_json::from_slice(self.line).ok()?;
+        if let Ok(l) = serde_json::from_slice::<IndexLine<'_>>(self.line) {
+            return (l.id == self.id).then(|| Vouched {
+                binding: l.binding,
+                turns: l.turns,
+                cost: l.cost,
+                receipt: l.receipt.into_owned(),
+            });
+        }
+        let l: WholeLine<'_> = serde_json::from_slice(self.line).ok()?;
         let p = l.projection;
         (l.id == self.id && p.summary.id == l.id).then_some(Vouched {
             binding: p.binding,
@@ -330,13 +343,27 @@ fn keyed_line(line: &[u8]) -> Option<(&str, IndexEntry<'_>)> {
 
 /// Reads `sessions.index`: the newest entry per id, parsed. Malformed lines
 /// are skipped; a missing or oversized index reads as empty.
-pub fn read_index(store: &Store) -> HashMap<String, Projection> {
+pub fn read_index(store: &Store) -> HashMap<String, Vouched> {
     let bytes = IndexBytes::read(store);
     let entries = bytes.entries();
     entries
         .into_iter()
-        .filter_map(|(id, e)| Some((id.to_owned(), e.parse()?)))
+        .filter_map(|(id, e)| Some((id.to_owned(), e.vouched()?)))
         .collect()
+}
+
+/// An index line for `v`, newline included.
+fn index_line(buf: &mut Vec<u8>, id: &str, v: &Vouched) -> std::io::Result<()> {
+    let line = IndexLine {
+        id: Cow::Borrowed(id),
+        binding: v.binding.clone(),
+        turns: v.turns,
+        cost: v.cost,
+        receipt: Cow::Borrowed(&v.receipt),
+    };
+    serde_json::to_writer(&mut *buf, &line).map_err(std::io::Error::other)?;
+    buf.push(b'\n');
+    Ok(())
 }
 
 /// A held `sessions.index.lock`. Its bytes hold the [`Compacted`] record.
@@ -411,12 +438,10 @@ pub fn update_index(store: &Store, entries: &[(RunId, Projection)]) -> std::io::
     let path = store.sessions_index();
     let mut buf = Vec::new();
     for (id, p) in entries {
-        let line = IndexLine {
-            id: id.to_string(),
-            projection: p.clone(),
-        };
-        serde_json::to_writer(&mut buf, &line).map_err(std::io::Error::other)?;
-        buf.push(b'\n');
+        // A projection whose hashes do not decode vouches for nothing.
+        if let Some(v) = Vouched::of(p.clone()) {
+            index_line(&mut buf, id.as_str(), &v)?;
+        }
     }
     let mut f = OpenOptions::new()
         .append(true)
@@ -448,7 +473,7 @@ fn should_compact(last: Option<Compacted>, now: &std::fs::Metadata) -> bool {
 
 /// Rewrites `sessions.index` with exactly these entries (atomically). The
 /// caller holds the index lock, or calls [`replace_index`].
-fn write_index(store: &Store, mut entries: Vec<(String, Projection)>) -> std::io::Result<()> {
+fn write_index(store: &Store, mut entries: Vec<(String, Vouched)>) -> std::io::Result<()> {
     entries.retain(|(id, _)| {
         RunId::parse(id)
             .map(|id| store.journal_path(&id).exists())
@@ -456,10 +481,8 @@ fn write_index(store: &Store, mut entries: Vec<(String, Projection)>) -> std::io
     });
     entries.sort_by(|a, b| a.0.cmp(&b.0));
     let mut buf = Vec::new();
-    for (id, projection) in entries {
-        serde_json::to_writer(&mut buf, &IndexLine { id, projection })
-            .map_err(std::io::Error::other)?;
-        buf.push(b'\n');
+    for (id, v) in &entries {
+        index_line(&mut buf, id, v)?;
     }
     durable::write_atomic(&store.sessions_index(), &buf).map_err(std::io::Error::other)
 }
@@ -469,6 +492,10 @@ fn write_index(store: &Store, mut entries: Vec<(String, Projection)>) -> std::io
 /// # Errors
 /// IO errors.
 pub fn replace_index(store: &Store, entries: Vec<(String, Projection)>) -> std::io::Result<()> {
+    let entries = entries
+        .into_iter()
+        .filter_map(|(id, p)| Some((id, Vouched::of(p)?)))
+        .collect();
     let lock = lock_index(store)?;
     write_index(store, entries)?;
     lock.record_compacted(&store.sessions_index());
@@ -536,22 +563,70 @@ mod tests {
         p.binding.records = 4;
         update_index(&store, &[(id.clone(), p.clone())]).unwrap();
         let read = read_index(&store);
-        assert_eq!(read.get(id.as_str()), Some(&p));
+        let v = Vouched::of(p.clone()).unwrap();
+        assert_eq!(read.get(id.as_str()), Some(&v));
         // Compaction keeps the newest entry of each live id.
-        for _ in 0..100 {
+        for _ in 0..300 {
             update_index(&store, &[(id.clone(), p.clone())]).unwrap();
         }
         let text = std::fs::read_to_string(store.sessions_index()).unwrap();
-        assert!(text.lines().count() < 70, "compacted");
-        assert_eq!(read_index(&store).get(id.as_str()), Some(&p));
+        let appended = 300 * (text.lines().next().unwrap().len() + 1);
+        assert!(appended as u64 > 2 * MIN_GROWTH);
+        assert!(
+            (text.len() as u64) < MIN_GROWTH + 1024,
+            "compacted: {} bytes",
+            text.len()
+        );
+        assert_eq!(read_index(&store).get(id.as_str()), Some(&v));
+        // A line holds what a lister checks, not the summary's texts.
+        let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+        let keys: Vec<&str> = last
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str())
+            .collect();
+        assert_eq!(keys, ["binding", "cost", "id", "receipt", "turns"]);
+        // The id first, so a lister keys it without parsing it.
+        assert!(leading_id(text.lines().last().unwrap().as_bytes()).is_some());
     }
 
     fn line(id: &str, p: &Projection) -> Vec<u8> {
-        serde_json::to_vec(&IndexLine {
-            id: id.into(),
-            projection: p.clone(),
-        })
-        .unwrap()
+        let mut buf = Vec::new();
+        index_line(&mut buf, id, &Vouched::of(p.clone()).unwrap()).unwrap();
+        buf.pop();
+        buf
+    }
+
+    /// A line as cairn wrote it before lines held only what a lister checks.
+    fn whole_line(id: &str, p: &Projection) -> Vec<u8> {
+        serde_json::to_vec(&serde_json::json!({"id": id, "projection": p})).unwrap()
+    }
+
+    #[test]
+    fn a_line_an_older_cairn_wrote_vouches_as_before_until_it_is_rewritten() {
+        let a = projection("01ABC");
+        let v = Vouched::of(a.clone()).unwrap();
+        let old = whole_line("01ABC", &a);
+        let new = line("01ABC", &a);
+        assert!(
+            new.len() * 5 < old.len() * 3,
+            "{} vs {} bytes",
+            new.len(),
+            old.len()
+        );
+        for l in [&old, &new] {
+            let (id, e) = keyed_line(l).unwrap();
+            assert_eq!(id, "01ABC");
+            assert_eq!(e.vouched(), Some(v.clone()));
+        }
+        // An old line whose projection is another session's vouches for nothing.
+        let other = whole_line("01ABC", &projection("01OTHER"));
+        assert_eq!(keyed_line(&other).unwrap().1.vouched(), None);
+        // Hashes that do not decode make no line.
+        let mut bad = a.clone();
+        bad.binding.head = String::new();
+        assert_eq!(Vouched::of(bad), None);
     }
 
     #[test]
@@ -563,8 +638,8 @@ mod tests {
         // Another shape (keys reordered, spaces): the parser finds the id.
         let value: serde_json::Value = serde_json::from_slice(&written).unwrap();
         let reordered = format!(
-            "{{ \"projection\": {}, \"id\" : \"01ABC-x_y\" }}",
-            value["projection"]
+            "{{ \"binding\": {}, \"turns\": {}, \"cost\": {}, \"id\" : \"01ABC-x_y\" }}",
+            value["binding"], value["turns"], value["cost"]
         );
         assert_eq!(leading_id(reordered.as_bytes()), None);
         // An escaped id is no id; one that is not the projection's is refused.
@@ -588,20 +663,25 @@ mod tests {
             .collect();
         let ids: Vec<&str> = keyed.iter().map(|(id, _)| *id).collect();
         assert_eq!(ids, ["01ABC-x_y", "01ABC-x_y", "01OTHER"]);
-        assert_eq!(keyed[0].1.parse(), Some(a.clone()));
-        assert_eq!(keyed[1].1.parse(), Some(a.clone()));
-        assert_eq!(keyed[2].1.parse(), None, "names another session");
+        let v = Vouched::of(a.clone()).unwrap();
+        assert_eq!(keyed[0].1.vouched(), Some(v.clone()));
+        assert_eq!(keyed[1].1.vouched(), Some(v));
+        assert_eq!(
+            keyed[2].1.vouched().map(|v| v.turns),
+            Some(a.summary.turns),
+            "a line vouches under the id it names"
+        );
         // A line that starts like cairn's but names two ids is not believed
         // under the first.
         let two = String::from_utf8(written).unwrap().replacen(
-            "\"projection\"",
-            "\"id\":\"01OTHER\",\"projection\"",
+            "\"binding\"",
+            "\"id\":\"01OTHER\",\"binding\"",
             1,
         );
         let keyed: Vec<_> = two
             .split('\n')
             .filter_map(|l| keyed_line(l.as_bytes()))
             .collect();
-        assert!(keyed.iter().all(|(_, e)| e.parse().is_none()));
+        assert!(keyed.iter().all(|(_, e)| e.vouched().is_none()));
     }
 }

@@ -125,9 +125,16 @@ fn a_projection_cannot_move_rename_invalidate_or_reparent_a_session() {
     std::fs::remove_file(store.sessions_index()).unwrap();
     let s = listed(&store, &id);
     assert_eq!(s, truth, "meta.json");
-    let mut line: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
-    forge(&mut line["projection"]);
-    std::fs::write(store.sessions_index(), format!("{line}\n")).unwrap();
+    // The index's lines hold no texts to forge; a line as an older cairn
+    // wrote it (the whole projection) still has them, and is read.
+    let line: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let mut projection: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(store.meta_path(&id)).unwrap()).unwrap();
+    assert_eq!(projection["summary"]["workspace"], json!("/repo/elsewhere"));
+    assert_eq!(projection["binding"], line["binding"], "the same binding");
+    forge(&mut projection);
+    let old = json!({"id": id.as_str(), "projection": projection});
+    std::fs::write(store.sessions_index(), format!("{old}\n")).unwrap();
     std::fs::remove_file(store.meta_path(&id)).unwrap();
     assert_eq!(listed(&store, &id), truth, "sessions.index");
 }

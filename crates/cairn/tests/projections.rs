@@ -169,11 +169,20 @@ fn concurrent_finishers_do_not_lose_each_others_index_entries() {
                 .lines()
                 .rfind(|l| l.contains(id.as_str()))
                 .unwrap_or_else(|| panic!("round {round}: {id} lost"));
+            // Bound to every record of its journal, the terminal included.
             let v: Value = serde_json::from_str(last).unwrap();
+            let journal = s.store.join("runs").join(id).join("journal.jsonl");
+            let journal = std::fs::read_to_string(journal).unwrap();
             assert_eq!(
-                v["projection"]["summary"]["status"], "completed",
+                v["binding"]["records"],
+                journal.lines().count(),
                 "round {round}"
             );
+            assert!(journal
+                .lines()
+                .last()
+                .unwrap()
+                .contains("\"kind\":\"terminal\""));
         }
     }
     assert_eq!(listing(&s).len(), 24);
