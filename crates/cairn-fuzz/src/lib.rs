@@ -22,6 +22,7 @@
 //! | [`checkpoint`] | checkpoint manifests (`show`, `list_all`, prune's reader)    |
 //! | [`markdown`]   | the viewer's Markdown renderer (`cairn_server::markdown`)     |
 //! | [`response_log`] | the response store's log segments (`cairn_calls`)          |
+//! | [`sessions_index`] | `sessions.index` as a lister reads it (`cairn_sessions`)   |
 //!
 //! # Guarantees
 //! Every function accepts any bytes. A panic means a property of the
@@ -50,6 +51,7 @@ mod manifest;
 mod markdown;
 mod response_log;
 mod scratch;
+mod sessions_index;
 mod sse;
 mod statcache;
 mod stream;
@@ -62,6 +64,7 @@ pub use journal::{journal, RUN};
 pub use manifest::{manifest, SNAPSHOT_ID};
 pub use markdown::markdown;
 pub use response_log::response_log;
+pub use sessions_index::sessions_index;
 pub use sse::sse;
 pub use statcache::statcache;
 pub use stream::{anthropic_stream, openai_stream, responses_stream};
@@ -71,7 +74,7 @@ pub type Target = fn(&[u8]);
 
 /// Every target, by name, as the corpus directories and `fuzz/fuzz_targets/`
 /// name them.
-pub const TARGETS: [(&str, Target); 13] = [
+pub const TARGETS: [(&str, Target); 14] = [
     ("journal", journal),
     ("sse", sse),
     ("openai_stream", openai_stream),
@@ -85,4 +88,5 @@ pub const TARGETS: [(&str, Target); 13] = [
     ("checkpoint", checkpoint),
     ("markdown", markdown),
     ("response_log", response_log),
+    ("sessions_index", sessions_index),
 ];

@@ -104,3 +104,8 @@ fn checkpoint_corpus() {
 fn markdown_corpus() {
     run("markdown", cairn_fuzz::markdown);
 }
+
+#[test]
+fn sessions_index_corpus() {
+    run("sessions_index", cairn_fuzz::sessions_index);
+}

@@ -61,7 +61,8 @@ pub use points::{
     points_in, points_of, rewind_points, rewind_to_point, PointRewound, RewindAction, RewindPoint,
 };
 pub use projection::{
-    read_index, read_meta, Binding, Bound, Projection, Vouched, MAX_INDEX_BYTES, MAX_META_BYTES,
+    index_entries_of, index_line_of, read_index, read_meta, Binding, Bound, Projection, Vouched,
+    MAX_INDEX_BYTES, MAX_META_BYTES,
 };
 pub use prune::prune;
 pub use remove::{remove, RemoveOptions, Removed};

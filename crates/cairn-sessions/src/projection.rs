@@ -341,6 +341,32 @@ fn keyed_line(line: &[u8]) -> Option<(&str, IndexEntry<'_>)> {
     Some((id, IndexEntry { id, line }))
 }
 
+/// What a lister reads from `bytes` taken as a `sessions.index`: for each id
+/// keyed, its newest line and what that line vouches for. For the fuzz
+/// target (`cairn-fuzz`), which checks these against the bytes.
+#[doc(hidden)]
+pub fn index_entries_of(bytes: &[u8]) -> Vec<(String, Vec<u8>, Option<Vouched>)> {
+    let bytes = IndexBytes(bytes.to_vec());
+    let mut out: Vec<_> = bytes
+        .entries()
+        .into_iter()
+        .map(|(id, e)| (id.to_owned(), e.line.to_vec(), e.vouched()))
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// `v` as the line of `id` cairn writes to `sessions.index`, without its
+/// newline. For the fuzz target.
+#[doc(hidden)]
+pub fn index_line_of(id: &str, v: &Vouched) -> Vec<u8> {
+    let mut buf = Vec::new();
+    // Serialising these types into memory cannot fail.
+    let _ = index_line(&mut buf, id, v);
+    buf.pop();
+    buf
+}
+
 /// Reads `sessions.index`: the newest entry per id, parsed. Malformed lines
 /// are skipped; a missing or oversized index reads as empty.
 pub fn read_index(store: &Store) -> HashMap<String, Vouched> {
