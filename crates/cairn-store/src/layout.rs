@@ -25,6 +25,9 @@ pub fn default_store_root() -> Result<PathBuf, StoreError> {
     }
 }
 
+/// The name of a run's journal in its directory.
+const JOURNAL_FILE: &str = "journal.jsonl";
+
 /// The prefix of [`Store::removing_dir`]'s name.
 pub const REMOVING_PREFIX: &str = ".removing-";
 
@@ -92,7 +95,7 @@ impl Store {
 
     /// `<store>/runs/<id>/journal.jsonl`.
     pub fn journal_path(&self, id: &RunId) -> PathBuf {
-        self.run_dir(id).join("journal.jsonl")
+        self.run_dir(id).join(JOURNAL_FILE)
     }
 
     /// `<store>/runs/<id>/journal.lock`.
@@ -213,7 +216,7 @@ impl RunsDir {
     /// As `open(2)`.
     pub fn open_journal(&self, id: &RunId) -> std::io::Result<std::fs::File> {
         use rustix::fs::{Mode, OFlags};
-        let name = format!("{}/journal.jsonl", id.as_str());
+        let name = format!("{}/{JOURNAL_FILE}", id.as_str());
         let fd = rustix::fs::openat(
             &self.0,
             name,
