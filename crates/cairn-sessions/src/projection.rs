@@ -89,7 +89,7 @@ pub struct Projection {
 /// journal, and the figures the journal's last terminal must agree with.
 /// The summary's texts are not kept: a lister takes them from the record.
 /// This is what a line of `sessions.index` holds.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Vouched {
     /// The binding, its hashes decoded.
     pub binding: Bound,
@@ -98,7 +98,6 @@ pub struct Vouched {
     /// Cumulative cost, as of the binding.
     pub cost: Cost,
     /// A fork's pins (see [`Projection::receipt`]).
-    #[serde(default)]
     pub receipt: Vec<Pin>,
 }
 
@@ -106,7 +105,7 @@ pub struct Vouched {
 /// formatting either. A binding without `h(1)` (written before it existed)
 /// or with a hash that is not 64 lowercase hex digits has none: its
 /// projection is rebuilt.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Bound {
     /// Journal length in bytes.
     pub len: u64,
@@ -122,7 +121,7 @@ pub struct Bound {
 
 impl Vouched {
     /// The part of `p` a lister uses, or `None` when its hashes do not decode.
-    pub fn of(p: Projection) -> Option<Vouched> {
+    pub fn of(p: &Projection) -> Option<Vouched> {
         let b = &p.binding;
         Some(Vouched {
             binding: Bound {
@@ -134,7 +133,7 @@ impl Vouched {
             },
             turns: p.summary.turns,
             cost: p.summary.cost,
-            receipt: p.receipt,
+            receipt: p.receipt.clone(),
         })
     }
 }
@@ -297,7 +296,7 @@ impl IndexEntry<'_> {
             binding: p.binding,
             turns: p.summary.turns,
             cost: p.summary.cost,
-            receipt: p.receipt,
+            receipt: p.receipt.clone(),
         })
     }
 }
@@ -382,7 +381,7 @@ pub fn read_index(store: &Store) -> HashMap<String, Vouched> {
 fn index_line(buf: &mut Vec<u8>, id: &str, v: &Vouched) -> std::io::Result<()> {
     let line = IndexLine {
         id: Cow::Borrowed(id),
-        binding: v.binding.clone(),
+        binding: v.binding,
         turns: v.turns,
         cost: v.cost,
         receipt: Cow::Borrowed(&v.receipt),
@@ -465,7 +464,7 @@ pub fn update_index(store: &Store, entries: &[(RunId, Projection)]) -> std::io::
     let mut buf = Vec::new();
     for (id, p) in entries {
         // A projection whose hashes do not decode vouches for nothing.
-        if let Some(v) = Vouched::of(p.clone()) {
+        if let Some(v) = Vouched::of(p) {
             index_line(&mut buf, id.as_str(), &v)?;
         }
     }
@@ -520,7 +519,7 @@ fn write_index(store: &Store, mut entries: Vec<(String, Vouched)>) -> std::io::R
 pub fn replace_index(store: &Store, entries: Vec<(String, Projection)>) -> std::io::Result<()> {
     let entries = entries
         .into_iter()
-        .filter_map(|(id, p)| Some((id, Vouched::of(p)?)))
+        .filter_map(|(id, p)| Some((id, Vouched::of(&p)?)))
         .collect();
     let lock = lock_index(store)?;
     write_index(store, entries)?;
@@ -589,7 +588,7 @@ mod tests {
         p.binding.records = 4;
         update_index(&store, &[(id.clone(), p.clone())]).unwrap();
         let read = read_index(&store);
-        let v = Vouched::of(p.clone()).unwrap();
+        let v = Vouched::of(&p).unwrap();
         assert_eq!(read.get(id.as_str()), Some(&v));
         // Compaction keeps the newest entry of each live id.
         for _ in 0..300 {
@@ -619,7 +618,7 @@ mod tests {
 
     fn line(id: &str, p: &Projection) -> Vec<u8> {
         let mut buf = Vec::new();
-        index_line(&mut buf, id, &Vouched::of(p.clone()).unwrap()).unwrap();
+        index_line(&mut buf, id, &Vouched::of(p).unwrap()).unwrap();
         buf.pop();
         buf
     }
@@ -632,7 +631,7 @@ mod tests {
     #[test]
     fn a_line_an_older_cairn_wrote_vouches_as_before_until_it_is_rewritten() {
         let a = projection("01ABC");
-        let v = Vouched::of(a.clone()).unwrap();
+        let v = Vouched::of(&a).unwrap();
         let old = whole_line("01ABC", &a);
         let new = line("01ABC", &a);
         assert!(
@@ -652,7 +651,7 @@ mod tests {
         // Hashes that do not decode make no line.
         let mut bad = a.clone();
         bad.binding.head = String::new();
-        assert_eq!(Vouched::of(bad), None);
+        assert_eq!(Vouched::of(&bad), None);
     }
 
     #[test]
@@ -689,7 +688,7 @@ mod tests {
             .collect();
         let ids: Vec<&str> = keyed.iter().map(|(id, _)| *id).collect();
         assert_eq!(ids, ["01ABC-x_y", "01ABC-x_y", "01OTHER"]);
-        let v = Vouched::of(a.clone()).unwrap();
+        let v = Vouched::of(&a).unwrap();
         assert_eq!(keyed[0].1.vouched(), Some(v.clone()));
         assert_eq!(keyed[1].1.vouched(), Some(v));
         assert_eq!(

@@ -292,9 +292,9 @@ fn listed(
 ) -> Option<Listed> {
     let vouched = entry
         .and_then(IndexEntry::vouched)
-        .or_else(|| read_meta(store, id).and_then(Vouched::of));
+        .or_else(|| read_meta(store, id).as_ref().and_then(Vouched::of));
+    let path = store.journal_path(id);
     if let Some(v) = vouched {
-        let path = store.journal_path(id);
         let ends = match runs {
             Some(runs) => runs
                 .open_journal(id)
@@ -306,7 +306,7 @@ fn listed(
             return Some(l);
         }
     }
-    store.journal_path(id).exists().then(|| rebuild(store, id))
+    path.exists().then(|| rebuild(store, id))
 }
 
 /// Marks forks invalid whose ancestors are missing or damaged at or before

@@ -45,14 +45,10 @@ const WIDE_PIPE_FROM: usize = 1024;
 /// When stdout is a pipe, asks for a 1 MiB buffer instead of the default
 /// 64 KiB, so megabytes of JSON pass in a few handoffs to the reader rather
 /// than a hundred. Best effort: a pipe the kernel will not widen (a user's
-/// pipe-size quota) stays as it is, and anything else is left alone.
+/// pipe-size quota) stays as it is, and the kernel refuses the request
+/// (`EBADF`) for anything that is not a pipe, leaving it alone.
 fn widen_pipe(out: &impl std::os::fd::AsFd) {
-    let fd = out.as_fd();
-    if rustix::fs::fstat(fd).is_ok_and(|st| {
-        rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Fifo
-    }) {
-        let _ = rustix::pipe::fcntl_setpipe_size(fd, 1 << 20);
-    }
+    let _ = rustix::pipe::fcntl_setpipe_size(out, 1 << 20);
 }
 
 /// Writes the JSON array of `items` to `out`. A window of runs of elements
