@@ -142,6 +142,7 @@ impl RecordBody {
 mod bookkeeping;
 mod call;
 mod cost;
+mod line;
 mod meta;
 mod terminal;
 mod turn;
@@ -165,55 +166,76 @@ impl Record {
     /// Equivalent to deserialising [`Record`], but without serde's buffering
     /// of a flattened, internally tagged body: the header is read first, then
     /// the body struct its `kind` names is read from the same bytes (unknown
-    /// fields, the header's among them, are ignored).
+    /// fields, the header's among them, are ignored). A line whose header
+    /// comes first, in the order a writer puts it, is read in one pass to the
+    /// same record (see `record::line`).
     ///
     /// # Errors
     /// The line is not UTF-8 (JSON text is, and serde refuses such a line
     /// even where the bytes are in a field this build ignores), or not a
     /// record of a known kind with its fields.
     pub fn from_line(line: &[u8]) -> Result<Record, serde_json::Error> {
-        use serde_json::from_str as parse;
         let line = std::str::from_utf8(line).map_err(|e| {
             <serde_json::Error as serde::de::Error>::custom(format!("the line is not UTF-8: {e}"))
         })?;
-        #[derive(Deserialize)]
-        struct Head<'a> {
-            v: u32,
-            seq: u64,
-            prev: ChainHash,
-            ts: String,
-            #[serde(borrow)]
-            kind: std::borrow::Cow<'a, str>,
+        match line::in_order(line) {
+            Some(record) => Ok(record),
+            None => two_passes(line),
         }
-        let h: Head = parse(line)?;
-        let body = match &*h.kind {
-            "meta" => RecordBody::Meta(Box::new(parse(line)?)),
-            "user" => RecordBody::User(parse(line)?),
-            "assistant" => RecordBody::Assistant(parse(line)?),
-            "tool_start" => RecordBody::ToolStart(parse(line)?),
-            "tool_result" => RecordBody::ToolResult(parse(line)?),
-            "snapshot" => RecordBody::Snapshot(parse(line)?),
-            "reconcile" => RecordBody::Reconcile(parse(line)?),
-            "checkpoint" => RecordBody::Checkpoint(parse(line)?),
-            "override" => RecordBody::Override(parse(line)?),
-            "versioning" => RecordBody::Versioning(parse(line)?),
-            "model_call" => RecordBody::ModelCall(parse(line)?),
-            "machine" => RecordBody::Machine(parse(line)?),
-            "terminal" => RecordBody::Terminal(parse(line)?),
-            other => {
-                return Err(serde::de::Error::custom(format!(
-                    "unknown record kind `{other}`"
-                )))
-            }
-        };
-        Ok(Record {
-            v: h.v,
-            seq: h.seq,
-            prev: h.prev,
-            ts: h.ts,
-            body,
-        })
     }
+}
+
+/// What [`Record::from_line`] means: the header, then the body from the
+/// whole line.
+fn two_passes(line: &str) -> Result<Record, serde_json::Error> {
+    #[derive(Deserialize)]
+    struct Head<'a> {
+        v: u32,
+        seq: u64,
+        prev: ChainHash,
+        ts: String,
+        #[serde(borrow)]
+        kind: std::borrow::Cow<'a, str>,
+    }
+    let h: Head = serde_json::from_str(line)?;
+    // As `serde_json::from_str` of the body struct: the object, then nothing
+    // but whitespace.
+    let mut de = serde_json::Deserializer::from_str(line);
+    let body = body(&h.kind, &mut de)?.ok_or_else(|| {
+        <serde_json::Error as serde::de::Error>::custom(format!("unknown record kind `{}`", h.kind))
+    })?;
+    de.end()?;
+    Ok(Record {
+        v: h.v,
+        seq: h.seq,
+        prev: h.prev,
+        ts: h.ts,
+        body,
+    })
+}
+
+/// The body a record of `kind` holds, read by `d`; `None` for a kind this
+/// build does not know. The one list of kinds and their body structs.
+fn body<'de, D: serde::Deserializer<'de>>(
+    kind: &str,
+    d: D,
+) -> Result<Option<RecordBody>, D::Error> {
+    Ok(Some(match kind {
+        "meta" => RecordBody::Meta(Box::new(Deserialize::deserialize(d)?)),
+        "user" => RecordBody::User(Deserialize::deserialize(d)?),
+        "assistant" => RecordBody::Assistant(Deserialize::deserialize(d)?),
+        "tool_start" => RecordBody::ToolStart(Deserialize::deserialize(d)?),
+        "tool_result" => RecordBody::ToolResult(Deserialize::deserialize(d)?),
+        "snapshot" => RecordBody::Snapshot(Deserialize::deserialize(d)?),
+        "reconcile" => RecordBody::Reconcile(Deserialize::deserialize(d)?),
+        "checkpoint" => RecordBody::Checkpoint(Deserialize::deserialize(d)?),
+        "override" => RecordBody::Override(Deserialize::deserialize(d)?),
+        "versioning" => RecordBody::Versioning(Deserialize::deserialize(d)?),
+        "model_call" => RecordBody::ModelCall(Deserialize::deserialize(d)?),
+        "machine" => RecordBody::Machine(Deserialize::deserialize(d)?),
+        "terminal" => RecordBody::Terminal(Deserialize::deserialize(d)?),
+        _ => return Ok(None),
+    }))
 }
 
 /// The header fields only; what `verify` needs to check the chain.
