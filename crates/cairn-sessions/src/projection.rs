@@ -296,7 +296,7 @@ impl IndexEntry<'_> {
             binding: p.binding,
             turns: p.summary.turns,
             cost: p.summary.cost,
-            receipt: p.receipt.clone(),
+            receipt: p.receipt,
         })
     }
 }
