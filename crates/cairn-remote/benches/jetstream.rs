@@ -9,6 +9,11 @@
 //!   - JetStream, one server, and a 3-node cluster with a stream of 3
 //!     replicas, all on loopback: `JetStreamJournals::append` (fenced, with
 //!     a message id, waiting for the acknowledgement);
+//!   - the floor under both: the same lines published with core NATS to
+//!     the one server (nothing stored) and a flush, a round trip per append
+//!     made the same way (a thread and a connection per writer, a blocking
+//!     call per append), so its ratio says how much of the file store's
+//!     speed any acknowledged append could reach on this machine;
 //!
 //! each with 1 writer and with 16 sessions written at once (one thread and
 //! one connection each); then the same with group commits of 8 records
@@ -134,6 +139,52 @@ fn jetstream_rate(url: &str, lines: &(Vec<u8>, Vec<Vec<u8>>), writers: usize, gr
     (writers * lines.1.len()) as f64 / t.elapsed().as_secs_f64()
 }
 
+/// The floor under any acknowledged append on this machine: the same
+/// writers, each its own connection and a blocking call per append from its
+/// own thread as cairn makes them, publishing the same lines with core NATS
+/// (nothing stored, nothing fenced) and waiting for the server's answer to a
+/// PING after them (a flush). An append to JetStream needs at least this
+/// round trip, and the server's storing on top.
+fn round_trip_rate(url: &str, lines: &[Vec<u8>], writers: usize, group: usize) -> f64 {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let addr = url
+        .trim_start_matches("nats://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let barrier = Arc::new(Barrier::new(writers + 1));
+    let handles: Vec<_> = (0..writers)
+        .map(|w| {
+            let (handle, addr, barrier) = (rt.handle().clone(), addr.clone(), barrier.clone());
+            let lines: Vec<bytes::Bytes> = lines.iter().cloned().map(bytes::Bytes::from).collect();
+            std::thread::spawn(move || {
+                let client = handle.block_on(async_nats::connect(addr)).unwrap();
+                let subject = format!("cairn-bench.floor.{w}");
+                barrier.wait();
+                for g in lines.chunks(group) {
+                    handle.block_on(async {
+                        for line in g {
+                            client.publish(subject.clone(), line.clone()).await.unwrap();
+                        }
+                        client.flush().await.unwrap();
+                    });
+                }
+            })
+        })
+        .collect();
+    barrier.wait();
+    let t = Instant::now();
+    for h in handles {
+        h.join().unwrap();
+    }
+    (writers * lines.len()) as f64 / t.elapsed().as_secs_f64()
+}
+
 fn open_when_ready(url: &str) {
     for _ in 0..120 {
         if JetStreamJournals::open(url, JetStreamConfig::default()).is_ok() {
@@ -196,8 +247,17 @@ fn main() {
                     .map(|_| jetstream_rate(&cluster_url, &lines, writers, group))
                     .collect(),
             );
+            let floor = median(
+                (0..3)
+                    .map(|_| round_trip_rate(&single_url, &lines.1, writers, group))
+                    .collect(),
+            );
             println!("  {writers:>2} writer(s), {group} record(s) per append:");
             println!("    file store (write + fdatasync)   {file:>9.0} records/s");
+            println!(
+                "    core NATS round trip, no storing {floor:>9.0} records/s   {:.2}x the file store: the most an acknowledged append can reach here",
+                floor / file
+            );
             println!(
                 "    JetStream, one server            {one:>9.0} records/s   {:.2}x the file store",
                 one / file
