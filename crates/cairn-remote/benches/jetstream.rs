@@ -9,6 +9,9 @@
 //!   - JetStream, one server, and a 3-node cluster with a stream of 3
 //!     replicas, all on loopback: `JetStreamJournals::append` (fenced, with
 //!     a message id, waiting for the acknowledgement);
+//!   - with 1 record an append, the server's own figure: the same lines
+//!     published by async-nats alone to a stream of their own on the one
+//!     server, with message ids and the same fence, no cairn code between;
 //!   - the floor under both: the same lines published with core NATS to
 //!     the one server (nothing stored) and a flush, a round trip per append
 //!     made the same way (a thread and a connection per writer, a blocking
@@ -151,12 +154,7 @@ fn round_trip_rate(url: &str, lines: &[Vec<u8>], writers: usize, group: usize) -
         .enable_all()
         .build()
         .unwrap();
-    let addr = url
-        .trim_start_matches("nats://")
-        .split('/')
-        .next()
-        .unwrap()
-        .to_owned();
+    let addr = address(url);
     let barrier = Arc::new(Barrier::new(writers + 1));
     let handles: Vec<_> = (0..writers)
         .map(|w| {
@@ -183,6 +181,67 @@ fn round_trip_rate(url: &str, lines: &[Vec<u8>], writers: usize, group: usize) -
         h.join().unwrap();
     }
     (writers * lines.len()) as f64 / t.elapsed().as_secs_f64()
+}
+
+/// What the server's JetStream gives any client for the same append: the
+/// same writers and lines, one record an append, published by async-nats
+/// alone to one stream of its own on the one server, each with a message id
+/// and fenced on the subject's last sequence as cairn's are, each
+/// acknowledged before the next; no cairn code in the path.
+fn bare_jetstream_rate(url: &str, lines: &[Vec<u8>], writers: usize) -> f64 {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let _in = rt.enter();
+    let js = async_nats::jetstream::new(rt.block_on(async_nats::connect(address(url))).unwrap());
+    let stream = format!("BARE{}", RunId::new());
+    rt.block_on(js.create_stream(async_nats::jetstream::stream::Config {
+        name: stream.clone(),
+        subjects: vec![format!("{stream}.>")],
+        duplicate_window: Duration::from_secs(120),
+        ..Default::default()
+    }))
+    .unwrap();
+    let barrier = Arc::new(Barrier::new(writers + 1));
+    let handles: Vec<_> = (0..writers)
+        .map(|w| {
+            let (handle, barrier) = (rt.handle().clone(), barrier.clone());
+            let subject = format!("{stream}.{w}");
+            let lines: Vec<bytes::Bytes> = lines.iter().cloned().map(bytes::Bytes::from).collect();
+            let url = url.to_owned();
+            std::thread::spawn(move || {
+                let _in = handle.enter();
+                let client = handle.block_on(async_nats::connect(address(&url))).unwrap();
+                let js = async_nats::jetstream::new(client);
+                barrier.wait();
+                let mut last = 0;
+                for (i, line) in lines.iter().enumerate() {
+                    let msg = async_nats::jetstream::message::PublishMessage::build()
+                        .payload(line.clone())
+                        .message_id(format!("{subject}.{i}"))
+                        .expected_last_subject_sequence(last);
+                    let ack = handle.block_on(async {
+                        js.send_publish(subject.clone(), msg).await.unwrap().await
+                    });
+                    last = ack.unwrap().sequence;
+                }
+            })
+        })
+        .collect();
+    barrier.wait();
+    let t = Instant::now();
+    for h in handles {
+        h.join().unwrap();
+    }
+    (writers * lines.len()) as f64 / t.elapsed().as_secs_f64()
+}
+
+/// The `host:port` list of a store URL.
+fn address(url: &str) -> String {
+    let rest = url.trim_start_matches("nats://");
+    rest.split('/').next().unwrap_or(rest).to_owned()
 }
 
 fn open_when_ready(url: &str) {
@@ -258,6 +317,17 @@ fn main() {
                 "    core NATS round trip, no storing {floor:>9.0} records/s   {:.2}x the file store: the most an acknowledged append can reach here",
                 floor / file
             );
+            if group == 1 {
+                let bare = median(
+                    (0..3)
+                        .map(|_| bare_jetstream_rate(&single_url, &lines.1, writers))
+                        .collect(),
+                );
+                println!(
+                    "    JetStream, async-nats alone      {bare:>9.0} records/s   {:.2}x the file store: what the server gives a fenced append",
+                    bare / file
+                );
+            }
             println!(
                 "    JetStream, one server            {one:>9.0} records/s   {:.2}x the file store",
                 one / file
