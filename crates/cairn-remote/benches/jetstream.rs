@@ -67,7 +67,7 @@ fn body(i: usize) -> RecordBody {
 }
 
 /// The lines of a journal of `n` records after its meta, made in `dir`.
-fn journal_lines(dir: &Path, n: usize) -> (Vec<u8>, Vec<Vec<u8>>) {
+fn journal_lines(dir: &Path, n: usize) -> Lines {
     let store = Store::open(dir).unwrap();
     let id = RunId::new();
     let mut w = JournalWriter::create(&store, &id, meta()).unwrap();
@@ -82,64 +82,72 @@ fn journal_lines(dir: &Path, n: usize) -> (Vec<u8>, Vec<Vec<u8>>) {
     (meta, lines.map(<[u8]>::to_vec).collect())
 }
 
+/// Records per second of `writers` threads writing `records` records in
+/// all: each thread runs `setup` (connections, a session: not timed), then
+/// the work it returns, all of them started together once every one is set
+/// up.
+fn timed<W: FnOnce()>(
+    writers: usize,
+    records: usize,
+    setup: impl Fn(usize) -> W + Send + Sync + 'static,
+) -> f64 {
+    let setup = Arc::new(setup);
+    let barrier = Arc::new(Barrier::new(writers + 1));
+    let handles: Vec<_> = (0..writers)
+        .map(|w| {
+            let (setup, barrier) = (setup.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                let work = setup(w);
+                barrier.wait();
+                work();
+            })
+        })
+        .collect();
+    barrier.wait();
+    let t = Instant::now();
+    for h in handles {
+        h.join().unwrap();
+    }
+    records as f64 / t.elapsed().as_secs_f64()
+}
+
 /// File store: `writers` sessions, `n` durable records each in appends of
 /// `group`, at once.
 fn file_rate(dir: &Path, writers: usize, n: usize, group: usize) -> f64 {
     let store = Store::open(dir.join(format!("file-{}", RunId::new()))).unwrap();
-    let barrier = Arc::new(Barrier::new(writers + 1));
-    let handles: Vec<_> = (0..writers)
-        .map(|_| {
-            let (store, barrier) = (store.clone(), barrier.clone());
-            std::thread::spawn(move || {
-                let mut w = JournalWriter::create(&store, &RunId::new(), meta()).unwrap();
-                barrier.wait();
-                let bodies: Vec<RecordBody> = (0..n).map(body).collect();
-                for g in bodies.chunks(group) {
-                    w.append_batch(g).unwrap();
-                }
-            })
-        })
-        .collect();
-    barrier.wait();
-    let t = Instant::now();
-    for h in handles {
-        h.join().unwrap();
-    }
-    (writers * n) as f64 / t.elapsed().as_secs_f64()
+    timed(writers, writers * n, move |_| {
+        let mut w = JournalWriter::create(&store, &RunId::new(), meta()).unwrap();
+        let bodies: Vec<RecordBody> = (0..n).map(body).collect();
+        move || {
+            for g in bodies.chunks(group) {
+                w.append_batch(g).unwrap();
+            }
+        }
+    })
 }
 
 /// JetStream: `writers` sessions, each its own connection, fenced appends
 /// of `group` records each (a real journal's lines), at once.
-fn jetstream_rate(url: &str, lines: &(Vec<u8>, Vec<Vec<u8>>), writers: usize, group: usize) -> f64 {
+fn jetstream_rate(url: &str, lines: &Lines, writers: usize, group: usize) -> f64 {
     let config = JetStreamConfig {
         ack_timeout: Duration::from_secs(10),
         ..JetStreamConfig::default()
     };
-    let barrier = Arc::new(Barrier::new(writers + 1));
-    let handles: Vec<_> = (0..writers)
-        .map(|_| {
-            let (url, barrier, config) = (url.to_owned(), barrier.clone(), config.clone());
-            let (meta, records) = lines.clone();
-            std::thread::spawn(move || {
-                let remote = JetStreamJournals::open(&url, config).unwrap();
-                // Each writer its own session: the same lines under a
-                // fresh subject (the stream does not read them).
-                let run = RunId::new();
-                remote.append(run.as_str(), 0, &meta).unwrap();
-                barrier.wait();
-                for (g, lines) in records.chunks(group).enumerate() {
-                    let after = (g * group) as u64 + 1;
-                    remote.append(run.as_str(), after, &lines.concat()).unwrap();
-                }
-            })
-        })
-        .collect();
-    barrier.wait();
-    let t = Instant::now();
-    for h in handles {
-        h.join().unwrap();
-    }
-    (writers * lines.1.len()) as f64 / t.elapsed().as_secs_f64()
+    let (url, lines) = (url.to_owned(), lines.clone());
+    timed(writers, writers * lines.1.len(), move |_| {
+        let remote = JetStreamJournals::open(&url, config.clone()).unwrap();
+        // Each writer its own session: the same lines under a fresh
+        // subject (the stream does not read them).
+        let run = RunId::new();
+        remote.append(run.as_str(), 0, &lines.0).unwrap();
+        let lines = lines.clone();
+        move || {
+            for (g, lines) in lines.1.chunks(group).enumerate() {
+                let after = (g * group) as u64 + 1;
+                remote.append(run.as_str(), after, &lines.concat()).unwrap();
+            }
+        }
+    })
 }
 
 /// The floor under any acknowledged append on this machine: the same
@@ -148,39 +156,25 @@ fn jetstream_rate(url: &str, lines: &(Vec<u8>, Vec<Vec<u8>>), writers: usize, gr
 /// (nothing stored, nothing fenced) and waiting for the server's answer to a
 /// PING after them (a flush). An append to JetStream needs at least this
 /// round trip, and the server's storing on top.
-fn round_trip_rate(url: &str, lines: &[Vec<u8>], writers: usize, group: usize) -> f64 {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let addr = address(url);
-    let barrier = Arc::new(Barrier::new(writers + 1));
-    let handles: Vec<_> = (0..writers)
-        .map(|w| {
-            let (handle, addr, barrier) = (rt.handle().clone(), addr.clone(), barrier.clone());
-            let lines: Vec<bytes::Bytes> = lines.iter().cloned().map(bytes::Bytes::from).collect();
-            std::thread::spawn(move || {
-                let client = handle.block_on(async_nats::connect(addr)).unwrap();
-                let subject = format!("cairn-bench.floor.{w}");
-                barrier.wait();
-                for g in lines.chunks(group) {
-                    handle.block_on(async {
-                        for line in g {
-                            client.publish(subject.clone(), line.clone()).await.unwrap();
-                        }
-                        client.flush().await.unwrap();
-                    });
-                }
-            })
-        })
-        .collect();
-    barrier.wait();
-    let t = Instant::now();
-    for h in handles {
-        h.join().unwrap();
-    }
-    (writers * lines.len()) as f64 / t.elapsed().as_secs_f64()
+fn round_trip_rate(url: &str, lines: &Lines, writers: usize, group: usize) -> f64 {
+    let rt = Arc::new(runtime());
+    let (addr, lines) = (address(url), payloads(lines));
+    let n = writers * lines.len();
+    timed(writers, n, move |w| {
+        let (rt, lines) = (rt.clone(), lines.clone());
+        let client = rt.block_on(async_nats::connect(addr.as_str())).unwrap();
+        let subject = format!("cairn-bench.floor.{w}");
+        move || {
+            for g in lines.chunks(group) {
+                rt.block_on(async {
+                    for line in g {
+                        client.publish(subject.clone(), line.clone()).await.unwrap();
+                    }
+                    client.flush().await.unwrap();
+                });
+            }
+        }
+    })
 }
 
 /// What the server's JetStream gives any client for the same append: the
@@ -188,54 +182,59 @@ fn round_trip_rate(url: &str, lines: &[Vec<u8>], writers: usize, group: usize) -
 /// alone to one stream of its own on the one server, each with a message id
 /// and fenced on the subject's last sequence as cairn's are, each
 /// acknowledged before the next; no cairn code in the path.
-fn bare_jetstream_rate(url: &str, lines: &[Vec<u8>], writers: usize) -> f64 {
-    let rt = tokio::runtime::Builder::new_multi_thread()
+fn bare_jetstream_rate(url: &str, lines: &Lines, writers: usize) -> f64 {
+    let rt = Arc::new(runtime());
+    let addr = address(url);
+    let stream = format!("BARE{}", RunId::new());
+    rt.block_on(async {
+        let js = async_nats::jetstream::new(async_nats::connect(addr.as_str()).await.unwrap());
+        js.create_stream(async_nats::jetstream::stream::Config {
+            name: stream.clone(),
+            subjects: vec![format!("{stream}.>")],
+            duplicate_window: Duration::from_secs(120),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    });
+    let lines = payloads(lines);
+    timed(writers, writers * lines.len(), move |w| {
+        let (rt, lines) = (rt.clone(), lines.clone());
+        let subject = format!("{stream}.{w}");
+        let js = rt.block_on(async {
+            async_nats::jetstream::new(async_nats::connect(addr.as_str()).await.unwrap())
+        });
+        move || {
+            let mut last = 0;
+            for (i, line) in lines.iter().enumerate() {
+                let msg = async_nats::jetstream::message::PublishMessage::build()
+                    .payload(line.clone())
+                    .message_id(format!("{subject}.{i}"))
+                    .expected_last_subject_sequence(last);
+                let ack = rt
+                    .block_on(async { js.send_publish(subject.clone(), msg).await.unwrap().await });
+                last = ack.unwrap().sequence;
+            }
+        }
+    })
+}
+
+/// A journal's meta line and the lines after it.
+type Lines = (Vec<u8>, Vec<Vec<u8>>);
+
+/// The lines after the meta, as payloads.
+fn payloads(lines: &Lines) -> Arc<Vec<bytes::Bytes>> {
+    Arc::new(lines.1.iter().cloned().map(bytes::Bytes::from).collect())
+}
+
+/// A runtime for the peers that use async-nats directly, as cairn's own:
+/// two workers.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .unwrap();
-    let _in = rt.enter();
-    let js = async_nats::jetstream::new(rt.block_on(async_nats::connect(address(url))).unwrap());
-    let stream = format!("BARE{}", RunId::new());
-    rt.block_on(js.create_stream(async_nats::jetstream::stream::Config {
-        name: stream.clone(),
-        subjects: vec![format!("{stream}.>")],
-        duplicate_window: Duration::from_secs(120),
-        ..Default::default()
-    }))
-    .unwrap();
-    let barrier = Arc::new(Barrier::new(writers + 1));
-    let handles: Vec<_> = (0..writers)
-        .map(|w| {
-            let (handle, barrier) = (rt.handle().clone(), barrier.clone());
-            let subject = format!("{stream}.{w}");
-            let lines: Vec<bytes::Bytes> = lines.iter().cloned().map(bytes::Bytes::from).collect();
-            let url = url.to_owned();
-            std::thread::spawn(move || {
-                let _in = handle.enter();
-                let client = handle.block_on(async_nats::connect(address(&url))).unwrap();
-                let js = async_nats::jetstream::new(client);
-                barrier.wait();
-                let mut last = 0;
-                for (i, line) in lines.iter().enumerate() {
-                    let msg = async_nats::jetstream::message::PublishMessage::build()
-                        .payload(line.clone())
-                        .message_id(format!("{subject}.{i}"))
-                        .expected_last_subject_sequence(last);
-                    let ack = handle.block_on(async {
-                        js.send_publish(subject.clone(), msg).await.unwrap().await
-                    });
-                    last = ack.unwrap().sequence;
-                }
-            })
-        })
-        .collect();
-    barrier.wait();
-    let t = Instant::now();
-    for h in handles {
-        h.join().unwrap();
-    }
-    (writers * lines.len()) as f64 / t.elapsed().as_secs_f64()
+        .unwrap()
 }
 
 /// The `host:port` list of a store URL.
@@ -308,7 +307,7 @@ fn main() {
             );
             let floor = median(
                 (0..3)
-                    .map(|_| round_trip_rate(&single_url, &lines.1, writers, group))
+                    .map(|_| round_trip_rate(&single_url, &lines, writers, group))
                     .collect(),
             );
             println!("  {writers:>2} writer(s), {group} record(s) per append:");
@@ -320,7 +319,7 @@ fn main() {
             if group == 1 {
                 let bare = median(
                     (0..3)
-                        .map(|_| bare_jetstream_rate(&single_url, &lines.1, writers))
+                        .map(|_| bare_jetstream_rate(&single_url, &lines, writers))
                         .collect(),
                 );
                 println!(
