@@ -116,11 +116,8 @@ impl<'de, K: DeserializeSeed<'de>> DeserializeSeed<'de> for NotHeader<K> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::two_passes;
     use super::*;
-
-    fn two_passes(line: &str) -> Result<Record, serde_json::Error> {
-        super::super::two_passes(line)
-    }
 
     const PREV: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
