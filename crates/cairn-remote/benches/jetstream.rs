@@ -23,7 +23,8 @@
 //! (`JournalWriter::append_batch`: one write and one fdatasync; on
 //! JetStream one append of 8 lines, an atomic batch where the server is
 //! 2.12 or later). Records per second summed over writers, medians of 3
-//! rounds, and each JetStream figure as a ratio of the file store's.
+//! rounds, and each JetStream figure as a ratio of the file store's (and
+//! cairn's one-server figure of async-nats alone's).
 //! CAIRN_BENCH_RECORDS sets the records per writer (default 400).
 //!
 //! The servers are `nats-server` on PATH or CAIRN_NATS_SERVER; its version
@@ -44,6 +45,11 @@ use cairn_testkit::nats::Nats;
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
+}
+
+/// The median of three runs of `rate`.
+fn median_of_3(mut rate: impl FnMut() -> f64) -> f64 {
+    median((0..3).map(|_| rate()).collect())
 }
 
 fn meta() -> Meta {
@@ -290,45 +296,27 @@ fn main() {
     );
     for group in [1usize, 8] {
         for writers in [1usize, 16] {
-            let file = median(
-                (0..3)
-                    .map(|_| file_rate(dir.path(), writers, n, group))
-                    .collect(),
-            );
-            let one = median(
-                (0..3)
-                    .map(|_| jetstream_rate(&single_url, &lines, writers, group))
-                    .collect(),
-            );
-            let r3 = median(
-                (0..3)
-                    .map(|_| jetstream_rate(&cluster_url, &lines, writers, group))
-                    .collect(),
-            );
-            let floor = median(
-                (0..3)
-                    .map(|_| round_trip_rate(&single_url, &lines, writers, group))
-                    .collect(),
-            );
+            let file = median_of_3(|| file_rate(dir.path(), writers, n, group));
+            let one = median_of_3(|| jetstream_rate(&single_url, &lines, writers, group));
+            let r3 = median_of_3(|| jetstream_rate(&cluster_url, &lines, writers, group));
+            let floor = median_of_3(|| round_trip_rate(&single_url, &lines, writers, group));
             println!("  {writers:>2} writer(s), {group} record(s) per append:");
             println!("    file store (write + fdatasync)   {file:>9.0} records/s");
             println!(
                 "    core NATS round trip, no storing {floor:>9.0} records/s   {:.2}x the file store: the most an acknowledged append can reach here",
                 floor / file
             );
+            let mut against_bare = String::new();
             if group == 1 {
-                let bare = median(
-                    (0..3)
-                        .map(|_| bare_jetstream_rate(&single_url, &lines, writers))
-                        .collect(),
-                );
+                let bare = median_of_3(|| bare_jetstream_rate(&single_url, &lines, writers));
                 println!(
                     "    JetStream, async-nats alone      {bare:>9.0} records/s   {:.2}x the file store: what the server gives a fenced append",
                     bare / file
                 );
+                against_bare = format!(", {:.2}x async-nats alone", one / bare);
             }
             println!(
-                "    JetStream, one server            {one:>9.0} records/s   {:.2}x the file store",
+                "    JetStream, one server            {one:>9.0} records/s   {:.2}x the file store{against_bare}",
                 one / file
             );
             println!(
