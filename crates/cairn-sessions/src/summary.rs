@@ -428,13 +428,28 @@ pub fn summarize(store: &Store, id: &RunId) -> Summary {
 /// # Errors
 /// Only when the store's `runs/` directory cannot be read.
 pub fn list(store: &Store) -> Result<Vec<Summary>, cairn_store::StoreError> {
-    // The directory and the index are read at once, on two cores.
-    let (bytes, (ids, runs)) = rayon::join(
-        || IndexBytes::read(store),
-        || (store.run_ids(), store.open_runs().ok()),
-    );
-    let ids = ids?;
-    let index = bytes.entries();
+    // `runs/` is read on a thread of its own while the index is read and
+    // keyed on rayon's: the directory's read is mostly the kernel's, and
+    // keying the index is mostly ours, so neither waits for the other.
+    std::thread::scope(|s| {
+        let dir = s.spawn(|| (store.run_ids(), store.open_runs().ok()));
+        let bytes = IndexBytes::read(store);
+        let index = bytes.entries();
+        let (ids, runs) = dir
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        Ok(list_these(store, ids?, runs.as_ref(), &index))
+    })
+}
+
+/// [`list`] of `ids`, the run directories found, given the index's lines
+/// and `runs/` held open.
+fn list_these(
+    store: &Store,
+    ids: Vec<RunId>,
+    runs: Option<&RunsDir>,
+    index: &HashMap<&str, IndexEntry<'_>>,
+) -> Vec<Summary> {
     let work: Vec<(RunId, Option<IndexEntry<'_>>)> = ids
         .into_iter()
         .map(|id| {
@@ -452,7 +467,7 @@ pub fn list(store: &Store) -> Result<Vec<Summary>, cairn_store::StoreError> {
     let mut all: Vec<Option<Listed>> = Vec::with_capacity(work.len());
     work.into_par_iter()
         .with_min_len(16)
-        .map(|(id, p)| listed(store, runs.as_ref(), &id, p))
+        .map(|(id, p)| listed(store, runs, &id, p))
         .collect_into_vec(&mut all);
     propagate(&mut all);
     persist(store, &all);
@@ -467,7 +482,7 @@ pub fn list(store: &Store) -> Result<Vec<Summary>, cairn_store::StoreError> {
             out.push(l.summary);
         }
     }
-    Ok(out)
+    out
 }
 
 /// Refreshes a run's projections from its writer's state (at turn and
