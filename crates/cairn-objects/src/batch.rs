@@ -539,6 +539,12 @@ fn publish(staged: Vec<Staged>, fsync: bool, progress: &dyn Progress) -> Result<
     if staged.is_empty() {
         return Ok(0);
     }
+    // Threads pay off only where they wait on the disk at once: renames
+    // alone (a barrier made the bytes durable) or a single fsync are done
+    // here, without starting any.
+    if !fsync || staged.len() == 1 {
+        return publish_lane(staged, fsync, progress);
+    }
     let mut lanes: Vec<Vec<Staged>> = (0..IO_THREADS.min(staged.len()))
         .map(|_| Vec::new())
         .collect();
@@ -565,6 +571,9 @@ fn publish(staged: Vec<Staged>, fsync: bool, progress: &dyn Progress) -> Result<
 
 /// Fsyncs directories on up to [`IO_THREADS`] threads.
 fn sync_dirs(dirs: Vec<Arc<Dir>>) -> Result<(), ObjectError> {
+    if let [dir] = dirs.as_slice() {
+        return dir.sync("objects.dir");
+    }
     if dirs.is_empty() {
         return Ok(());
     }
