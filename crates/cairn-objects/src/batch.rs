@@ -533,72 +533,56 @@ fn filesystem_barrier(held: &File, dir: &Path) -> Result<bool, ObjectError> {
     Ok(sync_filesystem_held(held, dir)?)
 }
 
-/// Renames staged objects into place on up to [`IO_THREADS`] threads,
-/// fsyncing each first unless a barrier already made it durable.
+/// Renames staged objects into place, fsyncing each first unless a barrier
+/// already made it durable: on up to [`IO_THREADS`] threads when there are
+/// fsyncs to wait for at once, on this thread when only renames are left.
 fn publish(staged: Vec<Staged>, fsync: bool, progress: &dyn Progress) -> Result<u64, ObjectError> {
-    if staged.is_empty() {
-        return Ok(0);
-    }
-    // Threads pay off only where they wait on the disk at once: renames
-    // alone (a barrier made the bytes durable) or a single fsync are done
-    // here, without starting any.
-    if !fsync || staged.len() == 1 {
-        return publish_lane(staged, fsync, progress);
-    }
-    let mut lanes: Vec<Vec<Staged>> = (0..IO_THREADS.min(staged.len()))
-        .map(|_| Vec::new())
-        .collect();
-    let nlanes = lanes.len();
+    let nlanes = if fsync {
+        IO_THREADS.min(staged.len())
+    } else {
+        1
+    };
+    let mut lanes: Vec<Vec<Staged>> = (0..nlanes).map(|_| Vec::new()).collect();
     for (i, s) in staged.into_iter().enumerate() {
         lanes[i % nlanes].push(s);
     }
-    let results: Vec<Result<u64, ObjectError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = lanes
-            .into_iter()
-            .map(|lane| scope.spawn(move || publish_lane(lane, fsync, progress)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(panicked())))
-            .collect()
-    });
-    let mut stored_bytes = 0;
-    for r in results {
-        stored_bytes += r?;
-    }
-    Ok(stored_bytes)
+    let stored = in_lanes(lanes, |lane| publish_lane(lane, fsync, progress))?;
+    Ok(stored.into_iter().sum())
 }
 
 /// Fsyncs directories on up to [`IO_THREADS`] threads.
 fn sync_dirs(dirs: Vec<Arc<Dir>>) -> Result<(), ObjectError> {
-    if let [dir] = dirs.as_slice() {
-        return dir.sync("objects.dir");
-    }
-    if dirs.is_empty() {
-        return Ok(());
-    }
     let chunk = dirs.len().div_ceil(IO_THREADS).max(1);
-    let synced: Vec<Result<(), ObjectError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = dirs
-            .chunks(chunk)
-            .map(|part| {
-                scope.spawn(move || -> Result<(), ObjectError> {
-                    for d in part {
-                        d.sync("objects.dir")?;
-                    }
-                    Ok(())
-                })
-            })
+    in_lanes(dirs.chunks(chunk).collect(), |part| {
+        part.iter().try_for_each(|d| d.sync("objects.dir"))
+    })?;
+    Ok(())
+}
+
+/// Runs `work` on every lane: each on a thread of its own when there are
+/// several, so that their fsyncs wait on the disk at once (it merges
+/// concurrent flushes); on this thread when there is one, where a thread
+/// would buy nothing. Every lane runs to its end; then the first error, or
+/// a lane that panicked, fails the whole.
+fn in_lanes<L: Send, R: Send>(
+    lanes: Vec<L>,
+    work: impl Fn(L) -> Result<R, ObjectError> + Sync,
+) -> Result<Vec<R>, ObjectError> {
+    if lanes.len() <= 1 {
+        return lanes.into_iter().map(work).collect();
+    }
+    let work = &work;
+    let results: Vec<Result<R, ObjectError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = lanes
+            .into_iter()
+            .map(|lane| scope.spawn(move || work(lane)))
             .collect();
         handles
             .into_iter()
             .map(|h| h.join().unwrap_or_else(|_| Err(panicked())))
             .collect()
     });
-    for r in synced {
-        r?;
-    }
-    Ok(())
+    results.into_iter().collect()
 }
 
 fn panicked() -> ObjectError {
