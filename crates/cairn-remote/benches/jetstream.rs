@@ -162,9 +162,9 @@ fn jetstream_rate(url: &str, lines: &Lines, writers: usize, group: usize) -> f64
 /// (nothing stored, nothing fenced) and waiting for the server's answer to a
 /// PING after them (a flush). An append to JetStream needs at least this
 /// round trip, and the server's storing on top.
-fn round_trip_rate(url: &str, lines: &Lines, writers: usize, group: usize) -> f64 {
+fn round_trip_rate(addr: &str, lines: &Lines, writers: usize, group: usize) -> f64 {
     let rt = Arc::new(runtime());
-    let (addr, lines) = (address(url), payloads(lines));
+    let (addr, lines) = (addr.to_owned(), payloads(lines));
     let n = writers * lines.len();
     timed(writers, n, move |w| {
         let (rt, lines) = (rt.clone(), lines.clone());
@@ -188,9 +188,9 @@ fn round_trip_rate(url: &str, lines: &Lines, writers: usize, group: usize) -> f6
 /// alone to one stream of its own on the one server, each with a message id
 /// and fenced on the subject's last sequence as cairn's are, each
 /// acknowledged before the next; no cairn code in the path.
-fn bare_jetstream_rate(url: &str, lines: &Lines, writers: usize) -> f64 {
+fn bare_jetstream_rate(addr: &str, lines: &Lines, writers: usize) -> f64 {
     let rt = Arc::new(runtime());
-    let addr = address(url);
+    let addr = addr.to_owned();
     let stream = format!("BARE{}", RunId::new());
     rt.block_on(async {
         let js = async_nats::jetstream::new(async_nats::connect(addr.as_str()).await.unwrap());
@@ -243,12 +243,6 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-/// The `host:port` list of a store URL.
-fn address(url: &str) -> String {
-    let rest = url.trim_start_matches("nats://");
-    rest.split('/').next().unwrap_or(rest).to_owned()
-}
-
 fn open_when_ready(url: &str) {
     for _ in 0..120 {
         if JetStreamJournals::open(url, JetStreamConfig::default()).is_ok() {
@@ -272,6 +266,8 @@ fn main() {
     let single = Nats::single();
     let cluster = Nats::cluster();
     let single_url = single.url("bench");
+    // The peers that use async-nats directly connect to it by address.
+    let single_addr = single.servers();
     let cluster_url = format!("{}?replicas=3", cluster.url("bench"));
     open_when_ready(&single_url);
     open_when_ready(&cluster_url);
@@ -299,7 +295,7 @@ fn main() {
             let file = median_of_3(|| file_rate(dir.path(), writers, n, group));
             let one = median_of_3(|| jetstream_rate(&single_url, &lines, writers, group));
             let r3 = median_of_3(|| jetstream_rate(&cluster_url, &lines, writers, group));
-            let floor = median_of_3(|| round_trip_rate(&single_url, &lines, writers, group));
+            let floor = median_of_3(|| round_trip_rate(&single_addr, &lines, writers, group));
             println!("  {writers:>2} writer(s), {group} record(s) per append:");
             println!("    file store (write + fdatasync)   {file:>9.0} records/s");
             println!(
@@ -308,7 +304,7 @@ fn main() {
             );
             let mut against_bare = String::new();
             if group == 1 {
-                let bare = median_of_3(|| bare_jetstream_rate(&single_url, &lines, writers));
+                let bare = median_of_3(|| bare_jetstream_rate(&single_addr, &lines, writers));
                 println!(
                     "    JetStream, async-nats alone      {bare:>9.0} records/s   {:.2}x the file store: what the server gives a fenced append",
                     bare / file

@@ -224,13 +224,16 @@ impl Nats {
 
     /// `nats://127.0.0.1:P[,…]/prefix` over every node.
     pub fn url(&self, prefix: &str) -> String {
-        let hosts = self
-            .nodes
+        format!("nats://{}/{prefix}", self.servers())
+    }
+
+    /// `127.0.0.1:P[,…]`: every node, as a NATS client connects to them.
+    pub fn servers(&self) -> String {
+        self.nodes
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port))
             .collect::<Vec<_>>()
-            .join(",");
-        format!("nats://{hosts}/{prefix}")
+            .join(",")
     }
 
     /// Every node's log.
