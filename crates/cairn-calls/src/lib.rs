@@ -16,6 +16,8 @@ mod log;
 mod pricing;
 mod store;
 
+/// When a group commit takes the file-system barrier ([`ResponseStore::put_group`]).
+pub use cairn_objects::Barrier;
 pub use error::CallsError;
 pub use journaled::{check_model_call_objects, model_call_objects, JournaledCalls};
 pub use pricing::{is_local, Price, PriceTable, Pricing};

@@ -31,7 +31,7 @@
 
 use std::path::{Path, PathBuf};
 
-use cairn_objects::{NoProgress, ObjectHash, ObjectPool, StoreLock};
+use cairn_objects::{Barrier, NoProgress, ObjectHash, ObjectPool, StoreLock};
 use cairn_store::{durable, RunId, Store};
 use serde::{Deserialize, Serialize};
 
@@ -260,17 +260,15 @@ impl ResponseStore {
     /// Stores a group of calls with one group commit (the gateway's
     /// concurrent purchases): every body into the pool, then each call's
     /// entry, if it has one, staged to be renamed into place after every
-    /// body is durable. From `barrier_from` calls on, one file-system
-    /// barrier replaces the per-file fsyncs. Fills in each call's hashes.
+    /// body is durable. `barrier` says when one file-system barrier
+    /// replaces the per-file fsyncs (counted in the new objects and entries
+    /// the group stages). Fills in each call's hashes.
     ///
     /// # Errors
     /// Any write fails: then none of the group's entries is visible.
-    pub fn put_group(&self, group: &mut [GroupPut], barrier_from: usize) -> Result<(), CallsError> {
+    pub fn put_group(&self, group: &mut [GroupPut], barrier: Barrier) -> Result<(), CallsError> {
         let lock = StoreLock::shared(&self.store)?;
-        let batch = self
-            .pool
-            .batch(&lock)
-            .barrier_from(barrier_from.saturating_mul(2));
+        let batch = self.pool.batch(&lock).barrier(barrier);
         for g in group.iter_mut() {
             let b = batch.put_body(&g.body)?.hash.to_string();
             let r = batch.put_body(&g.request)?.hash.to_string();
@@ -623,7 +621,7 @@ mod tests {
             request: b"{}".to_vec(),
             hashes: None,
         }];
-        rs.put_group(&mut group, 0).unwrap();
+        rs.put_group(&mut group, Barrier::From(0)).unwrap();
         let got = rs.get(&key).unwrap().unwrap();
         assert!(!got.entry.delivered);
         assert_eq!(rs.body(&got).unwrap(), b"third");
@@ -687,7 +685,7 @@ mod tests {
                 hashes: None,
             })
             .collect();
-        rs.put_group(&mut group, 4).unwrap();
+        rs.put_group(&mut group, Barrier::From(8)).unwrap();
         for n in 0..20 {
             rs.mark_delivered(&format!("{n:064x}")).unwrap();
         }

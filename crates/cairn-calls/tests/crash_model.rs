@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use cairn_calls::{Entry, GroupPut, ResponseStore};
+use cairn_calls::{Barrier, Entry, GroupPut, ResponseStore};
 use cairn_store::{RunId, Store};
 use cairn_testkit::crash_model::{CrashModel, Report};
 
@@ -96,7 +96,7 @@ fn scenario(model: &CrashModel) {
             hashes: None,
         })
         .collect();
-    rs.put_group(&mut group, 0).unwrap();
+    rs.put_group(&mut group, Barrier::From(0)).unwrap();
     for n in 2..=4 {
         model.ack(format!("put:{n}"));
     }

@@ -16,6 +16,10 @@
 //! temporary file is written, so each is durable before it gets its name,
 //! and one after the renames, so the names are. The invariant is the same:
 //! an object is never visible under its name before its bytes are durable.
+//! Which way a batch goes is a matter of cost, never of safety: by its size
+//! ([`Barrier::From`]), and for small batches committed often also by how
+//! much else the kernel holds dirty ([`Barrier::FromWhenQuiet`]), since a
+//! barrier writes out every other writer's pending data too.
 //!
 //! The directory descriptor the barrier goes through is opened when the
 //! batch begins (before it writes anything) and held until commit: `syncfs`
@@ -38,11 +42,12 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use cairn_store::durable::{sync_filesystem_held, FILE_MODE};
+use cairn_store::durable::{self, sync_filesystem_held, FILE_MODE};
 use cairn_store::nofollow;
 use cairn_store::safe::{temp_name, TEMP_PREFIX};
 use cairn_store::storage;
 
+use crate::barrier::{takes_barrier, Barrier};
 use crate::dirs::Dir;
 use crate::format::{Header, ObjectKind};
 use crate::hash::Hasher;
@@ -61,7 +66,6 @@ const IO_THREADS: usize = 8;
 /// From this many new objects on, one `syncfs` barrier is cheaper than an
 /// fsync per object (each of which commits the file-system journal).
 const BARRIER_MIN: usize = 256;
-
 thread_local! {
     static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
 }
@@ -115,9 +119,9 @@ struct State {
     /// Files outside the pool that name this batch's objects (entries of
     /// the response store): published after every object and list.
     files: Vec<Staged>,
-    /// The batch size from which the barrier replaces per-file fsyncs
-    /// (`None`: [`BARRIER_MIN`]).
-    barrier_min: Option<usize>,
+    /// When the barrier replaces per-file fsyncs (`None`: from
+    /// [`BARRIER_MIN`] files).
+    barrier_rule: Option<Barrier>,
     claimed: HashSet<ObjectHash>,
     /// Directories to fsync at commit (fan-out directories and `objects/`),
     /// by path.
@@ -173,14 +177,13 @@ impl<'p> ObjectBatch<'p> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Uses the file-system barrier from `n` staged files on, instead of
-    /// [`BARRIER_MIN`]: for a group commit of many small writes (the
-    /// gateway's), where one barrier for the group is cheaper than an fsync
-    /// each even for a few dozen files. The barrier is still used only where
-    /// the kernel reports errors from it.
+    /// Uses the file-system barrier as `rule` says, instead of from 256
+    /// staged files on: for a group commit of small writes
+    /// (the gateway's), where one barrier for the group is cheaper than an
+    /// fsync each even for a few files.
     #[must_use]
-    pub fn barrier_from(self, n: usize) -> Self {
-        self.state().barrier_min = Some(n);
+    pub fn barrier(self, rule: Barrier) -> Self {
+        self.state().barrier_rule = Some(rule);
         self
     }
 
@@ -201,7 +204,8 @@ impl<'p> ObjectBatch<'p> {
         let temp = format!(".cairn-staged-{}", &temp_name()[TEMP_PREFIX.len()..]);
         let mut file = nofollow::create_new_at(&dir.fd, &temp, FILE_MODE)
             .map_err(|e| ObjectError::io("creating a temporary file in", parent, e))?;
-        let staged = Staged::new(&dir, temp, name.to_owned(), false);
+        let mut staged = Staged::new(&dir, temp, name.to_owned(), false);
+        staged.stored = bytes.len() as u64;
         file.write_all(bytes)
             .map_err(|e| ObjectError::io("writing", parent.join(&staged.temp), e))?;
         if let Some(p) = dir.reported(&staged.temp) {
@@ -464,7 +468,7 @@ impl<'p> ObjectBatch<'p> {
         let state = self.state.into_inner().unwrap_or_else(|p| p.into_inner());
         let total = state.staged.len();
         let files = state.files;
-        let barrier_min = state.barrier_min.unwrap_or(BARRIER_MIN);
+        let rule = state.barrier_rule.unwrap_or(Barrier::From(BARRIER_MIN));
         if total == 0 && state.dirs.is_empty() && files.is_empty() {
             return Ok(BatchReport::default());
         }
@@ -472,12 +476,12 @@ impl<'p> ObjectBatch<'p> {
         let (lists, blobs): (Vec<Staged>, Vec<Staged>) =
             state.staged.into_iter().partition(|s| s.list);
         let list_dirs = dirs_of(&lists);
-        // One barrier for every temporary file, when the batch is large and
+        // One barrier for every temporary file, when the rule takes it and
         // the kernel reports errors from it; otherwise an fsync per file.
-        let held = state
-            .barrier
-            .as_ref()
-            .filter(|_| total + files.len() >= barrier_min);
+        let held = state.barrier.as_ref().filter(|_| {
+            let own = page_bytes(blobs.iter().chain(&lists).chain(&files));
+            takes_barrier(rule, total + files.len(), own, durable::dirty_bytes)
+        });
         let barrier = match held {
             Some(dir) => filesystem_barrier(dir, self.pool.dir())?,
             None => false,
@@ -510,6 +514,11 @@ impl<'p> ObjectBatch<'p> {
             stored_bytes,
         })
     }
+}
+
+/// What `staged` occupies in the page cache: its dirty pages.
+fn page_bytes<'a>(staged: impl Iterator<Item = &'a Staged>) -> u64 {
+    staged.map(|s| s.stored.div_ceil(4096) * 4096).sum()
 }
 
 /// The distinct directories of `staged`.
@@ -702,7 +711,7 @@ mod tests {
 
     use cairn_store::Store;
 
-    use crate::{NoProgress, ObjectPool, StoreLock};
+    use crate::{Barrier, NoProgress, ObjectPool, StoreLock};
 
     #[test]
     fn the_barrier_descriptor_is_held_from_the_start_of_the_batch() {
@@ -749,7 +758,7 @@ mod tests {
         let outside = dir.path().join("entries");
         std::fs::create_dir(&outside).unwrap();
         for barrier_from in [usize::MAX, 1] {
-            let batch = pool.batch(&lock).barrier_from(barrier_from);
+            let batch = pool.batch(&lock).barrier(Barrier::From(barrier_from));
             let put = batch
                 .put_bytes(format!("body {barrier_from}").as_bytes())
                 .unwrap();
@@ -775,5 +784,30 @@ mod tests {
             .filter(|n| !n.starts_with('e'))
             .collect();
         assert!(left.is_empty(), "{left:?}");
+    }
+
+    #[test]
+    fn a_quiet_barrier_batch_commits_whichever_way_it_goes() {
+        // Whether this machine is quiet or not, the batch must publish
+        // every object and leave no temporary behind.
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let pool = ObjectPool::open(&store).unwrap();
+        let lock = StoreLock::shared(&store).unwrap();
+        let batch = pool.batch(&lock).barrier(Barrier::FromWhenQuiet(2));
+        let bodies: Vec<Vec<u8>> = (0..5).map(|i| format!("object {i}").into_bytes()).collect();
+        let puts: Vec<_> = bodies.iter().map(|b| batch.put_bytes(b).unwrap()).collect();
+        let report = batch.commit(&NoProgress).unwrap();
+        assert_eq!(report.objects, 5);
+        for (p, b) in puts.iter().zip(&bodies) {
+            assert_eq!(&pool.get(&p.hash).unwrap(), b);
+        }
+        let fans = std::fs::read_dir(dir.path().join("objects")).unwrap();
+        for fan in fans.map(|f| f.unwrap().path()).filter(|p| p.is_dir()) {
+            for e in std::fs::read_dir(&fan).unwrap() {
+                let name = e.unwrap().file_name().into_string().unwrap();
+                assert!(!name.ends_with(".tmp"), "a temporary stayed: {name}");
+            }
+        }
     }
 }

@@ -83,6 +83,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod barrier;
 mod batch;
 mod chunk;
 mod chunked_put;
@@ -99,6 +100,7 @@ mod remote;
 mod remote_prune;
 mod stored;
 
+pub use barrier::Barrier;
 pub use batch::{BatchReport, ObjectBatch};
 pub use chunk::{
     ChunkConfig, ChunkRef, Chunker, AVG_CHUNK, BODY_AVG_CHUNK, BODY_MAX_CHUNK, BODY_MIN_CHUNK,

@@ -44,7 +44,7 @@ fn scenario(model: &CrashModel, barrier_from: usize) {
     // Sources outside the recorded directory: only the pool is modelled.
     let sources = tempfile::tempdir().unwrap();
     for (i, part) in contents().chunks(2).enumerate() {
-        let batch = pool.batch(&lock).barrier_from(barrier_from);
+        let batch = pool.batch(&lock).barrier(Barrier::From(barrier_from));
         let hashes: Vec<ObjectHash> = part
             .iter()
             .enumerate()

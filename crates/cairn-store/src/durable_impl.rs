@@ -79,6 +79,27 @@ pub fn sync_filesystem_held(held: &File, dir: &Path) -> Result<bool, StoreError>
     Ok(true)
 }
 
+/// The bytes the kernel holds dirty or under writeback, system-wide
+/// (`Dirty` and `Writeback` of `/proc/meminfo`): what a `syncfs` could have
+/// to write besides the caller's own files (an upper bound: other file
+/// systems' pages count too). `None` where it cannot be read.
+pub fn dirty_bytes() -> Option<u64> {
+    dirty_in_meminfo(&fs::read_to_string("/proc/meminfo").ok()?)
+}
+
+/// `Dirty` + `Writeback` of a `/proc/meminfo` text, in bytes; `None` when
+/// either is missing or does not read.
+fn dirty_in_meminfo(text: &str) -> Option<u64> {
+    let kib = |name: &str| -> Option<u64> {
+        let line = text
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))?;
+        let value = line.trim().strip_suffix("kB")?;
+        value.trim().parse::<u64>().ok()?.checked_mul(1024)
+    };
+    kib("Dirty")?.checked_add(kib("Writeback")?)
+}
+
 /// True when `syncfs(2)` returns writeback errors: Linux 5.8 and later.
 /// Before that it returned 0 whatever happened, which would let a lost
 /// write pass unnoticed.
@@ -278,6 +299,25 @@ mod tests {
         assert_eq!(kernel_at_least("5.4.0-150-generic", (5, 8)), Some(false));
         assert_eq!(kernel_at_least("4.19.0", (5, 8)), Some(false));
         assert_eq!(kernel_at_least("garbage", (5, 8)), None);
+    }
+
+    #[test]
+    fn dirty_bytes_are_read_from_meminfo() {
+        let text = "MemTotal:       24000000 kB\nDirty:              3124 kB\nWriteback:            8 kB\nWritebackTmp:         0 kB\n";
+        assert_eq!(dirty_in_meminfo(text), Some((3124 + 8) * 1024));
+        // `WritebackTmp` is not `Writeback`, wherever it stands; a missing
+        // or garbled field is not known rather than zero.
+        assert_eq!(
+            dirty_in_meminfo("WritebackTmp: 5 kB\nDirty: 1 kB\nWriteback: 2 kB\n"),
+            Some(3 * 1024)
+        );
+        assert_eq!(dirty_in_meminfo("Dirty: 1 kB\nWritebackTmp: 0 kB\n"), None);
+        assert_eq!(dirty_in_meminfo("Dirty: x kB\nWriteback: 0 kB\n"), None);
+        assert_eq!(dirty_in_meminfo("Dirty: 1 MB\nWriteback: 0 kB\n"), None);
+        assert_eq!(dirty_in_meminfo(""), None);
+        if cfg!(target_os = "linux") {
+            assert!(dirty_bytes().is_some(), "this kernel's /proc/meminfo");
+        }
     }
 
     #[test]

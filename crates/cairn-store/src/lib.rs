@@ -53,8 +53,8 @@ pub mod text;
 pub mod durable {
     pub use crate::durable_impl::{
         create_dir_all_durable, create_dir_deferred, create_dir_private, create_file_private,
-        fsync_dir, fsync_dir_at, open_or_create_private, sync_filesystem, sync_filesystem_held,
-        write_atomic, write_atomic_with, DIR_MODE, FILE_MODE,
+        dirty_bytes, fsync_dir, fsync_dir_at, open_or_create_private, sync_filesystem,
+        sync_filesystem_held, write_atomic, write_atomic_with, DIR_MODE, FILE_MODE,
     };
 }
 pub use error::{ErrorKind, StoreError};

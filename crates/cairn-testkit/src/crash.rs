@@ -43,6 +43,15 @@ where
     BufReader::new(out).lines().map_while(Result::ok).collect()
 }
 
+/// Writes out every pending write of the machine (`sync(2)`), so that what
+/// a benchmark measures next starts from a disk at rest, as its peer's run
+/// does: not from the gigabytes the benchmark's own build left dirty, which
+/// a file-system barrier would have to write and which make cairn's group
+/// commits fall back to an fsync per file.
+pub fn quiet_disk() {
+    rustix::fs::sync();
+}
+
 /// The directory benchmarks write in: `CAIRN_BENCH_DIR`, else the system
 /// temp dir. A relative `CAIRN_BENCH_DIR` is taken from the workspace root —
 /// cargo runs a benchmark in its crate's directory, so the directory the

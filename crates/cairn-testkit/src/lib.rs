@@ -51,5 +51,5 @@ pub mod s3;
 mod serve;
 pub mod upstream;
 
-pub use crash::{bench_dir, kill_child_after};
+pub use crash::{bench_dir, kill_child_after, quiet_disk};
 pub use error::Error;

@@ -200,7 +200,7 @@ fn main() {
 
     // The reindex left 10,000 files dirty: write them out first, so the
     // listing is measured against a store at rest, as the peer is.
-    rustix::fs::sync();
+    cairn_testkit::quiet_disk();
     // The listing and its peer alternate, so a busy moment of the machine
     // falls on both.
     let rounds = 11;
