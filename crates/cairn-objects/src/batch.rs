@@ -713,12 +713,18 @@ mod tests {
 
     use crate::{Barrier, NoProgress, ObjectPool, StoreLock};
 
-    #[test]
-    fn the_barrier_descriptor_is_held_from_the_start_of_the_batch() {
+    /// A pool in a new store, and a shared lock on it.
+    fn opened() -> (tempfile::TempDir, ObjectPool, StoreLock) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let pool = ObjectPool::open(&store).unwrap();
         let lock = StoreLock::shared(&store).unwrap();
+        (dir, pool, lock)
+    }
+
+    #[test]
+    fn the_barrier_descriptor_is_held_from_the_start_of_the_batch() {
+        let (_dir, pool, lock) = opened();
         let batch = pool.batch(&lock);
         // Opened before anything is put: the pool directory itself.
         let held = batch
@@ -751,10 +757,7 @@ mod tests {
 
     #[test]
     fn a_staged_file_appears_only_with_its_objects_and_after_them() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let pool = ObjectPool::open(&store).unwrap();
-        let lock = StoreLock::shared(&store).unwrap();
+        let (dir, pool, lock) = opened();
         let outside = dir.path().join("entries");
         std::fs::create_dir(&outside).unwrap();
         for barrier_from in [usize::MAX, 1] {
@@ -790,10 +793,7 @@ mod tests {
     fn a_quiet_barrier_batch_commits_whichever_way_it_goes() {
         // Whether this machine is quiet or not, the batch must publish
         // every object and leave no temporary behind.
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let pool = ObjectPool::open(&store).unwrap();
-        let lock = StoreLock::shared(&store).unwrap();
+        let (dir, pool, lock) = opened();
         let batch = pool.batch(&lock).barrier(Barrier::FromWhenQuiet(2));
         let bodies: Vec<Vec<u8>> = (0..5).map(|i| format!("object {i}").into_bytes()).collect();
         let puts: Vec<_> = bodies.iter().map(|b| batch.put_bytes(b).unwrap()).collect();
