@@ -6,9 +6,9 @@
 //! file-system barrier for a group of several while little else is dirty,
 //! else an fsync per file), then appends each session's `model_call`
 //! records with one write and one fsync, and only then tells each purchase
-//! it may release its final event. A call that finishes alone pays what it would alone; calls that
-//! finish while another group commits wait for the next group, which is
-//! never longer than one commit.
+//! it may release its final event. A call that finishes alone pays what it
+//! would alone; calls that finish while another group commits wait for the
+//! next group, which is never longer than one commit.
 //!
 //! Outcomes are per session: the bodies and entries of a group are one
 //! commit (all durable or none visible), but each session's records are

@@ -66,6 +66,7 @@ const IO_THREADS: usize = 8;
 /// From this many new objects on, one `syncfs` barrier is cheaper than an
 /// fsync per object (each of which commits the file-system journal).
 const BARRIER_MIN: usize = 256;
+
 thread_local! {
     static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
 }
@@ -178,9 +179,9 @@ impl<'p> ObjectBatch<'p> {
     }
 
     /// Uses the file-system barrier as `rule` says, instead of from 256
-    /// staged files on: for a group commit of small writes
-    /// (the gateway's), where one barrier for the group is cheaper than an
-    /// fsync each even for a few files.
+    /// staged files on: for a group commit of small writes (the gateway's),
+    /// where one barrier for the group is cheaper than an fsync each even
+    /// for a few files.
     #[must_use]
     pub fn barrier(self, rule: Barrier) -> Self {
         self.state().barrier_rule = Some(rule);
