@@ -258,14 +258,15 @@ impl ResponseStore {
     }
 
     /// Stores a group of calls with one group commit (the gateway's
-    /// concurrent purchases): every body into the pool, then each call's
-    /// entry, if it has one, staged to be renamed into place after every
-    /// body is durable. `barrier` says when one file-system barrier
-    /// replaces the per-file fsyncs (counted in the new objects and entries
-    /// the group stages). Fills in each call's hashes.
+    /// concurrent purchases): every body into the pool with one commit,
+    /// then, once they are durable, each call's entry, if it has one,
+    /// appended to the response log with one write and one fsync. `barrier`
+    /// says when one file-system barrier replaces the per-file fsyncs
+    /// (counted in the new objects the group stages). Fills in each call's
+    /// hashes.
     ///
     /// # Errors
-    /// Any write fails: then none of the group's entries is visible.
+    /// Any write fails: then none of the group's entries is stored.
     pub fn put_group(&self, group: &mut [GroupPut], barrier: Barrier) -> Result<(), CallsError> {
         let lock = StoreLock::shared(&self.store)?;
         let batch = self.pool.batch(&lock).barrier(barrier);
