@@ -28,6 +28,11 @@
 //!    key holds only a hash of the credential.
 //! 4. A damaged entry is an error naming its file, never "no response": a
 //!    miss would buy the call again.
+//! 5. Bodies are put under the store lock held shared
+//!    ([`ResponseStore::lock`]) until a durable record names them — the
+//!    entry, or the journaled `model_call` of a call without one — so a
+//!    prune never deletes them before they are named (the lock's rule,
+//!    `cairn_objects::StoreLock`).
 
 use std::path::{Path, PathBuf};
 
@@ -242,7 +247,8 @@ impl ResponseStore {
         body: &[u8],
         request: Option<&[u8]>,
     ) -> Result<Entry, CallsError> {
-        let (b, r) = self.put_bodies(body, request)?;
+        let held = self.lock()?;
+        let (b, r) = self.put_bodies(&held, body, request)?;
         entry.body = b;
         entry.request = r;
         let mut records = Vec::with_capacity(2);
@@ -251,10 +257,24 @@ impl ResponseStore {
             entry: entry.clone(),
         });
         self.log.append(&records, true)?;
+        // The entry names the bodies now: a prune may run.
+        drop(held);
         if let Some(idem) = &entry.idempotency_key {
             self.remember_idempotency(idem, &entry.key)?;
         }
         Ok(entry)
+    }
+
+    /// The store lock, shared: held from before a call's bodies are put
+    /// until a record that names them is durable (its entry in the response
+    /// log, or the `model_call` journaled for it), so that a prune, which
+    /// holds the lock exclusive, never deletes them in between, nor an
+    /// unnamed object a put found present and relied on.
+    ///
+    /// # Errors
+    /// The lock file cannot be opened or locked.
+    pub fn lock(&self) -> Result<StoreLock, CallsError> {
+        Ok(StoreLock::shared(&self.store)?)
     }
 
     /// Stores a group of calls with one group commit (the gateway's
@@ -265,11 +285,19 @@ impl ResponseStore {
     /// (counted in the new objects the group stages). Fills in each call's
     /// hashes.
     ///
+    /// `held` is the caller's [`ResponseStore::lock`], to be kept until a
+    /// call without an entry is journaled: until then nothing names its
+    /// bodies.
+    ///
     /// # Errors
     /// Any write fails: then none of the group's entries is stored.
-    pub fn put_group(&self, group: &mut [GroupPut], barrier: Barrier) -> Result<(), CallsError> {
-        let lock = StoreLock::shared(&self.store)?;
-        let batch = self.pool.batch(&lock).barrier(barrier);
+    pub fn put_group(
+        &self,
+        held: &StoreLock,
+        group: &mut [GroupPut],
+        barrier: Barrier,
+    ) -> Result<(), CallsError> {
+        let batch = self.pool.batch(held).barrier(barrier);
         for g in group.iter_mut() {
             let b = batch.put_body(&g.body)?.hash.to_string();
             let r = batch.put_body(&g.request)?.hash.to_string();
@@ -281,7 +309,6 @@ impl ResponseStore {
         }
         // Invariant 1: the bodies are durable before an entry names them.
         batch.commit(&NoProgress)?;
-        drop(lock);
         let entries: Vec<&Entry> = group.iter().filter_map(|g| g.entry.as_ref()).collect();
         let mut records = Vec::with_capacity(entries.len() * 2);
         // Invariant 2, in the same write, before the entries.
@@ -304,17 +331,19 @@ impl ResponseStore {
 
     /// Stores a response body (and a request body) durably in the pool
     /// without an entry — for a call that is journaled but must never be
-    /// served (an error, a cut stream) — and returns their hashes.
+    /// served (an error, a cut stream) — and returns their hashes. `held`
+    /// is the caller's [`ResponseStore::lock`], to be kept until the record
+    /// that names them is durable.
     ///
     /// # Errors
     /// Writing the objects fails.
     pub fn put_bodies(
         &self,
+        held: &StoreLock,
         body: &[u8],
         request: Option<&[u8]>,
     ) -> Result<(String, Option<String>), CallsError> {
-        let lock = StoreLock::shared(&self.store)?;
-        let batch = self.pool.batch(&lock);
+        let batch = self.pool.batch(held);
         let b = batch.put_body(body)?;
         let r = request.map(|r| batch.put_body(r)).transpose()?;
         batch.commit(&NoProgress)?;
@@ -622,7 +651,8 @@ mod tests {
             request: b"{}".to_vec(),
             hashes: None,
         }];
-        rs.put_group(&mut group, Barrier::From(0)).unwrap();
+        rs.put_group(&rs.lock().unwrap(), &mut group, Barrier::From(0))
+            .unwrap();
         let got = rs.get(&key).unwrap().unwrap();
         assert!(!got.entry.delivered);
         assert_eq!(rs.body(&got).unwrap(), b"third");
@@ -635,7 +665,9 @@ mod tests {
         let rs = ResponseStore::new(&store);
         let key = "ab".repeat(32);
         // What an older cairn left: the entry's file and its marker.
-        let (b, _) = rs.put_bodies(b"old body", None).unwrap();
+        let (b, _) = rs
+            .put_bodies(&rs.lock().unwrap(), b"old body", None)
+            .unwrap();
         let old = Entry {
             body: b,
             ..entry(&key, "R1")
@@ -686,7 +718,8 @@ mod tests {
                 hashes: None,
             })
             .collect();
-        rs.put_group(&mut group, Barrier::From(8)).unwrap();
+        rs.put_group(&rs.lock().unwrap(), &mut group, Barrier::From(8))
+            .unwrap();
         for n in 0..20 {
             rs.mark_delivered(&format!("{n:064x}")).unwrap();
         }

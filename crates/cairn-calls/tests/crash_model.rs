@@ -96,7 +96,8 @@ fn scenario(model: &CrashModel) {
             hashes: None,
         })
         .collect();
-    rs.put_group(&mut group, Barrier::From(0)).unwrap();
+    rs.put_group(&rs.lock().unwrap(), &mut group, Barrier::From(0))
+        .unwrap();
     for n in 2..=4 {
         model.ack(format!("put:{n}"));
     }

@@ -50,7 +50,7 @@ fn response_log(out: &Path, tmp: &Path) -> Result {
             hashes: None,
         })
         .collect();
-    rs.put_group(&mut group, cairn_calls::Barrier::From(0))?;
+    rs.put_group(&rs.lock()?, &mut group, cairn_calls::Barrier::From(0))?;
     rs.mark_delivered(&key(1))?;
     rs.mark_delivered(&key(2))?;
     rs.mark_undelivered(&key(2))?;

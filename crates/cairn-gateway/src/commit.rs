@@ -160,6 +160,12 @@ fn run(responses: &ResponseStore, rx: &mpsc::Receiver<Msg>) {
 /// appended session by session, and a session whose append fails fails only
 /// its own calls (their responses stay stored, for the retry to be served).
 fn commit_group(responses: &ResponseStore, jobs: &mut [Job]) -> Vec<Result<(), String>> {
+    // Held until the records are appended: a call without an entry has
+    // its bodies named by its record alone.
+    let held = match responses.lock() {
+        Ok(held) => held,
+        Err(e) => return vec![Err(e.to_string()); jobs.len()],
+    };
     let mut group: Vec<GroupPut> = jobs
         .iter_mut()
         .map(|j| GroupPut {
@@ -169,7 +175,7 @@ fn commit_group(responses: &ResponseStore, jobs: &mut [Job]) -> Vec<Result<(), S
             hashes: None,
         })
         .collect();
-    if let Err(e) = responses.put_group(&mut group, BARRIER) {
+    if let Err(e) = responses.put_group(&held, &mut group, BARRIER) {
         return vec![Err(e.to_string()); jobs.len()];
     }
     let mut outcomes: Vec<Result<(), String>> = vec![Ok(()); jobs.len()];
@@ -210,6 +216,7 @@ fn commit_group(responses: &ResponseStore, jobs: &mut [Job]) -> Vec<Result<(), S
             }
         }
     }
+    drop(held);
     outcomes
 }
 
@@ -229,7 +236,7 @@ mod tests {
 
     use super::{commit_group, Job};
     use crate::filing::Filed;
-    use cairn_calls::{Entry, ResponseStore};
+    use cairn_calls::{Entry, GroupPut, ResponseStore};
 
     fn job(session: Filed, key: &str) -> Job {
         let (done, _) = tokio::sync::oneshot::channel();
@@ -244,6 +251,57 @@ mod tests {
             },
             session,
             done,
+        }
+    }
+
+    /// The bodies of a call journaled without an entry (an error, a cut)
+    /// are named by its record alone: a prune must not run between their
+    /// put and that record.
+    #[test]
+    fn a_prune_waits_until_the_bodies_of_a_call_without_an_entry_are_journaled() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("store")).unwrap();
+        let mut session = Session::create_without_model(&store, dir.path(), "p").unwrap();
+        let responses = ResponseStore::new(&store);
+        let held = responses.lock().unwrap();
+        let mut group = vec![GroupPut {
+            entry: None,
+            body: b"a cut answer".to_vec(),
+            request: b"the question".to_vec(),
+            hashes: None,
+        }];
+        responses
+            .put_group(&held, &mut group, cairn_calls::Barrier::From(0))
+            .unwrap();
+        let (response, request) = group[0].hashes.clone().unwrap();
+        // Nothing names the bodies yet: a prune now would delete them.
+        let pruning = {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                let options = cairn_objects::PruneOptions::new().wait(true);
+                cairn_sessions::prune(&store, &options, &cairn_objects::NoProgress)
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert!(
+            !pruning.is_finished(),
+            "a prune ran while a writer held the store lock"
+        );
+        session
+            .append_all(vec![RecordBody::ModelCall(ModelCall {
+                endpoint: "/v1/messages".into(),
+                key: "k".into(),
+                response: Some(response.clone()),
+                request: Some(request.clone()),
+                ..ModelCall::default()
+            })])
+            .unwrap();
+        drop(held);
+        let report = pruning.join().unwrap().unwrap();
+        assert_eq!(report.objects, 0, "{report:?}");
+        let pool = cairn_objects::ObjectPool::open(&store).unwrap();
+        for h in [response, request] {
+            assert!(pool.contains(&h.parse().unwrap()), "{h} was pruned");
         }
     }
 

@@ -286,7 +286,9 @@ async fn refused(
     };
     let (g2, session, body) = (g.clone(), call.session.clone(), call.body.clone());
     let journaled = blocking(move || {
-        let (_, request) = g2.responses.put_bodies(b"", Some(&body))?;
+        // Held until the record that names the request body is appended.
+        let held = g2.responses.lock()?;
+        let (_, request) = g2.responses.put_bodies(&held, b"", Some(&body))?;
         append(&session, ModelCall { request, ..record })
     })
     .await;
