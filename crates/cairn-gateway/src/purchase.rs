@@ -225,8 +225,11 @@ async fn buy_here(g: Arc<Inner>, api: Api, call: Call, running: RunningGuard) ->
     let resp = match sent {
         Ok(r) => r,
         Err(e) => {
+            // reqwest's message ends with the URL, the client's query
+            // string in it: a key sent there must not reach the journal.
+            let e = e.without_url();
             let why = format!("the upstream {} could not be reached: {e}", call.up.shown);
-            let reply = unreachable_upstream(&call.up, &e);
+            let reply = unreachable_upstream(&call.up, e);
             return refused(&g, api, &call, started, why, reply).await;
         }
     };
@@ -358,6 +361,7 @@ async fn tee(
                 }
             }
             Err(e) => {
+                let e = e.without_url();
                 cut = Some(format!("the upstream stream broke: {e}"));
                 break;
             }

@@ -492,7 +492,7 @@ async fn pass_through(g: Arc<Inner>, req: Request) -> Response {
             *out.headers_mut() = headers;
             out
         }
-        Err(e) => unreachable_upstream(&up, &e),
+        Err(e) => unreachable_upstream(&up, e),
     }
 }
 
@@ -557,7 +557,10 @@ pub(crate) fn too_large(limit: usize) -> Response {
     )
 }
 
-pub(crate) fn unreachable_upstream(up: &Upstream, e: &reqwest::Error) -> Response {
+pub(crate) fn unreachable_upstream(up: &Upstream, e: reqwest::Error) -> Response {
+    // Without the URL: it holds the client's query string, and the reply
+    // may be logged or stored by whoever reads it.
+    let e = e.without_url();
     error(
         StatusCode::BAD_GATEWAY,
         "upstream_unreachable",

@@ -294,3 +294,68 @@ async fn the_token_is_taken_as_an_anthropic_key_and_never_forwarded() {
         }
     }
 }
+
+/// Every file under `dir`, read whole.
+fn every_file(dir: &std::path::Path, out: &mut Vec<(std::path::PathBuf, Vec<u8>)>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            every_file(&p, out);
+        } else {
+            out.push((p.clone(), std::fs::read(&p).unwrap()));
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_in_the_query_string_is_not_kept_when_the_upstream_is_unreachable() {
+    // An upstream that refuses connections: a port bound, then closed.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let gone = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("store")).unwrap();
+    let session: SharedSession = Arc::new(Mutex::new(
+        Session::create_without_model(&store, dir.path(), "unreachable").unwrap(),
+    ));
+    let config = GatewayConfig {
+        openai_upstream: format!("{gone}/v1"),
+        anthropic_upstream: gone,
+        ..GatewayConfig::default()
+    };
+    let gateway = Gateway::bind(
+        config,
+        &store,
+        Filing::Fixed(session),
+        Arc::new(PriceTable::default()),
+    )
+    .await
+    .unwrap();
+    let addr = gateway.local_addr();
+    tokio::spawn(gateway.serve(std::future::pending()));
+    const SECRET: &str = "sk-query-0123456789abcdef";
+    let resp = reqwest::Client::new()
+        .post(format!(
+            "http://{addr}/v1/chat/completions?api_key={SECRET}"
+        ))
+        .json(&chat())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 502);
+    let body = resp.text().await.unwrap();
+    assert!(body.contains("could not reach"), "{body}");
+    assert!(!body.contains(SECRET), "the reply repeats the key: {body}");
+    // The failed call is journaled (its error, its request body): without
+    // the key.
+    let mut files = Vec::new();
+    every_file(dir.path(), &mut files);
+    let journaled = files.iter().any(|(p, b)| {
+        p.ends_with("journal.jsonl") && String::from_utf8_lossy(b).contains("could not be reached")
+    });
+    assert!(journaled, "the failed call was not journaled");
+    for (p, bytes) in files {
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(!text.contains(SECRET), "{} holds the key", p.display());
+    }
+}
