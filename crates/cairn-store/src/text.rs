@@ -41,7 +41,10 @@ pub fn visible(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-fn acts_on_terminal(c: char) -> bool {
+/// Whether a terminal acts on `c` rather than showing it: C0 controls but
+/// newline and tab, DEL, C1 controls, and the bidirectional overrides and
+/// isolates. [`visible`] escapes exactly these.
+pub fn acts_on_terminal(c: char) -> bool {
     matches!(c,
         '\u{0}'..='\u{8}' | '\u{b}'..='\u{1f}' | '\u{7f}'..='\u{9f}'
         | '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}'

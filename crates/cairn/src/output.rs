@@ -4,8 +4,10 @@
 //! 1. Text that reaches a terminal never carries raw control sequences:
 //!    model output, tool output, paths and names from records may hold ESC,
 //!    OSC 52 (set the clipboard), a clear-screen or bidi overrides; every
-//!    such character is shown escaped ([`visible`]). JSON is escaped by its
-//!    encoder.
+//!    such character is shown escaped ([`visible`]). JSON too: its encoder
+//!    escapes C0 controls, and [`Visible`] the rest of what a terminal acts
+//!    on (DEL, C1 controls such as CSI, bidi overrides) as `\uXXXX`, which
+//!    decodes to the same string.
 //! 2. A closed stdout (`cairn sessions | head`) is reported as an
 //!    `io::Error` of kind `BrokenPipe`, which `main` treats as success.
 //! 3. A closed or full stderr never stops cairn: notices are best effort
@@ -17,7 +19,8 @@ use std::io::Write;
 /// newline, in one write: stdout is line buffered, and writing through it
 /// line by line would cost a syscall per line.
 pub fn json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
-    let mut buf = serde_json::to_vec(value)?;
+    let mut buf = Vec::new();
+    encode(&mut buf, value)?;
     buf.push(b'\n');
     let mut out = std::io::stdout().lock();
     out.write_all(&buf)?;
@@ -74,7 +77,7 @@ fn write_list<T: serde::Serialize + Sync>(items: &[T], out: &mut impl Write) -> 
                     if i > 0 {
                         buf.push(b',');
                     }
-                    serde_json::to_writer(&mut buf, x)?;
+                    encode(&mut buf, x)?;
                 }
                 Ok(buf)
             })
@@ -158,8 +161,49 @@ pub fn error_json(code: crate::exit::Code, message: &str) {
             "message": message.trim_end(),
         }
     });
-    let mut err = std::io::stderr().lock();
-    let _ = err.write_all(format!("{v}\n").as_bytes());
+    let mut buf = Vec::new();
+    if encode(&mut buf, &v).is_ok() {
+        buf.push(b'\n');
+        let _ = std::io::stderr().lock().write_all(&buf);
+    }
+}
+
+/// Encodes `value` as compact JSON into `buf`, every character a terminal
+/// would act on escaped (rule 1).
+fn encode<T: serde::Serialize + ?Sized>(buf: &mut Vec<u8>, value: &T) -> serde_json::Result<()> {
+    value.serialize(&mut serde_json::Serializer::with_formatter(buf, Visible))
+}
+
+/// serde_json's compact formatter, but a string's DEL, C1 controls and
+/// bidi overrides are written as `\uXXXX` escapes: serde_json escapes only
+/// C0 controls, and `cairn sessions --json` on a terminal would otherwise
+/// let a session's name clear the screen (U+009B is CSI) or reorder a line.
+struct Visible;
+
+impl serde_json::ser::Formatter for Visible {
+    fn write_string_fragment<W: ?Sized + Write>(
+        &mut self,
+        writer: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        // Every such character but C0 (escaped before it gets here) starts
+        // with one of these bytes in UTF-8: most strings are written whole.
+        if !fragment
+            .bytes()
+            .any(|b| matches!(b, 0x7f | 0xc2 | 0xd8 | 0xe2))
+        {
+            return writer.write_all(fragment.as_bytes());
+        }
+        let mut from = 0;
+        for (i, c) in fragment.char_indices() {
+            if cairn_store::text::acts_on_terminal(c) {
+                writer.write_all(&fragment.as_bytes()[from..i])?;
+                write!(writer, "\\u{:04x}", u32::from(c))?;
+                from = i + c.len_utf8();
+            }
+        }
+        writer.write_all(&fragment.as_bytes()[from..])
+    }
 }
 
 /// A byte count for people: `512 B`, `1.2 MiB` (JSON keeps the exact count).
@@ -241,16 +285,44 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_list_is_encoded_as_serde_json_encodes_it() {
+    fn a_list_is_encoded_as_the_whole_array_is() {
         for n in [0usize, 1, 2, 255, 256, 257, 1000, 2047, 2048, 2049, 5000] {
             let items: Vec<serde_json::Value> = (0..n)
-                .map(|i| serde_json::json!({"id": i, "name": format!("s\"{i}\u{1b}")}))
+                .map(|i| serde_json::json!({"id": i, "name": format!("s\"{i}\u{1b}\u{9b}")}))
                 .collect();
-            let want = serde_json::to_vec(&items).unwrap();
+            let mut want = Vec::new();
+            encode(&mut want, &items).unwrap();
             let mut got = Vec::new();
             write_list(&items, &mut got).unwrap();
             assert_eq!(got, want, "{n} items");
         }
+    }
+
+    #[test]
+    fn json_escapes_what_a_terminal_acts_on_and_decodes_to_the_same_value() {
+        let name = "a\u{1b}[2J b\u{7f} c\u{9b}2J d\u{202e}e \u{2066}f \u{61c} é ✓ \u{a0}";
+        let v = serde_json::json!({"name": name, "plain": "x\"y\\z"});
+        let mut buf = Vec::new();
+        encode(&mut buf, &v).unwrap();
+        let text = std::str::from_utf8(&buf).unwrap();
+        assert!(
+            !text.chars().any(cairn_store::text::acts_on_terminal),
+            "{text:?}"
+        );
+        for escaped in [
+            "\\u001b", "\\u007f", "\\u009b", "\\u202e", "\\u2066", "\\u061c",
+        ] {
+            assert!(text.contains(escaped), "{escaped} in {text}");
+        }
+        // What a terminal shows as is stays as it is.
+        assert!(text.contains("é ✓ \u{a0}"), "{text}");
+        let back: serde_json::Value = serde_json::from_slice(&buf).unwrap();
+        assert_eq!(back, v);
+        // Nothing to escape: the bytes serde_json writes.
+        let plain = serde_json::json!({"id": 1, "name": "fix the test"});
+        let mut buf = Vec::new();
+        encode(&mut buf, &plain).unwrap();
+        assert_eq!(buf, serde_json::to_vec(&plain).unwrap());
     }
 
     #[test]

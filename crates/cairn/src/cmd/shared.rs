@@ -66,11 +66,11 @@ impl SharedStore {
     pub fn sync(&self, id: &RunId) -> anyhow::Result<Synced> {
         let synced = self.shared.sync(&self.cache, id)?;
         if let Synced::SetAside(dir) = &synced {
-            eprintln!(
+            crate::output::note(format!(
                 "cairn: the cached copy of session {id} held records {} does not; it was moved to {}",
                 self.url,
                 dir.display()
-            );
+            ));
         }
         Ok(synced)
     }
