@@ -124,6 +124,25 @@ fn messages(e: &anyhow::Error) -> Vec<String> {
     shown
 }
 
+/// A writer that shows what it is given with every character a terminal
+/// would act on escaped (rule 1), for log lines: `cairn gateway`'s carry
+/// what upstreams and clients sent (an upstream's error text, a model's
+/// name), and the log formatter escapes only some controls. Each `write`
+/// must be whole UTF-8 text, as the formatter's one write of an event is.
+pub struct VisibleWriter<W: Write>(pub W);
+
+impl<W: Write> Write for VisibleWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        self.0.write_all(visible(&text).as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
 /// Prints an error and its causes to stderr, each once: a cause whose text
 /// the lines above already hold is not repeated.
 pub fn error(prefix: &str, e: &anyhow::Error) {
@@ -323,6 +342,18 @@ mod tests {
         let mut buf = Vec::new();
         encode(&mut buf, &plain).unwrap();
         assert_eq!(buf, serde_json::to_vec(&plain).unwrap());
+    }
+
+    #[test]
+    fn a_log_line_reaches_the_terminal_with_its_controls_escaped() {
+        let mut out = VisibleWriter(Vec::new());
+        let line = "WARN the upstream said: a\rb\u{1b}]52;c;aGk=\u{7}\u{202e}c\tok\n";
+        out.write_all(line.as_bytes()).unwrap();
+        let shown = String::from_utf8(out.0).unwrap();
+        assert_eq!(
+            shown,
+            "WARN the upstream said: a\\x0db\\x1b]52;c;aGk=\\x07\\u{202e}c\tok\n"
+        );
     }
 
     #[test]

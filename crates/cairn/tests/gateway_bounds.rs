@@ -537,3 +537,30 @@ fn ten_thousand_client_sessions_fit_in_a_thousand_descriptors() {
         "{again:?}"
     );
 }
+
+#[test]
+fn what_a_client_names_reaches_the_gateways_log_with_its_controls_escaped() {
+    let upstream = Upstream::start(Script::always(Reply::text("hi").with_usage(3, 1)));
+    let s = Scratch::new();
+    let gw = Gw::start(&s, &upstream, &["--name", "log"]);
+    // A model name that would reorder the log line on a terminal.
+    let body = serde_json::json!({
+        "model": "gpt-4o\u{202e}ini-m",
+        "messages": [{"role": "user", "content": "hi"}],
+    })
+    .to_string();
+    let a = exchange(
+        &gw.addr,
+        "POST",
+        "/v1/chat/completions",
+        &[AUTH],
+        body.as_bytes(),
+    );
+    assert_eq!(a.status, 200, "{a:?}");
+    gw.wait_stderr(20, "gpt-4o\\u{202e}ini-m");
+    let err = gw.stderr();
+    assert!(
+        !err.chars().any(|c| c == '\u{202e}' || c == '\u{1b}'),
+        "{err:?}"
+    );
+}

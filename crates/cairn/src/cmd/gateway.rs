@@ -28,7 +28,7 @@ fn log_calls(quiet: bool) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| crate::output::VisibleWriter(std::io::stderr()))
         .with_target(false)
         .with_ansi(false)
         .try_init();
