@@ -164,6 +164,49 @@ fn model_and_tool_text_reaches_the_terminal_escaped_never_raw() {
 }
 
 #[test]
+fn a_name_from_a_record_cannot_forge_a_line_of_its_own() {
+    let s = Scratch::new();
+    // A tool the model names with a line of its own in it (refused as
+    // unknown, and journaled as the model named it), and a session name
+    // that would print as a status line.
+    let forged = "nope\n  <- read_file ok: FORGED";
+    let model = script_path(
+        &s,
+        json!([
+            {"text": "one", "tool_calls": [call("c1", forged, json!({}))]},
+            {"text": "done"}
+        ]),
+    );
+    let out = s.run(&["run", "--model", &model, "--name", "n\nFORGED", "task"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = s.only_session();
+    let mut printed = vec![("run", out.stdout)];
+    for args in [
+        vec!["session", "show", id.as_str()],
+        vec!["session", "show", id.as_str(), "--transcript"],
+    ] {
+        let out = s.run(&args);
+        assert!(out.status.success(), "{args:?}");
+        printed.push((args.last().copied().unwrap_or(""), out.stdout));
+    }
+    for (what, stdout) in printed {
+        let text = String::from_utf8_lossy(&stdout);
+        for line in text.lines() {
+            let line = line.trim_start();
+            assert!(
+                !line.starts_with("FORGED") && !line.starts_with("<- read_file"),
+                "{what}: a record's text made a line of its own: {line:?}\n{text}"
+            );
+        }
+        assert!(text.contains("FORGED"), "{what}: {text}");
+    }
+}
+
+#[test]
 fn a_closed_stderr_does_not_stop_a_run() {
     let s = Scratch::new();
     let model = script_path(

@@ -463,7 +463,7 @@ impl Events for Printer {
         self.finish_line();
         self.out(&format!(
             "  → {} {}\n",
-            call.name,
+            output::one_line(&call.name, 60),
             output::one_line(&call.arguments.to_string(), 100)
         ));
     }

@@ -121,7 +121,7 @@ pub fn show(ctx: &Context, args: &ShowArgs) -> anyhow::Result<Code> {
     let mut s = String::new();
     s.push_str(&format!("session   {}\n", summary.id));
     if let Some(n) = &summary.name {
-        s.push_str(&format!("name      {n}\n"));
+        s.push_str(&format!("name      {}\n", output::one_line(n, 200)));
     }
     s.push_str(&format!("status    {}\n", summary.status));
     s.push_str(&format!("workspace {}\n", summary.workspace));
@@ -168,7 +168,8 @@ pub fn show(ctx: &Context, args: &ShowArgs) -> anyhow::Result<Code> {
                     "{:>5} {:<11} {}\n",
                     r.seq,
                     r.body.kind(),
-                    describe(&r.body)
+                    // One line a record: its texts may hold newlines.
+                    output::one_line(&describe(&r.body), 400)
                 ));
             }
         } else {
@@ -236,7 +237,7 @@ fn conversation_line(e: &Entry) -> String {
             for c in tool_calls {
                 s.push_str(&format!(
                     "  -> {} {}\n",
-                    c.name,
+                    output::one_line(&c.name, 60),
                     output::one_line(&c.arguments.to_string(), 90)
                 ));
             }
@@ -249,7 +250,7 @@ fn conversation_line(e: &Entry) -> String {
             ..
         } => format!(
             "  <- {} {}: {}\n",
-            name,
+            output::one_line(name, 60),
             outcome_str(*outcome),
             output::one_line(out, result_width(*outcome, 90))
         ),
@@ -421,14 +422,14 @@ fn model_call_line(m: &cairn_journal::ModelCall) -> String {
     let mut line = format!(
         "{} {} {} [{} in / {} out, {}]",
         m.endpoint,
-        m.model.as_deref().unwrap_or("?"),
+        output::one_line(m.model.as_deref().unwrap_or("?"), 80),
         m.status,
         m.usage.input_tokens,
         m.usage.output_tokens,
         m.cost.for_people()
     );
     if let Some(a) = &m.answered_by {
-        line.push_str(&format!(", answered by {a}"));
+        line.push_str(&format!(", answered by {}", output::one_line(a, 80)));
     }
     if m.stream {
         line.push_str(", streamed");
