@@ -269,7 +269,12 @@ const ANTHROPIC_FLAG: &str =
 
 /// One request, by the rules of the module doc.
 pub(crate) async fn handle(g: Arc<Inner>, req: Request) -> Response {
-    if let Some(refused) = admit(&g, req.method(), req.headers()) {
+    // A recorded route buys and journals a call: it takes JSON only, which
+    // no page's form can send without the preflight this server never
+    // grants. Other routes pass through as they are (an SDK's file upload
+    // is multipart).
+    let recorded = req.method() == Method::POST && Api::of_path(req.uri().path()).is_some();
+    if let Some(refused) = admit(&g, req.method(), req.headers(), recorded) {
         return refused;
     }
     let path = req.uri().path().to_owned();
@@ -310,11 +315,12 @@ pub(crate) async fn handle(g: Arc<Inner>, req: Request) -> Response {
 
 /// Rule 1 of the module doc ([`cairn_store::access::admit`]): `None` when
 /// the request may go on.
-fn admit(g: &Inner, method: &Method, headers: &HeaderMap) -> Option<Response> {
+fn admit(g: &Inner, method: &Method, headers: &HeaderMap, json_only: bool) -> Option<Response> {
     use cairn_store::access;
     let policy = access::Policy {
         api_key: true,
         guest_host: g.config.admit_guest_host,
+        json_only,
         ..access::Policy::new("gateway", g.config.token.as_deref())
     };
     access::Request::read(method.as_str(), |name| {

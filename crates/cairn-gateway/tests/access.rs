@@ -359,3 +359,48 @@ async fn a_key_in_the_query_string_is_not_kept_when_the_upstream_is_unreachable(
         assert!(!text.contains(SECRET), "{} holds the key", p.display());
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_route_takes_json_only_even_without_an_origin() {
+    let rig = rig(GatewayConfig::default()).await;
+    let body = serde_json::to_vec(&chat()).unwrap();
+    // What a page's form can send without a preflight, from a browser that
+    // names no Origin.
+    for content_type in [
+        Some("text/plain"),
+        Some("application/x-www-form-urlencoded"),
+        Some("multipart/form-data; boundary=x"),
+        Some("application/json-patch+json"),
+        None,
+    ] {
+        let mut req = reqwest::Client::new()
+            .post(format!("{}/v1/chat/completions", rig.base))
+            .body(body.clone());
+        if let Some(t) = content_type {
+            req = req.header("content-type", t);
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), 415, "{content_type:?}");
+    }
+    assert_eq!(bought(&rig).await, 0, "a call was bought");
+    // An SDK's JSON, its charset named or not, is served.
+    for content_type in ["application/json", "application/json; charset=utf-8"] {
+        let resp = reqwest::Client::new()
+            .post(format!("{}/v1/chat/completions", rig.base))
+            .header("content-type", content_type)
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 200, "{content_type}");
+    }
+    // A route passed through is not recorded: an SDK's upload is multipart.
+    let resp = reqwest::Client::new()
+        .post(format!("{}/v1/models", rig.base))
+        .header("content-type", "multipart/form-data; boundary=x")
+        .body("--x--\r\n")
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(resp.status().as_u16(), 415);
+}

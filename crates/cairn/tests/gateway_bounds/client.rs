@@ -146,6 +146,14 @@ pub(crate) fn send(
         "{method} {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-length: {}\r\n",
         body.len()
     );
+    // As SDKs send it (a recorded route takes JSON only), unless a test
+    // says otherwise.
+    if !headers
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+    {
+        head.push_str("content-type: application/json\r\n");
+    }
     for (k, v) in headers {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
