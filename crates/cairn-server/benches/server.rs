@@ -594,6 +594,7 @@ async fn run() {
         listen: "127.0.0.1:0".parse().unwrap(),
         token: None,
         launcher: None,
+        live: Default::default(),
     })
     .await
     .expect("start the server");
@@ -657,6 +658,7 @@ async fn run() {
         streams: Mutex::new(HashMap::new()),
         launcher: None,
         runs: Default::default(),
+        live: Default::default(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let direct_addr = listener.local_addr().unwrap();

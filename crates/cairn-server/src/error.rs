@@ -27,8 +27,9 @@ pub enum Class {
 pub struct ApiError {
     /// HTTP status.
     pub status: StatusCode,
-    /// A stable code (`not_found`, `bad_request`, `cursor_ahead`, `integrity`,
-    /// `refused`, `failed`, `cairn_token`, `cairn_host`).
+    /// A stable code (`not_found`, `bad_request`, `cursor_ahead`,
+    /// `cursor_forgotten`, `busy`, `integrity`, `refused`, `failed`,
+    /// `cairn_token`, `cairn_host`).
     pub code: &'static str,
     /// The class.
     pub class: Class,

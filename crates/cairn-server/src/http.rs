@@ -39,6 +39,9 @@ pub struct ServeConfig {
     /// Starts and resumes runs; without one, the server only reads,
     /// forks, rewinds and checkpoints.
     pub launcher: Option<cairn_agent::Launcher>,
+    /// The bounds of the live streams (subscribers, a client's time to
+    /// take an event, streams kept asleep).
+    pub live: crate::live::LiveLimits,
 }
 
 /// Why the server could not start.
@@ -72,12 +75,15 @@ pub struct AppState {
     pub token: Option<String>,
     /// A browser's login, with a token.
     pub login: Option<crate::access::Login>,
-    /// The live streams of the sessions being watched, by id.
+    /// The live streams of the sessions being watched (awake) or watched
+    /// lately (asleep), by id.
     pub streams: Mutex<HashMap<String, Arc<Followed>>>,
     /// Starts and resumes runs.
     pub launcher: Option<cairn_agent::Launcher>,
     /// The runs this server drives.
     pub runs: crate::runs::Runs,
+    /// The live streams' bounds and permits.
+    pub live: crate::live::LiveState,
 }
 
 /// The shared state.
@@ -231,6 +237,7 @@ pub async fn bind(
         streams: Mutex::new(HashMap::new()),
         launcher: config.launcher,
         runs: crate::runs::Runs::default(),
+        live: crate::live::LiveState::new(config.live),
     });
     let app = router(state);
     Ok((addr, async move {

@@ -32,5 +32,5 @@ mod viewer;
 
 pub use error::{ApiError, Class};
 pub use http::{bind, router, AppState, ServeConfig, ServeError, Shared};
-pub use live::Followed;
+pub use live::{Followed, LiveLimits, LiveState};
 pub use runs::StartRequest;

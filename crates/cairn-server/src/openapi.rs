@@ -70,6 +70,12 @@ pub fn spec() -> Value {
             "500": error_response("a record does not verify (`integrity`), or a failure")
         })
     };
+    let mut events = common(
+        json!({"description": "an event stream", "content": {"text/event-stream": {"schema": {"type": "string"}}}}),
+    );
+    events["503"] = error_response(
+        "`busy`: the server serves as many live streams as it may; retry after `Retry-After` seconds",
+    );
     json!({
         "openapi": "3.0.3",
         "info": {"title": "cairn", "version": env!("CARGO_PKG_VERSION"),
@@ -190,7 +196,7 @@ pub fn spec() -> Value {
                 "summary": "The live stream (SSE): subscribed, record, part, delta, gap, error",
                 "parameters": [id_param(),
                     {"name": "resume_from", "in": "query", "schema": {"type": "integer", "minimum": 0}, "description": "the last live seq received (or Last-Event-ID)"}],
-                "responses": common(json!({"description": "an event stream", "content": {"text/event-stream": {"schema": {"type": "string"}}}}))
+                "responses": events
             }},
             "/v1/sessions/{id}/fork": {"post": {
                 "summary": "Fork the session at a record (default: its last)",

@@ -138,6 +138,9 @@ fn spawn(
                     tracing::warn!("a served run of session {run} stopped: {e}");
                 }
                 state.runs.lock().remove(run.as_str());
+                // The run no longer keeps its stream awake: with nobody
+                // watching, it sleeps.
+                crate::live::run_ended(&state, run.as_str());
             });
         })
         .map_err(|e| ApiError::failed(format!("cannot start the run's thread: {e}")))?;

@@ -175,6 +175,10 @@ struct Inner {
     watermark: JournalSeq,
     /// The journal seq covered before the first frame.
     start: JournalSeq,
+    /// The live seq before this stream's first frame: 0, or past every seq
+    /// an earlier stream of this process may have handed out (see
+    /// [`LiveStream::numbered_after`]).
+    base: LiveSeq,
     /// The last frame of the newest record published (`LiveSeq(0)`: none yet).
     last_record: LiveSeq,
     /// For frames that left the ring: `(first live seq, journal seq)` where
@@ -268,6 +272,16 @@ pub enum CursorError {
         /// The stream's head.
         head: LiveSeq,
     },
+    /// The cursor names a frame of an earlier stream of this session that
+    /// the server no longer remembers: where it stood in the journal is
+    /// unknown, so nothing can be sent after it without a gap or a repeat.
+    #[error("cursor_forgotten: live seq {asked} is from a stream this server no longer remembers (this one starts after {base}); read the records after the last journal seq you hold and subscribe without a cursor")]
+    Forgotten {
+        /// The cursor asked for.
+        asked: LiveSeq,
+        /// The seq before this stream's first frame.
+        base: LiveSeq,
+    },
 }
 
 impl LiveStream {
@@ -280,16 +294,27 @@ impl LiveStream {
     /// to `watermark` (a resumed or followed session): a cursor of 0 that
     /// falls out of the ring falls back to the records after `watermark`.
     pub fn starting_at(limits: StreamLimits, watermark: JournalSeq) -> Self {
+        LiveStream::numbered_after(limits, LiveSeq(0), watermark)
+    }
+
+    /// As [`LiveStream::starting_at`], with the first frame numbered
+    /// `base + 1`: a stream that replaces one this process forgot numbers
+    /// its frames past every seq the forgotten one handed out, so an old
+    /// cursor can never name a new frame. A cursor in `1..=base` is refused
+    /// ([`CursorError::Forgotten`]); cursor 0 still means "before the first
+    /// frame" (journal seq `watermark`).
+    pub fn numbered_after(limits: StreamLimits, base: LiveSeq, watermark: JournalSeq) -> Self {
         let limits = limits.clamped();
         LiveStream {
             inner: Mutex::new(Inner {
                 limits,
                 ring: VecDeque::new(),
                 ring_bytes: 0,
-                head: LiveSeq(0),
+                head: base,
                 watermark,
                 start: watermark,
-                last_record: LiveSeq(0),
+                base,
+                last_record: base,
                 evicted: Vec::new(),
                 subscribers: Vec::new(),
                 closed: false,
@@ -374,6 +399,29 @@ impl LiveStream {
             .min()
     }
 
+    /// How many subscribers are still listening (those whose receiving
+    /// end is gone are not counted, though not yet removed).
+    pub fn listening(&self) -> usize {
+        self.lock()
+            .subscribers
+            .iter()
+            .filter(|s| !s.tx.is_closed())
+            .count()
+    }
+
+    /// Lets go of every frame in the ring, keeping for each the journal seq
+    /// it had reached (invariant 4): a cursor inside the old ring is then
+    /// served from the journal, exactly. A stream nobody watches keeps its
+    /// cursor table (16 bytes per record published) and not its frames.
+    pub fn shed_ring(&self) {
+        let mut inner = self.lock();
+        while let Some(old) = inner.ring.pop_front() {
+            inner.ring_bytes -= old.data.len();
+            inner.note_evicted(&old);
+        }
+        inner.ring.shrink_to_fit();
+    }
+
     /// Whether [`LiveStream::close`] was called.
     pub fn is_closed(&self) -> bool {
         self.lock().closed
@@ -389,6 +437,12 @@ impl LiveStream {
         let backlog = match after {
             None => Backlog::Ring(Vec::new()),
             Some(asked) if asked > head => return Err(CursorError::Ahead { asked, head }),
+            Some(asked) if asked.0 > 0 && asked <= inner.base => {
+                return Err(CursorError::Forgotten {
+                    asked,
+                    base: inner.base,
+                })
+            }
             Some(n) => inner.backlog_after(n),
         };
         let (tx, rx) = mpsc::channel(inner.limits.subscriber_frames);
@@ -473,10 +527,15 @@ impl Inner {
                 break;
             };
             self.ring_bytes -= old.data.len();
-            let last = self.evicted.last().map_or(self.start, |e| e.1);
-            if old.journal != last {
-                self.evicted.push((old.seq, old.journal));
-            }
+            self.note_evicted(&old);
+        }
+    }
+
+    /// Keeps the journal seq of a frame leaving the ring (invariant 4).
+    fn note_evicted(&mut self, old: &Frame) {
+        let last = self.evicted.last().map_or(self.start, |e| e.1);
+        if old.journal != last {
+            self.evicted.push((old.seq, old.journal));
         }
     }
 

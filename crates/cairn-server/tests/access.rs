@@ -26,6 +26,7 @@ async fn start(token: Option<&str>) -> Server {
         listen: "127.0.0.1:0".parse().unwrap(),
         token: token.map(str::to_owned),
         launcher: None,
+        live: Default::default(),
     })
     .await
     .unwrap();
@@ -449,6 +450,7 @@ async fn an_empty_token_is_refused_at_start() {
             listen: "127.0.0.1:0".parse().unwrap(),
             token: Some(token.into()),
             launcher: None,
+            live: Default::default(),
         })
         .await;
         let Err(e) = r else {

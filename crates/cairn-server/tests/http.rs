@@ -48,6 +48,7 @@ async fn start(token: Option<&str>) -> Server {
         listen: "127.0.0.1:0".parse().unwrap(),
         token: token.map(str::to_owned),
         launcher: None,
+        live: Default::default(),
     })
     .await
     .unwrap();
@@ -239,6 +240,7 @@ async fn a_non_loopback_address_needs_a_token() {
         listen: "0.0.0.0:0".parse().unwrap(),
         token: None,
         launcher: None,
+        live: Default::default(),
     })
     .await;
     assert!(matches!(r, Err(cairn_server::ServeError::NeedsToken(_))));

@@ -46,6 +46,7 @@ pub fn run(ctx: &Context, args: ServeArgs) -> anyhow::Result<Code> {
             listen,
             token: args.token,
             launcher: Some(crate::setup::launcher(ctx)?),
+            live: Default::default(),
         };
         let (addr, server) = match cairn_server::bind(config).await {
             Ok(x) => x,
