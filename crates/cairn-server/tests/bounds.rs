@@ -8,14 +8,13 @@
 //! count.
 
 use std::io::Write;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use cairn_journal::*;
 use cairn_server::{bind, LiveLimits, ServeConfig};
 use cairn_store::{RunId, Store};
 
-static SERIAL: Mutex<()> = Mutex::new(());
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 struct Server {
     _dir: tempfile::TempDir,
@@ -144,7 +143,7 @@ async fn subscribe(c: &reqwest::Client, url: &str, last: Option<u64>) -> Events 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_nobody_watches_let_go_of_their_threads_and_journals_and_still_resume_exactly() {
-    let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = SERIAL.lock().await;
     const N: usize = 24;
     let s = start(LiveLimits {
         linger: Duration::from_millis(500),
@@ -221,7 +220,7 @@ async fn streams_nobody_watches_let_go_of_their_threads_and_journals_and_still_r
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subscriber_past_the_cap_is_answered_503_until_one_leaves() {
-    let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = SERIAL.lock().await;
     let s = start(LiveLimits {
         max_subscribers: 3,
         ..LiveLimits::default()
@@ -261,7 +260,7 @@ async fn a_subscriber_past_the_cap_is_answered_503_until_one_leaves() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_stops_reading_is_dropped_within_the_send_timeout() {
-    let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = SERIAL.lock().await;
     // One subscriber at a time: the next is served only once the stalled
     // one's task has let go of everything it held.
     let s = start(LiveLimits {
