@@ -12,6 +12,12 @@
 //!   journal's directory entry survives a crash;
 //! - a failed write or fsync poisons the writer: it never retries, because the
 //!   page cache may already have dropped the data it claimed to write;
+//! - a failed write or fsync first cuts the file back to the acknowledged
+//!   records and makes the cut durable (`ftruncate` + `fdatasync`), so the
+//!   unacknowledged lines are neither read back by the next writer (from the
+//!   page cache, where they still verify) nor left as a hole in the middle of
+//!   the file once a later sync makes the size durable; if the cut or its
+//!   sync fails too, the file is left as it is (the writer stays poisoned);
 //! - opening cuts a torn tail (and fsyncs the cut) before the first append;
 //! - lines copied from another copy of the journal
 //!   ([`JournalWriter::append_lines`]) are written as given, and only when
@@ -42,6 +48,14 @@ pub trait JournalIo: Send {
     fn trim(&mut self) -> io::Result<()> {
         Ok(())
     }
+    /// After a failed [`JournalIo::write_all`] or [`JournalIo::sync_data`]:
+    /// cuts the file back to `len`, the bytes of the records acknowledged so
+    /// far, and makes the cut durable (`ftruncate`, then `fdatasync`). The
+    /// failed bytes are discarded, never synced again.
+    ///
+    /// # Errors
+    /// The cut or its sync failed: the file may still hold the failed bytes.
+    fn discard(&mut self, len: u64) -> io::Result<()>;
 }
 
 /// How much the journal file is extended by at a time, with zeros, so that
@@ -55,8 +69,8 @@ pub const PREALLOCATE_STEP: u64 = 128 * 1024;
 /// interface (`cairn_store::storage`), so the crash model sees them.
 ///
 /// Records are written at `len` over zeros written earlier; the zeros past
-/// `len` are cut when the file is dropped (unless a write or sync failed:
-/// then nothing more is done to the file).
+/// `len` are cut when the file is dropped (unless a write or sync failed and
+/// could not be discarded: then nothing more is done to the file).
 struct JournalFile {
     file: File,
     path: PathBuf,
@@ -64,7 +78,8 @@ struct JournalFile {
     len: u64,
     /// Bytes in the file: records, then zeros.
     allocated: u64,
-    /// A write or sync failed: the file is left as it is.
+    /// A write or sync failed and was not discarded: the file is left as it
+    /// is.
     failed: bool,
 }
 
@@ -114,6 +129,22 @@ impl JournalIo for JournalFile {
             .and_then(|()| storage::sync_data(&self.file, &self.path, "journal.trim"));
         match r {
             Ok(()) => self.allocated = self.len,
+            Err(_) => self.failed = true,
+        }
+        r
+    }
+    fn discard(&mut self, len: u64) -> io::Result<()> {
+        // A new sync of the cut, not a retry of the failed one: it makes the
+        // smaller size durable, and the failed bytes are no longer in the
+        // file for anyone to read or for a later sync to acknowledge.
+        let r = storage::set_len(&self.file, &self.path, len)
+            .and_then(|()| storage::sync_data(&self.file, &self.path, "journal.discard"));
+        match r {
+            Ok(()) => {
+                self.len = len;
+                self.allocated = len;
+                self.failed = false;
+            }
             Err(_) => self.failed = true,
         }
         r
@@ -382,7 +413,7 @@ impl JournalWriter {
             self.buf.push(b'\n');
             seq += 1;
         }
-        if let Err(e) = write_durably(self.io.as_mut(), &self.path, &self.buf) {
+        if let Err(e) = write_durably(self.io.as_mut(), &self.path, self.len, &self.buf) {
             self.poisoned = true;
             return Err(e);
         }
@@ -472,7 +503,7 @@ impl JournalWriter {
             seq += 1;
             ts = link.ts.into_owned();
         }
-        if let Err(e) = write_durably(self.io.as_mut(), &self.path, lines) {
+        if let Err(e) = write_durably(self.io.as_mut(), &self.path, self.len, lines) {
             self.poisoned = true;
             return Err(e);
         }
@@ -555,18 +586,35 @@ impl JournalWriter {
     }
 }
 
-/// One write of `bytes` at the end of the journal, then `fdatasync`: the
-/// only way records reach the file. The caller poisons its writer when it
-/// fails.
-fn write_durably(io: &mut dyn JournalIo, path: &Path, bytes: &[u8]) -> Result<(), JournalError> {
-    io.write_all(bytes).map_err(|source| JournalError::Write {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    io.sync_data().map_err(|source| JournalError::Sync {
-        path: path.to_path_buf(),
-        source,
-    })
+/// One write of `bytes` at the end of the journal (`acked` bytes of
+/// acknowledged records), then `fdatasync`: the only way records reach the
+/// file. When either fails, the file is cut back to `acked`
+/// ([`JournalIo::discard`]) before the error is returned; the caller
+/// poisons its writer.
+fn write_durably(
+    io: &mut dyn JournalIo,
+    path: &Path,
+    acked: u64,
+    bytes: &[u8],
+) -> Result<(), JournalError> {
+    let r = io
+        .write_all(bytes)
+        .map_err(|source| JournalError::Write {
+            path: path.to_path_buf(),
+            source,
+        })
+        .and_then(|()| {
+            io.sync_data().map_err(|source| JournalError::Sync {
+                path: path.to_path_buf(),
+                source,
+            })
+        });
+    if r.is_err() {
+        // The failure is what the caller reports; a cut that fails too only
+        // leaves the file as it was (the writer is poisoned either way).
+        let _ = io.discard(acked);
+    }
+    r
 }
 
 /// Whether every cost in `body` obeys its state's rules (see `Cost`).
@@ -585,6 +633,9 @@ impl JournalIo for NullIo {
         Err(io::Error::other("no journal file"))
     }
     fn sync_data(&mut self) -> io::Result<()> {
+        Err(io::Error::other("no journal file"))
+    }
+    fn discard(&mut self, _: u64) -> io::Result<()> {
         Err(io::Error::other("no journal file"))
     }
 }

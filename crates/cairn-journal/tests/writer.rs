@@ -93,6 +93,9 @@ impl JournalIo for FailSyncAfter {
         self.syncs_left -= 1;
         self.inner.sync_data()
     }
+    fn discard(&mut self, len: u64) -> io::Result<()> {
+        self.inner.discard(len)
+    }
 }
 
 #[test]
@@ -114,12 +117,132 @@ fn a_failed_fsync_poisons_the_writer_and_it_never_retries() {
     let err = w.append(&common::user("three")).unwrap_err();
     assert!(matches!(err, JournalError::Poisoned { .. }), "{err}");
     assert_eq!(w.seq(), 2);
+    let acked = w.len();
     drop(w);
-    // The record whose fsync failed may or may not be on disk; a new writer
-    // reads whatever verifies and carries on.
+    // The record whose fsync failed was cut from the file before the error
+    // was returned: it is not in the page cache for the next writer to take
+    // for a record, nor past the end a later sync would make durable.
+    let path = store.journal_path(&id);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), acked);
     let (mut w, scan) = JournalWriter::open(&store, &id).unwrap();
-    assert!(scan.records.len() >= 2);
-    w.append(&common::user("four")).unwrap();
+    assert_eq!(scan.records.len(), 2);
+    assert!(scan.torn.is_none());
+    assert_eq!(w.append(&common::user("four")).unwrap().seq, 3);
+    drop(w);
+    let scan = read_journal(&path, id.as_str()).unwrap();
+    let texts: Vec<_> = scan.records[1..]
+        .iter()
+        .map(|r| match &r.body {
+            RecordBody::User(u) => u.text.as_str(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(texts, ["one", "four"]);
+    assert!(verify_journal(&path, id.as_str()).unwrap().ok());
+}
+
+/// Writes the first half of what it is given, then fails (a disk that
+/// fills in the middle of an append).
+struct FailWriteHalfway {
+    inner: Box<dyn JournalIo>,
+}
+
+impl JournalIo for FailWriteHalfway {
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.inner.write_all(&buf[..buf.len() / 2])?;
+        Err(io::Error::from_raw_os_error(28)) // ENOSPC
+    }
+    fn sync_data(&mut self) -> io::Result<()> {
+        self.inner.sync_data()
+    }
+    fn discard(&mut self, len: u64) -> io::Result<()> {
+        self.inner.discard(len)
+    }
+}
+
+#[test]
+fn a_failed_batch_or_copy_is_cut_from_the_file_and_the_next_writer_never_sees_it() {
+    let d = tempfile::tempdir().unwrap();
+    let store = Store::open(d.path()).unwrap();
+    let id = RunId::new();
+    let path = store.journal_path(&id);
+    let mut w = JournalWriter::create(&store, &id, common::meta("/w")).unwrap();
+    w.append(&common::user("kept")).unwrap();
+    let acked = w.len();
+    // A group commit whose fdatasync fails: none of its records stay.
+    w.wrap_io(|inner| {
+        Box::new(FailSyncAfter {
+            inner,
+            syncs_left: 0,
+        })
+    });
+    let bodies: Vec<_> = (0..8).map(|i| common::user(&format!("lost {i}"))).collect();
+    let err = w.append_batch(&bodies).unwrap_err();
+    assert!(matches!(err, JournalError::Sync { .. }), "{err}");
+    assert!(w.is_poisoned());
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), acked);
+    drop(w);
+
+    // Lines copied from another journal (`append_lines`) whose write stops
+    // halfway: neither the whole lines nor the cut one stay.
+    let (mut w, scan) = JournalWriter::open(&store, &id).unwrap();
+    assert_eq!(scan.records.len(), 2);
+    let other = Store::open(d.path().join("other")).unwrap();
+    std::fs::create_dir_all(other.run_dir(&id)).unwrap();
+    std::fs::write(other.journal_path(&id), std::fs::read(&path).unwrap()).unwrap();
+    let (mut source, _) = JournalWriter::open(&other, &id).unwrap();
+    for i in 0..4 {
+        source
+            .append(&common::user(&format!("copied {i}")))
+            .unwrap();
+    }
+    source.trim().unwrap();
+    drop(source);
+    let copied = std::fs::read(other.journal_path(&id)).unwrap();
+    w.wrap_io(|inner| Box::new(FailWriteHalfway { inner }));
+    let err = w.append_lines(&copied[acked as usize..]).unwrap_err();
+    assert!(matches!(err, JournalError::Write { .. }), "{err}");
+    assert!(w.is_poisoned());
+    drop(w);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), acked);
+    let (mut w, scan) = JournalWriter::open(&store, &id).unwrap();
+    assert_eq!(scan.records.len(), 2);
+    assert!(scan.torn.is_none(), "nothing torn was left to cut");
+    assert_eq!(w.append(&common::user("after")).unwrap().seq, 3);
+    drop(w);
+    assert!(verify_journal(&path, id.as_str()).unwrap().ok());
+}
+
+/// Fails every sync, and the cut that would discard the failed bytes too.
+struct FailSyncAndCut {
+    inner: Box<dyn JournalIo>,
+}
+
+impl JournalIo for FailSyncAndCut {
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.inner.write_all(buf)
+    }
+    fn sync_data(&mut self) -> io::Result<()> {
+        Err(io::Error::other("injected EIO"))
+    }
+    fn discard(&mut self, _: u64) -> io::Result<()> {
+        Err(io::Error::other("injected EIO"))
+    }
+}
+
+#[test]
+fn a_writer_whose_cut_fails_too_stays_poisoned_and_reports_the_first_failure() {
+    let d = tempfile::tempdir().unwrap();
+    let store = Store::open(d.path()).unwrap();
+    let id = RunId::new();
+    let mut w = JournalWriter::create(&store, &id, common::meta("/w")).unwrap();
+    w.wrap_io(|inner| Box::new(FailSyncAndCut { inner }));
+    let err = w.append(&common::user("x")).unwrap_err();
+    assert!(matches!(err, JournalError::Sync { .. }), "{err}");
+    assert!(w.is_poisoned());
+    let err = w.append(&common::user("y")).unwrap_err();
+    assert!(matches!(err, JournalError::Poisoned { .. }), "{err}");
+    assert_eq!(w.seq(), 1);
 }
 
 struct FailWrite;
@@ -129,6 +252,9 @@ impl JournalIo for FailWrite {
         Err(io::Error::from_raw_os_error(28)) // ENOSPC
     }
     fn sync_data(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+    fn discard(&mut self, _: u64) -> io::Result<()> {
         Ok(())
     }
 }
