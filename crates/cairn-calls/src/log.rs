@@ -10,33 +10,46 @@
 //!
 //! Invariants:
 //! 1. **Whole lines, one writer at a time.** Appends hold `log.lock`
-//!    (exclusive) across the cut and the write; a write is all of a group's
-//!    lines in one `write`. Before writing, the appender cuts what follows
-//!    the last newline (a line torn by a crash, or zeros a power cut left),
-//!    durably, so a torn line is never glued to the next. The `fdatasync`
-//!    comes after the lock is released, so appenders do not queue behind
-//!    each other's disk waits; a compaction in between takes the lines
-//!    into its own synced segment.
-//! 2. **Never read torn bytes as a record.** A reader takes only what ends
+//!    (exclusive) across the cut, the write and the `fdatasync`; a write is
+//!    all of a group's lines in one `write`. Before writing, the appender
+//!    cuts what follows the last newline (a line torn by a crash, or zeros a
+//!    power cut left), durably, so a torn line is never glued to the next.
+//!    The sync is under the lock so that no other appender's lines (and
+//!    successful sync) can follow lines whose sync failed.
+//! 2. **A failed append leaves nothing.** When the write or its sync fails,
+//!    the appender, still holding the lock, cuts the segment back to its
+//!    length before the append and syncs the cut (site
+//!    `responses.log.discard`), then rolls to a new empty segment, and
+//!    returns the write's or sync's error. The failed sync is never retried
+//!    (DESIGN §2): otherwise the failed lines would stay in the page cache,
+//!    be indexed as stored by every reader, and be acknowledged by the next
+//!    appender's sync while their own writeback may have failed (a hole
+//!    after a power cut). Rolling makes the cut visible to a reader that
+//!    indexed the failed lines meanwhile: the segment is then shorter than
+//!    what it read, which sends it back to the start (rule 7). If the cut
+//!    fails too, the lines stay (nothing more can be done to the file).
+//! 3. **Never read torn bytes as a record.** A reader takes only what ends
 //!    with a newline; what follows the last one is left for the next read (a
 //!    write in progress) or for the next appender to cut (a crash's).
-//! 3. **Durable when acknowledged.** A `put`, `undelivered` or `removed`
+//! 4. **Durable when acknowledged.** A `put`, `undelivered` or `removed`
 //!    group is `fdatasync`ed before the call returns (site
 //!    `responses.log`); a new segment's directory entry is fsynced when it
 //!    is created. A `delivered` mark is appended without a sync, as the
 //!    marker file was: losing one only serves the client's retry again.
-//! 4. **Damage is an error, never a miss.** A complete line that does not
+//! 5. **Damage is an error, never a miss.** A complete line that does not
 //!    read is an error naming the segment and offset: a miss would buy a call
 //!    again.
-//! 5. **Rolled and compacted.** Past [`ROLL_AT`] bytes, the appender writes
+//! 6. **Rolled and compacted.** Past [`ROLL_AT`] bytes, the appender writes
 //!    the live state (every entry still present, every key marked
 //!    delivered) to the next segment — written whole, fsynced, then
 //!    renamed into place and its directory fsynced — and removes the older
 //!    segments. A reader that finds a segment it had read gone reads the
 //!    log again from the start.
-//! 6. Every reader keeps an index, shared by its clones, and brings it up
+//! 7. Every reader keeps an index, shared by its clones, and brings it up
 //!    to date from where it stopped before each answer: another process's
-//!    appends (a gateway's, a VM restore's) are seen at the next lookup.
+//!    appends (a gateway's, a VM restore's) are seen at the next lookup. A
+//!    segment gone, or shorter than what the index read of it (a failed
+//!    append cut back), sends the reader back to the start of the log.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -140,6 +153,25 @@ pub(crate) struct ResponseLog {
     lock: PathBuf,
     roll_at: u64,
     index: Arc<Mutex<Index>>,
+    #[cfg(test)]
+    fail_next_sync: FailNextSync,
+}
+
+/// What runs in place of the next append's sync and the error it fails
+/// with (tests).
+#[cfg(test)]
+type SyncFault = Box<dyn FnOnce() -> std::io::Error + Send>;
+
+/// The fault for the next append's sync, if any (tests).
+#[cfg(test)]
+#[derive(Clone, Default)]
+struct FailNextSync(Arc<Mutex<Option<SyncFault>>>);
+
+#[cfg(test)]
+impl std::fmt::Debug for FailNextSync {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FailNextSync")
+    }
 }
 
 impl std::fmt::Debug for Index {
@@ -170,6 +202,8 @@ impl ResponseLog {
             lock: gateway_dir.join("log.lock"),
             roll_at: ROLL_AT,
             index: Arc::default(),
+            #[cfg(test)]
+            fail_next_sync: FailNextSync::default(),
         }
     }
 
@@ -178,6 +212,34 @@ impl ResponseLog {
     pub(crate) fn rolling_at(mut self, bytes: u64) -> ResponseLog {
         self.roll_at = bytes;
         self
+    }
+
+    /// Makes the next append's sync run `fault` instead and fail with the
+    /// error it returns (tests).
+    #[cfg(test)]
+    fn fail_next_sync(&self, fault: impl FnOnce() -> std::io::Error + Send + 'static) {
+        *self
+            .fail_next_sync
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(Box::new(fault));
+    }
+
+    /// The `fdatasync` that makes an append durable.
+    fn sync_append(&self, f: &File, path: &Path) -> std::io::Result<()> {
+        #[cfg(test)]
+        {
+            let fault = self
+                .fail_next_sync
+                .0
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
+            if let Some(fault) = fault {
+                return Err(fault());
+            }
+        }
+        storage::sync_data(f, path, "responses.log")
     }
 
     fn segment(&self, n: u64) -> PathBuf {
@@ -209,7 +271,7 @@ impl ResponseLog {
     }
 
     /// The index, brought up to date with what was appended since it was
-    /// last read (rule 6).
+    /// last read (rule 7).
     pub(crate) fn read(&self) -> Result<MutexGuard<'_, Index>, CallsError> {
         let mut index = self.index.lock().unwrap_or_else(|p| p.into_inner());
         let present = self.segments()?;
@@ -242,14 +304,22 @@ impl ResponseLog {
                 Err(e) => return Err(io_err(&path, e)),
             };
             let len = f.metadata().map_err(|e| io_err(&path, e))?.len();
-            if len <= from {
+            if len < from {
+                // Cut below what was read: the index holds lines of an
+                // append that failed (rule 2). Start over.
+                drop(f);
+                drop(index);
+                *self.index.lock().unwrap_or_else(|p| p.into_inner()) = Index::default();
+                return self.read();
+            }
+            if len == from {
                 continue;
             }
             let mut buf = Vec::with_capacity((len - from) as usize);
             f.seek(SeekFrom::Start(from))
                 .and_then(|_| f.take(len - from).read_to_end(&mut buf))
                 .map_err(|e| io_err(&path, e))?;
-            // Rule 2: only what ends with a newline.
+            // Rule 3: only what ends with a newline.
             let Some(end) = buf.iter().rposition(|&b| b == b'\n') else {
                 continue;
             };
@@ -269,8 +339,12 @@ impl ResponseLog {
         Ok(index)
     }
 
-    /// Appends `records` (rule 1), synced unless `sync` is false (rule 3).
+    /// Appends `records` (rule 1), synced unless `sync` is false (rule 4).
     /// The next [`ResponseLog::read`] sees them.
+    ///
+    /// # Errors
+    /// The write or its sync failed: the records were cut from the log
+    /// again (rule 2). Or the log could not be opened, cut or rolled.
     pub(crate) fn append(&self, records: &[LogRecord], sync: bool) -> Result<(), CallsError> {
         if records.is_empty() {
             return Ok(());
@@ -293,14 +367,25 @@ impl ResponseLog {
         let path = self.segment(n);
         let (mut f, len) = open_segment(&path)?;
         let len = cut_torn_tail(&f, &path, len)?;
-        storage::append(&mut f, &path, len, &bytes).map_err(|e| io_err(&path, e))?;
-        // The lock guards the file's end, not its sync: others append
-        // while this one waits for the disk. A compaction that runs
-        // meanwhile took these lines into its own synced segment.
-        drop(lock);
-        if sync {
-            storage::sync_data(&f, &path, "responses.log").map_err(|e| io_err(&path, e))?;
+        let written = storage::append(&mut f, &path, len, &bytes).and_then(|()| {
+            if sync {
+                self.sync_append(&f, &path)
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(e) = written {
+            // Rule 2, under the lock: no other append can follow these
+            // lines. The failure is what the caller is told; a failed cut
+            // or roll only leaves the log as the failure left it.
+            let cut = storage::set_len(&f, &path, len)
+                .and_then(|()| storage::sync_data(&f, &path, "responses.log.discard"));
+            if cut.is_ok() {
+                let _ = self.roll(n, None);
+            }
+            return Err(io_err(&path, e));
         }
+        drop(lock);
         if sync && len + bytes.len() as u64 >= self.roll_at {
             self.roll_if_due(n)?;
         }
@@ -479,6 +564,36 @@ mod tests {
         assert_eq!(after.iter().filter(|&&b| b == b'\n').count(), 2);
         let again = ResponseLog::new(d.path());
         assert!(state(&again, "k3").is_some() && state(&again, "k2").is_none());
+    }
+
+    /// A sync that fails: the lines are cut from the segment again, so no
+    /// reader keeps them (not even one that indexed them while the sync
+    /// ran) and no later append's sync acknowledges them.
+    #[test]
+    fn a_failed_sync_cuts_the_lines_back_and_no_reader_keeps_them() {
+        let d = tempfile::tempdir().unwrap();
+        let log = ResponseLog::new(d.path());
+        log.append(&[put("k1")], true).unwrap();
+        let before = std::fs::read(log.segment(1)).unwrap();
+        let reader = ResponseLog::new(d.path());
+        let during = reader.clone();
+        log.fail_next_sync(move || {
+            // Another process reads while the sync runs: it sees the lines.
+            assert!(during.read().unwrap().keys.contains_key("k2"));
+            std::io::Error::from_raw_os_error(5) // EIO
+        });
+        let err = log.append(&[put("k2")], true).unwrap_err().to_string();
+        assert!(err.contains("0000000001.log"), "{err}");
+        assert_eq!(std::fs::read(log.segment(1)).unwrap(), before);
+        // The log goes on in a new segment: the one cut stays shorter than
+        // what the reader had read of it (k3's line is as long as k2's), so
+        // the reader starts over instead of keeping k2 and missing k3.
+        log.append(&[put("k3")], true).unwrap();
+        assert_eq!(log.segments().unwrap(), [1, 2]);
+        for r in [&reader, &log, &ResponseLog::new(d.path())] {
+            assert!(state(r, "k1").is_some() && state(r, "k3").is_some());
+            assert!(state(r, "k2").is_none());
+        }
     }
 
     #[test]
