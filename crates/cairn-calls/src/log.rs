@@ -33,8 +33,10 @@
 //!    write in progress) or for the next appender to cut (a crash's).
 //! 4. **Durable when acknowledged.** A `put`, `undelivered` or `removed`
 //!    group is `fdatasync`ed before the call returns (site
-//!    `responses.log`); a new segment's directory entry is fsynced when it
-//!    is created. A `delivered` mark is appended without a sync, as the
+//!    `responses.log`); the segment's directory is fsynced the first time
+//!    this process appends to that segment (not only when this call
+//!    created it: a creator whose directory fsync failed left the entry
+//!    in place, unsynced). A `delivered` mark is appended without a sync, as the
 //!    marker file was: losing one only serves the client's retry again.
 //! 5. **Damage is an error, never a miss.** A complete line that does not
 //!    read is an error naming the segment and offset: a miss would buy a call
@@ -55,6 +57,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use cairn_store::{durable, storage};
@@ -153,6 +156,9 @@ pub(crate) struct ResponseLog {
     lock: PathBuf,
     roll_at: u64,
     index: Arc<Mutex<Index>>,
+    /// The segment whose directory entry this process has fsynced (0 for
+    /// none; segments start at 1): rule 4.
+    dir_synced: Arc<AtomicU64>,
     #[cfg(test)]
     fail_next_sync: FailNextSync,
 }
@@ -202,6 +208,7 @@ impl ResponseLog {
             lock: gateway_dir.join("log.lock"),
             roll_at: ROLL_AT,
             index: Arc::default(),
+            dir_synced: Arc::default(),
             #[cfg(test)]
             fail_next_sync: FailNextSync::default(),
         }
@@ -365,7 +372,7 @@ impl ResponseLog {
         lock.lock().map_err(|e| io_err(&self.lock, e))?;
         let n = self.segments()?.last().copied().unwrap_or(1);
         let path = self.segment(n);
-        let (mut f, len) = open_segment(&path)?;
+        let (mut f, len) = self.open_segment(n, &path)?;
         let len = cut_torn_tail(&f, &path, len)?;
         let written = storage::append(&mut f, &path, len, &bytes).and_then(|()| {
             if sync {
@@ -455,25 +462,31 @@ fn snapshot(index: &Index) -> Vec<u8> {
     out
 }
 
-/// Opens (creating, durably) the segment for appending: its handle and
-/// length.
-fn open_segment(path: &Path) -> Result<(File, u64), CallsError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let created = !path.exists();
-    if created {
-        drop(durable::create_file_private(path)?);
-        if let Some(dir) = path.parent() {
-            durable::fsync_dir(dir)?;
+impl ResponseLog {
+    /// Opens (creating, durably) segment `n` at `path` for appending: its
+    /// handle and length. Its directory is fsynced when this call created
+    /// it and also the first time this process appends to it (rule 4): a
+    /// segment found present may be one whose creator's directory fsync
+    /// failed (the creator reported the error; its entry is still there).
+    fn open_segment(&self, n: u64, path: &Path) -> Result<(File, u64), CallsError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        if !path.exists() {
+            drop(durable::create_file_private(path)?);
+            self.dir_synced.store(0, Ordering::Relaxed);
         }
+        if self.dir_synced.load(Ordering::Relaxed) != n {
+            durable::fsync_dir_at(&self.dir, "responses.log.segment")?;
+            self.dir_synced.store(n, Ordering::Relaxed);
+        }
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .append(true)
+            .mode(durable::FILE_MODE)
+            .open(path)
+            .map_err(|e| io_err(path, e))?;
+        let len = f.metadata().map_err(|e| io_err(path, e))?.len();
+        Ok((f, len))
     }
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .append(true)
-        .mode(durable::FILE_MODE)
-        .open(path)
-        .map_err(|e| io_err(path, e))?;
-    let len = f.metadata().map_err(|e| io_err(path, e))?.len();
-    Ok((f, len))
 }
 
 /// Rule 1: cuts what follows the segment's last newline, durably; the new
@@ -594,6 +607,36 @@ mod tests {
             assert!(state(r, "k1").is_some() && state(r, "k3").is_some());
             assert!(state(r, "k2").is_none());
         }
+    }
+
+    /// Collects the directory syncs of one directory.
+    struct DirSyncs(PathBuf, Mutex<Vec<&'static str>>);
+
+    impl storage::Recorder for DirSyncs {
+        fn record(&self, op: storage::Op<'_>) {
+            if let storage::Op::SyncDir { path, site } = op {
+                if path == self.0 {
+                    self.1.lock().unwrap().push(site);
+                }
+            }
+        }
+    }
+
+    /// A segment found present (made by another process, whose directory
+    /// fsync may have failed) has its directory fsynced before this process
+    /// first appends to it, and only then.
+    #[test]
+    fn a_segment_s_directory_is_fsynced_the_first_time_a_process_appends_to_it() {
+        let d = tempfile::tempdir().unwrap();
+        let first = ResponseLog::new(d.path());
+        first.append(&[put("k1")], true).unwrap();
+        let syncs = Arc::new(DirSyncs(first.dir.clone(), Mutex::default()));
+        let _installed = storage::install(syncs.clone());
+        let other = ResponseLog::new(d.path()); // another process
+        other.append(&[put("k2")], true).unwrap();
+        other.append(&[put("k3")], true).unwrap();
+        first.append(&[put("k4")], true).unwrap();
+        assert_eq!(*syncs.1.lock().unwrap(), ["responses.log.segment"]);
     }
 
     #[test]
