@@ -1,7 +1,8 @@
 //! A VM session's machine: its directory, its configuration, its qemu.
 //!
 //! Invariants: `machine.json` is written by temporary file, fsync and
-//! rename; one qemu per session, found by its monitor socket (a guest whose
+//! rename, and only once the generation it names is durable (its files and
+//! directory fsynced, [`files::sync_generation`]); one qemu per session, found by its monitor socket (a guest whose
 //! socket does not answer is not running, whatever files remain); qemu's
 //! command line is built in one place ([`qemu_command`]) so that a guest
 //! restored from a checkpoint gets the machine it was saved on; every start
@@ -340,6 +341,8 @@ pub fn start(store: &Store, opts: &StartOptions) -> Result<Started, VmError> {
         // hold zeros written out.
         files::make_private(&disk)?;
         files::punch_zeros(&disk)?;
+        // Before machine.json and the journal's `machine started` name it.
+        files::sync_generation(&gen)?;
         Ok(MachineConfig {
             version: CONFIG_VERSION,
             run: run.to_string(),
