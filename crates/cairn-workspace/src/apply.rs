@@ -7,7 +7,9 @@
 //! removed: the workspace is as it was.
 //! Apply: deletions, then renames of the staged files over their targets,
 //! then mode changes, then removal of directories left empty, then an fsync
-//! of every directory touched. A failure here is reported as
+//! of every directory touched (one removed as emptied is skipped; one that
+//! cannot be opened fails the restore, since its renames and unlinks are
+//! then not durable). A failure here is reported as
 //! [`WorkspaceError::RestoreIncomplete`], naming the bank that undoes it; a
 //! mode that cannot be set is reported in `RestoreReport::failed`.
 //!
@@ -230,9 +232,22 @@ pub(crate) fn apply(
         }
     }
     for d in &touched {
-        if let Ok(fd) = safe_fs::open_dir(&root, d, false, &mut Vec::new()) {
-            safe_fs::sync_dir(&fd).map_err(|e| incomplete(WorkspaceError::io("syncing", d, e)))?;
-        }
+        let opened = safe_fs::open_dir(&root, d, false, &mut Vec::new());
+        #[cfg(test)]
+        let opened = match tests::FAIL_DIR_OPENS.with(std::cell::Cell::get) {
+            Some(errno) => Err(Reach::Io(std::io::Error::from_raw_os_error(errno))),
+            None => opened,
+        };
+        let fd = match opened {
+            Ok(fd) => fd,
+            // Removed above as emptied; its parent is touched too.
+            Err(Reach::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            // Any other failure (EMFILE, EACCES, a symlink put in its
+            // place) leaves its renames and unlinks not durable: the
+            // restore did not complete.
+            Err(r) => return Err(incomplete(reach_err(target, d, r))),
+        };
+        safe_fs::sync_dir(&fd).map_err(|e| incomplete(WorkspaceError::io("syncing", d, e)))?;
     }
     progress.end(Phase::Apply);
     done.written.sort();
@@ -345,6 +360,41 @@ mod tests {
         /// `AT_SYMLINK_NOFOLLOW` does on an older C library (root can set
         /// any mode, so a test cannot make one fail otherwise).
         pub(super) static FAIL_MODES: Cell<bool> = const { Cell::new(false) };
+        /// Makes opening a touched directory to fsync it fail with this
+        /// errno on this thread (root opens any directory, and EMFILE would
+        /// hit every test at once).
+        pub(super) static FAIL_DIR_OPENS: Cell<Option<i32>> = const { Cell::new(None) };
+    }
+
+    /// A touched directory that cannot be opened for its fsync fails the
+    /// restore (its renames and unlinks are not durable); only one that is
+    /// gone (removed as emptied) is skipped.
+    #[test]
+    fn a_touched_directory_that_cannot_be_synced_fails_the_restore() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("ws");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::write(root.join("a.txt"), "one").unwrap();
+        let store = Store::open(dir.path().join("store")).unwrap();
+        let ws = Workspace::open(&store, &RunId::new(), &root, CaptureConfig::default()).unwrap();
+        let first = ws.capture(&Label::Snap(1), &NoProgress).unwrap();
+
+        std::fs::write(root.join("a.txt"), "two").unwrap();
+        FAIL_DIR_OPENS.with(|f| f.set(Some(libc::EMFILE)));
+        let r = ws.restore_snapshot(&first.snapshot, &NoProgress);
+        FAIL_DIR_OPENS.with(|f| f.set(None));
+        let e = r.unwrap_err();
+        assert!(
+            matches!(e, crate::WorkspaceError::RestoreIncomplete { .. }),
+            "{e}"
+        );
+
+        std::fs::write(root.join("a.txt"), "three").unwrap();
+        FAIL_DIR_OPENS.with(|f| f.set(Some(libc::ENOENT)));
+        let r = ws.restore_snapshot(&first.snapshot, &NoProgress);
+        FAIL_DIR_OPENS.with(|f| f.set(None));
+        assert!(r.unwrap().is_complete());
+        assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "one");
     }
 
     #[test]
