@@ -10,19 +10,21 @@
 //! - files are written only into that workspace (by cairn-workspace) and
 //!   below the named paths of the anchored manifest, by temporary file
 //!   (`cairn_store::safe::temp_name`) and rename, with permission bits only;
+//!   a mode-only change is fsynced (the file) before the touched
+//!   directories are;
 //! - what a restore will replace is banked, and the banks journaled through
 //!   [`RestoreJournal`], before any named path changes; every error after
 //!   the first change is [`CheckpointError::RestoreIncomplete`], saying what
 //!   was changed and naming the banks.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use cairn_journal::{CheckpointRef, JournalWriter, Record, RecordBody, Snapshot};
 use cairn_objects::{ObjectPool, Phase, Progress};
 use cairn_store::safe::permission_bits;
-use cairn_store::Store;
+use cairn_store::{storage, Store};
 use cairn_workspace::{RestoreReport as WorkspaceRestore, Workspace};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -580,6 +582,10 @@ fn apply_paths(
             let f = safe_fs::open_file_at(&dir, safe_fs::split(rel).1)
                 .map_err(|e| CheckpointError::io("opening", shown, e))?;
             safe_fs::set_mode(&f, *mode, shown)?;
+            // A mode is inode metadata the directory fsyncs below do not
+            // cover; mode-only changes are few, so one fsync each is cheap.
+            storage::sync_fd(f.as_fd(), false, "checkpoint.restore.mode")
+                .map_err(|e| CheckpointError::io("syncing", shown, e))?;
             changed += 1;
             out.modes.push(shown.clone());
         }

@@ -16,7 +16,8 @@
 //! Every mode applied is the recorded mode's permission bits only
 //! (`cairn_store::safe::permission_bits`): setuid, setgid and sticky bits in
 //! a manifest are never applied, whoever wrote it. Modes are set through a
-//! descriptor opened without following a symlink (`fchmod`).
+//! descriptor opened without following a symlink (`fchmod`), then that file
+//! is fsynced (its directory, for a file that cannot be opened).
 
 use std::collections::{BTreeSet, HashSet};
 use std::io::{BufWriter, Write as _};
@@ -280,7 +281,12 @@ fn set_mode(dir: &OwnedFd, name: &str, mode: u32) -> std::io::Result<bool> {
         Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
             return match safe_fs::lstat_at(dir, name) {
                 Ok(st) if safe_fs::is_regular(&st) => {
-                    safe_fs::chmod_at(dir, name, mode).map(|()| true)
+                    // No descriptor of the file to fsync: the directory's
+                    // fsync is the nearest (it commits the change on
+                    // journaling file systems such as ext4).
+                    safe_fs::chmod_at(dir, name, mode)?;
+                    safe_fs::sync_dir(dir)?;
+                    Ok(true)
                 }
                 Ok(_) => Ok(false),
                 Err(e) => Err(e),
@@ -293,6 +299,10 @@ fn set_mode(dir: &OwnedFd, name: &str, mode: u32) -> std::io::Result<bool> {
         return Ok(false);
     }
     file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+    // A mode is inode metadata no directory fsync covers. Mode-only changes
+    // are few (a rewritten file gets its mode before its own fsync), so one
+    // fsync each is cheap.
+    storage::sync_fd(file.as_fd(), false, "workspace.restore.mode")?;
     Ok(true)
 }
 
