@@ -1,6 +1,9 @@
 //! cairn's model gateway (DESIGN §7): every completed model response is kept,
 //! so a call interrupted after the provider answered is served from the
 //! store instead of being bought twice.
+//!
+//! It also holds the one bounded connection loop cairn's other HTTP servers
+//! (`cairn serve`, `cairn mcp --listen`) serve through: [`serve_router`].
 #![deny(missing_docs)]
 
 mod agents;
@@ -11,6 +14,7 @@ mod filing;
 mod forms;
 mod inflight;
 mod key;
+mod listen;
 mod path;
 mod purchase;
 mod replay;
@@ -32,6 +36,7 @@ pub use key::{
     client_session, idempotency_key, requested_model, retry_marker, strip_credentials,
     wants_stream, ClientSession, Key, KeyParseError, RequestFacts, SessionHeader,
 };
+pub use listen::{serve_router, ListenBounds, DEFAULT_MAX_CONNECTIONS};
 pub use replay::{decide, Decision, Match, ReplayMode, ReplayPolicy};
 pub use serve::{Activity, Stopped};
 pub use server::{

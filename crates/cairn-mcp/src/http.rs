@@ -15,6 +15,9 @@
 //! - The rule is applied here, once, before the SDK's transport sees the
 //!   request; the transport's own host list is off, so there is one rule.
 //! - A request body is bounded ([`MAX_BODY`]), as the SDK bounds it too.
+//! - So are the connections open at once and how long a request's head and
+//!   body may take to arrive ([`HttpConfig::bounds`]), by the connection
+//!   loop `cairn serve` uses too ([`cairn_gateway::serve_router`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -40,6 +43,8 @@ pub struct HttpConfig {
     pub listen: SocketAddr,
     /// The token every request must carry.
     pub token: Option<String>,
+    /// Connections open at once and the request timeouts.
+    pub bounds: cairn_gateway::ListenBounds,
 }
 
 /// Binds `config.listen` and returns the address bound and the server,
@@ -93,14 +98,14 @@ pub async fn bind(
         .nest_service("/mcp", service)
         .layer(axum::middleware::from_fn_with_state(token, admit))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY));
+    let bounds = config.bounds;
     let serve = async move {
-        axum::serve(listener, router)
-            .with_graceful_shutdown(async move {
-                stop.await;
-                cancel.cancel();
-            })
-            .await
-            .map_err(|e| McpError::Failed(format!("serving MCP over HTTP: {e}")))
+        let stop = async move {
+            stop.await;
+            cancel.cancel();
+        };
+        cairn_gateway::serve_router(listener, router, bounds, stop).await;
+        Ok(())
     };
     Ok((addr, serve))
 }

@@ -595,6 +595,7 @@ async fn run() {
         token: None,
         launcher: None,
         live: Default::default(),
+        bounds: Default::default(),
     })
     .await
     .expect("start the server");

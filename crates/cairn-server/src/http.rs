@@ -9,6 +9,9 @@
 //!   changes something;
 //! - a non-loopback address is refused at start unless a token is given,
 //!   and an empty token is refused;
+//! - what a client can make the server hold is bounded: connections open at
+//!   once, and how long a request's head and body may take to arrive
+//!   ([`cairn_gateway::serve_router`], [`ServeConfig::bounds`]);
 //! - the handlers read the store through the same library calls as the CLI
 //!   (`cairn_sessions`, `cairn_workspace`, `cairn_checkpoint`), and the
 //!   blocking ones run off the async workers.
@@ -42,6 +45,9 @@ pub struct ServeConfig {
     /// The bounds of the live streams (subscribers, a client's time to
     /// take an event, streams kept asleep).
     pub live: crate::live::LiveLimits,
+    /// Connections open at once and the request timeouts. Each live stream
+    /// a client follows holds a connection for as long as it follows it.
+    pub bounds: cairn_gateway::ListenBounds,
 }
 
 /// Why the server could not start.
@@ -240,8 +246,9 @@ pub async fn bind(
         live: crate::live::LiveState::new(config.live),
     });
     let app = router(state);
+    let bounds = config.bounds;
     Ok((addr, async move {
-        axum::serve(listener, app).await?;
+        cairn_gateway::serve_router(listener, app, bounds, std::future::pending()).await;
         Ok(())
     }))
 }

@@ -27,6 +27,7 @@ async fn start(token: Option<&str>) -> Server {
         token: token.map(str::to_owned),
         launcher: None,
         live: Default::default(),
+        bounds: Default::default(),
     })
     .await
     .unwrap();
@@ -451,6 +452,7 @@ async fn an_empty_token_is_refused_at_start() {
             token: Some(token.into()),
             launcher: None,
             live: Default::default(),
+            bounds: Default::default(),
         })
         .await;
         let Err(e) = r else {

@@ -49,6 +49,7 @@ async fn start(token: Option<&str>) -> Server {
         token: token.map(str::to_owned),
         launcher: None,
         live: Default::default(),
+        bounds: Default::default(),
     })
     .await
     .unwrap();
@@ -241,6 +242,7 @@ async fn a_non_loopback_address_needs_a_token() {
         token: None,
         launcher: None,
         live: Default::default(),
+        bounds: Default::default(),
     })
     .await;
     assert!(matches!(r, Err(cairn_server::ServeError::NeedsToken(_))));

@@ -243,6 +243,9 @@ pub struct McpArgs {
         hide_env_values = true
     )]
     pub token: Option<String>,
+    // With --listen: what a client can make the server hold.
+    #[command(flatten)]
+    pub bounds: ListenArgs,
 }
 
 #[derive(Debug, Args)]
@@ -260,6 +263,37 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     pub token: Option<String>,
+    // What a client can make the server hold.
+    #[command(flatten)]
+    pub bounds: ListenArgs,
+}
+
+/// The bounds of an HTTP server's connections, shared by `serve` and `mcp --listen`
+/// (the same timeouts as the gateway's).
+#[derive(Debug, Args, Clone, Copy)]
+pub struct ListenArgs {
+    /// Accept at most this many connections at once (more wait until one closes;
+    /// each live stream a client follows holds one)
+    #[arg(long, value_name = "N", default_value_t = 512,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+    /// Close a connection whose request head has not arrived within this
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub header_timeout: std::time::Duration,
+    /// Answer 408 (and close) when a request body has not arrived within this
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
+    pub body_timeout: std::time::Duration,
+}
+
+impl ListenArgs {
+    /// The library's bounds.
+    pub fn bounds(self) -> cairn_gateway::ListenBounds {
+        cairn_gateway::ListenBounds {
+            max_connections: self.max_connections as usize,
+            header_timeout: self.header_timeout,
+            body_timeout: self.body_timeout,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]

@@ -39,6 +39,7 @@ pub fn run(ctx: &Context, args: &McpArgs) -> anyhow::Result<Code> {
         let config = HttpConfig {
             listen,
             token: args.token.clone(),
+            bounds: args.bounds.bounds(),
         };
         let (addr, server) = cairn_mcp::http::bind(store, config, stop)
             .await

@@ -1,4 +1,5 @@
-//! `cairn serve [--listen ADDR] [--token T]` (DESIGN §8): the store over
+//! `cairn serve [--listen ADDR] [--token T] [--max-connections N]
+//! [--header-timeout D] [--body-timeout D]` (DESIGN §8): the store over
 //! HTTP until SIGINT or SIGTERM.
 
 use cairn_server::{ServeConfig, ServeError};
@@ -47,6 +48,7 @@ pub fn run(ctx: &Context, args: ServeArgs) -> anyhow::Result<Code> {
             token: args.token,
             launcher: Some(crate::setup::launcher(ctx)?),
             live: Default::default(),
+            bounds: args.bounds.bounds(),
         };
         let (addr, server) = match cairn_server::bind(config).await {
             Ok(x) => x,
