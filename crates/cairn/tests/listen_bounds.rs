@@ -1,0 +1,162 @@
+//! What a client can make `cairn serve` and `cairn mcp --listen` hold,
+//! black box: a half-sent request is closed within the timeouts, and no
+//! more connections than the cap are served at once, the next served once
+//! one closes (`cairn_gateway::serve_router`, which both serve through).
+
+mod common;
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::{Scratch, Served};
+
+/// Each server, started with `extra` flags: (its name, the server).
+fn servers(s: &Scratch, extra: &[&str]) -> Vec<(&'static str, Served)> {
+    ["serve", "mcp"]
+        .into_iter()
+        .map(|command| {
+            let mut args = vec!["--listen", "127.0.0.1:0"];
+            args.extend_from_slice(extra);
+            (command, Served::start_command(s, command, &args, &[]))
+        })
+        .collect()
+}
+
+/// A whole request each server answers 200: (method, path, headers, body).
+fn plain_request(command: &str) -> (&'static str, &'static str, &'static str, &'static str) {
+    match command {
+        "serve" => ("GET", "/v1/sessions", "", ""),
+        _ => (
+            "POST",
+            "/mcp",
+            "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n",
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+        ),
+    }
+}
+
+/// Writes `command`'s plain request on `conn`, asking to close after it.
+fn send_plain(conn: &mut TcpStream, addr: &str, command: &str) {
+    let (method, path, headers, body) = plain_request(command);
+    write!(
+        conn,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+}
+
+/// Everything `conn` receives until the server closes it, which must be
+/// within `secs`.
+fn read_until_closed(conn: &mut TcpStream, secs: u64) -> String {
+    conn.set_read_timeout(Some(Duration::from_secs(secs)))
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match conn.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => break,
+            Err(e) => panic!(
+                "the connection is still open after {secs} s ({e}); got {:?}",
+                String::from_utf8_lossy(&got)
+            ),
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+/// Whether `conn` received nothing within `secs` (and is still open).
+fn silent_for(conn: &mut TcpStream, secs: u64) -> bool {
+    conn.set_read_timeout(Some(Duration::from_secs(secs)))
+        .unwrap();
+    let mut buf = [0u8; 1];
+    matches!(
+        conn.read(&mut buf),
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)
+    )
+}
+
+#[test]
+fn a_half_sent_request_is_not_held_past_the_timeouts() {
+    let s = Scratch::new();
+    let bounds = ["--header-timeout", "1s", "--body-timeout", "1s"];
+    for (command, served) in servers(&s, &bounds) {
+        let addr = served.addr.clone();
+        let started = Instant::now();
+        // Nothing at all.
+        let mut conn = TcpStream::connect(&addr).unwrap();
+        let got = read_until_closed(&mut conn, 20);
+        assert!(
+            got.is_empty() || got.starts_with("HTTP/1.1 408"),
+            "{command}: {got}"
+        );
+        // Half a head.
+        let mut conn = TcpStream::connect(&addr).unwrap();
+        write!(conn, "POST /mcp HTTP/1.1\r\nHost: {addr}\r\ncontent-le").unwrap();
+        let got = read_until_closed(&mut conn, 20);
+        assert!(
+            got.is_empty() || got.starts_with("HTTP/1.1 408"),
+            "{command}: {got}"
+        );
+        // Half a body, to a route that reads it.
+        let path = match command {
+            "serve" => "/v1/sessions/01K4Z8M2X6Q9T3V7B1N5R0HJWD/rewind",
+            _ => "/mcp",
+        };
+        let mut conn = TcpStream::connect(&addr).unwrap();
+        write!(
+            conn,
+            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{{\"a\": 1,"
+        )
+        .unwrap();
+        let got = read_until_closed(&mut conn, 20);
+        assert!(got.starts_with("HTTP/1.1 408"), "{command}: {got}");
+        assert!(got.contains("--body-timeout"), "{command}: {got}");
+        assert!(
+            started.elapsed() < Duration::from_secs(40),
+            "{command}: the timeouts took {:?}",
+            started.elapsed()
+        );
+        // And it still answers.
+        let mut conn = TcpStream::connect(&addr).unwrap();
+        send_plain(&mut conn, &addr, command);
+        let got = read_until_closed(&mut conn, 30);
+        assert!(got.starts_with("HTTP/1.1 200"), "{command}: {got}");
+        assert!(served.stop().success(), "{command}");
+    }
+}
+
+#[test]
+fn no_more_connections_than_the_cap_are_served_and_the_next_is_once_one_closes() {
+    let s = Scratch::new();
+    let bounds = ["--max-connections", "2", "--header-timeout", "120s"];
+    for (command, served) in servers(&s, &bounds) {
+        let addr = served.addr.clone();
+        // Two connections that say nothing hold the two places.
+        let first = TcpStream::connect(&addr).unwrap();
+        let second = TcpStream::connect(&addr).unwrap();
+        // A third is left waiting: its request is not answered...
+        let mut third = TcpStream::connect(&addr).unwrap();
+        send_plain(&mut third, &addr, command);
+        assert!(
+            silent_for(&mut third, 3),
+            "{command}: a third connection was served past a cap of 2"
+        );
+        // ...until one of the two closes.
+        drop(first);
+        let got = read_until_closed(&mut third, 30);
+        assert!(got.starts_with("HTTP/1.1 200"), "{command}: {got}");
+        // The place the third held is free again once it is closed.
+        for _ in 0..3 {
+            let mut conn = TcpStream::connect(&addr).unwrap();
+            send_plain(&mut conn, &addr, command);
+            let got = read_until_closed(&mut conn, 30);
+            assert!(got.starts_with("HTTP/1.1 200"), "{command}: {got}");
+        }
+        drop(second);
+        assert!(served.stop().success(), "{command}");
+    }
+}
