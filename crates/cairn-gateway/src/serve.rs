@@ -12,7 +12,11 @@
 //!    response — another request, a clean close, a reset — and that says
 //!    whether the client took it (see `delivery`).
 //! 2. An accept that fails (no descriptor left) is logged and retried after
-//!    a pause; it never stops the gateway.
+//!    a pause; it never stops the gateway. At most
+//!    [`GatewayConfig::max_connections`] connections are open at once: while
+//!    that many are, nothing is accepted and the next client waits in the
+//!    kernel's backlog until one closes (as `serve_router` does, for the
+//!    reasons its module doc gives).
 //! 3. Stopping has two stages. When `stop` completes the listener is closed
 //!    (no new connection), each connection finishes the request it serves
 //!    and closes (after a whole response the client has not yet answered,
@@ -29,6 +33,7 @@
 //!
 //! [`GatewayConfig::header_timeout`]: crate::GatewayConfig::header_timeout
 //! [`GatewayConfig::body_timeout`]: crate::GatewayConfig::body_timeout
+//! [`GatewayConfig::max_connections`]: crate::GatewayConfig::max_connections
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -38,7 +43,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::sync::watch;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::delivery::{Deliveries, Watched};
@@ -110,6 +115,12 @@ impl Gateway {
     ) -> Result<Stopped, GatewayError> {
         let Gateway { inner, listener } = self;
         let (closing, closed) = watch::channel(false);
+        let permits = Arc::new(Semaphore::new(
+            inner
+                .config
+                .max_connections
+                .clamp(1, Semaphore::MAX_PERMITS),
+        ));
         let mut conns = JoinSet::new();
         tokio::pin!(stop);
         tokio::pin!(now);
@@ -121,17 +132,24 @@ impl Gateway {
                     at_once = true;
                     break;
                 }
-                accepted = listener.accept() => match accepted {
-                    Ok((tcp, _)) => {
+                // A place under the cap first, then the accept: dropped
+                // unfinished when another branch wins, both give back what
+                // they held.
+                (permit, accepted) = async {
+                    (permits.clone().acquire_owned().await, listener.accept().await)
+                } => match (permit, accepted) {
+                    (Ok(permit), Ok((tcp, _))) => {
                         if let Err(e) = tcp.set_nodelay(true) {
                             tracing::debug!("TCP_NODELAY not set on a client connection: {e}");
                         }
-                        conns.spawn(connection(inner.clone(), tcp, closed.clone()));
+                        conns.spawn(connection(inner.clone(), tcp, closed.clone(), permit));
                     }
-                    Err(e) => {
+                    (_, Err(e)) => {
                         tracing::warn!("cairn gateway: a connection was not accepted: {e}");
                         tokio::time::sleep(ACCEPT_PAUSE).await;
                     }
+                    // The semaphore is never closed.
+                    (Err(_), Ok(_)) => {}
                 },
                 Some(_) = conns.join_next(), if !conns.is_empty() => {}
             }
@@ -167,8 +185,14 @@ impl Gateway {
 /// Serves one client connection (rule 1) until it closes, finishing the
 /// request it serves once `closing` turns true; then judges the whole
 /// responses it handed over that the client's behaviour has not yet
-/// judged, and waits for their delivery marks (see `delivery`).
-async fn connection(g: Arc<Inner>, tcp: tokio::net::TcpStream, mut closing: watch::Receiver<bool>) {
+/// judged, and waits for their delivery marks (see `delivery`). The permit
+/// is its place under the cap (rule 2), given back when it ends.
+async fn connection(
+    g: Arc<Inner>,
+    tcp: tokio::net::TcpStream,
+    mut closing: watch::Receiver<bool>,
+    _place: OwnedSemaphorePermit,
+) {
     let _open = Open::new(g.running.clone());
     let header_timeout = g.config.header_timeout;
     let deliveries = Deliveries::new(g.responses.clone());

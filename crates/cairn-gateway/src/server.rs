@@ -98,6 +98,10 @@ pub struct GatewayConfig {
     /// A client must send a request's body within this of its head; else
     /// it gets 408 and the connection is closed. Default 60 s.
     pub body_timeout: Duration,
+    /// At most this many client connections are open at once; the next
+    /// waits to be accepted until one closes. Default
+    /// [`DEFAULT_MAX_CONNECTIONS`](crate::DEFAULT_MAX_CONNECTIONS).
+    pub max_connections: usize,
     /// Test builds only: stop for ever after a response is durable, before
     /// its final event is released (`CAIRN_FAULT=stall-before-final-event`).
     pub stall_before_final: bool,
@@ -120,6 +124,7 @@ impl Default for GatewayConfig {
             max_open_sessions: DEFAULT_MAX_OPEN_SESSIONS,
             header_timeout: Duration::from_secs(30),
             body_timeout: Duration::from_secs(60),
+            max_connections: crate::DEFAULT_MAX_CONNECTIONS,
             stall_before_final: false,
         }
     }

@@ -337,6 +337,10 @@ pub struct UpstreamArgs {
     /// Answer 408 (and close) when a request body has not arrived within this
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
     pub body_timeout: std::time::Duration,
+    /// Accept at most this many client connections at once (more wait until one closes)
+    #[arg(long, value_name = "N", default_value_t = 512,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
     /// Once asked to stop, wait at most this for calls still reading their upstream
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
     pub stop_grace: std::time::Duration,

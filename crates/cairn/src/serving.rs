@@ -52,6 +52,7 @@ pub fn config(
         max_open_sessions: defaults.max_open_sessions,
         header_timeout: upstream.header_timeout,
         body_timeout: upstream.body_timeout,
+        max_connections: upstream.max_connections as usize,
         stall_before_final: std::env::var("CAIRN_FAULT").as_deref()
             == Ok("stall-before-final-event"),
     }

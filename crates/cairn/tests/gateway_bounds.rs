@@ -351,6 +351,56 @@ fn a_half_sent_request_is_not_held_past_the_timeouts() {
     assert_eq!(upstream.count(), 0);
 }
 
+#[test]
+fn no_more_connections_than_the_cap_are_served_and_the_next_is_once_one_closes() {
+    let upstream = Upstream::start(Script::always(Reply::text("x")));
+    let s = Scratch::new();
+    let gw = Gw::start(
+        &s,
+        &upstream,
+        &[
+            "--name",
+            "capped",
+            "--max-connections",
+            "2",
+            "--header-timeout",
+            "120s",
+        ],
+    );
+    // Two connections that say nothing hold the two places.
+    let first = TcpStream::connect(&gw.addr).unwrap();
+    let second = TcpStream::connect(&gw.addr).unwrap();
+    // A third is left waiting: its request is not answered...
+    let mut third = TcpStream::connect(&gw.addr).unwrap();
+    send(
+        &mut third,
+        &gw.addr,
+        "GET",
+        "/",
+        &[("connection", "close")],
+        b"",
+    );
+    third
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    let waited = third.read(&mut byte);
+    assert!(
+        matches!(&waited, Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)),
+        "a third connection was served past a cap of 2: {waited:?}"
+    );
+    // ...until one of the two closes.
+    drop(first);
+    let got = read_until_closed(&mut third, 30);
+    assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+    for _ in 0..3 {
+        let a = exchange(&gw.addr, "GET", "/", &[], b"");
+        assert_eq!(a.status, 200, "{a:?}");
+    }
+    drop(second);
+    assert_eq!(upstream.count(), 0);
+}
+
 /// The answer to a stalled call: held for an hour before its status line.
 fn stalling_upstream() -> Upstream {
     Upstream::start(Script::from_fn(|req| {
