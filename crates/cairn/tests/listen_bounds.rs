@@ -49,6 +49,7 @@ fn send_plain(conn: &mut TcpStream, addr: &str, command: &str) {
 
 /// Everything `conn` receives until the server closes it, which must be
 /// within `secs`.
+#[track_caller]
 fn read_until_closed(conn: &mut TcpStream, secs: u64) -> String {
     conn.set_read_timeout(Some(Duration::from_secs(secs)))
         .unwrap();
