@@ -5,8 +5,9 @@
 //! Rules ([`serve_router`]):
 //! 1. At most [`ListenBounds::max_connections`] connections are open at
 //!    once. While that many are, the listener is not polled: the next
-//!    client waits in the kernel's backlog (past the backlog, the kernel
-//!    refuses it) and is accepted as soon as a connection closes. Accepting
+//!    client waits in the kernel's backlog (past the backlog, its connect
+//!    is not answered: it retries, then times out) and is accepted as soon
+//!    as a connection closes. Accepting
 //!    and closing at once would instead fail every client while a peer
 //!    holds the connections; waiting, a client is served once one closes,
 //!    and rules 2 and 3 close a connection that sends nothing within the
@@ -22,8 +23,9 @@
 //!    with `Connection: close` (whatever the handler made of the failure),
 //!    and the connection is closed. A handler that does not read the body
 //!    does not wait for it: the connection is closed after its response.
-//! 4. An accept that fails (no descriptor left) is logged and retried after
-//!    a pause; it never stops the server.
+//! 4. An accept that fails (no descriptor left) is logged (a `tracing`
+//!    warning, target `cairn_gateway::listen`) and retried after a pause; it
+//!    never stops the server.
 //! 5. When `stop` completes the listener is closed, each connection
 //!    finishes the request it serves and closes, and [`serve_router`]
 //!    returns once every connection is closed.
@@ -110,7 +112,10 @@ pub async fn serve_router(
                     conns.spawn(connection(tcp, app.clone(), bounds, closed.clone(), permit));
                 }
                 (_, Err(e)) => {
-                    tracing::warn!("a connection was not accepted: {e}");
+                    tracing::warn!(
+                        "cairn: a connection was not accepted ({e}); trying again in {} ms",
+                        ACCEPT_PAUSE.as_millis()
+                    );
                     tokio::time::sleep(ACCEPT_PAUSE).await;
                 }
                 // The semaphore is never closed.
@@ -118,7 +123,7 @@ pub async fn serve_router(
             },
             Some(done) = conns.join_next(), if !conns.is_empty() => {
                 if let Err(e) = done {
-                    tracing::warn!("a connection's task failed: {e}");
+                    tracing::warn!("cairn: a connection's task failed: {e}");
                 }
             }
         }

@@ -155,3 +155,17 @@ pub async fn serve_until_stopped(
     }
     Ok(stopped)
 }
+
+/// Prints the warnings of the bounded connection loop `cairn serve` and
+/// `cairn mcp --listen` serve through (a connection not accepted) on stderr.
+/// `RUST_LOG` overrides the filter.
+pub fn log_listen_warnings() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("cairn_gateway::listen=warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_ansi(false)
+        .try_init();
+}

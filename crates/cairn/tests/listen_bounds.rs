@@ -161,3 +161,77 @@ fn no_more_connections_than_the_cap_are_served_and_the_next_is_once_one_closes()
         assert!(served.stop().success(), "{command}");
     }
 }
+
+#[test]
+fn running_out_of_descriptors_is_logged_and_never_stops_the_server() {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+    use std::sync::{Arc, Mutex};
+
+    let s = Scratch::new();
+    let mut cmd = s.cmd();
+    cmd.args([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--header-timeout",
+        "120s",
+    ])
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 128,
+                rlim_max: 128,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    let said = Arc::new(Mutex::new(String::new()));
+    let kept = said.clone();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        while err.read_line(&mut line).is_ok_and(|n| n > 0) {
+            kept.lock().unwrap().push_str(&line);
+            line.clear();
+        }
+    });
+    // More connections than the server has descriptors, all silent (the
+    // cap, 512, is not what stops it).
+    let held: Vec<TcpStream> = (0..160)
+        .map(|_| TcpStream::connect(&addr).unwrap())
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !said.lock().unwrap().contains("not accepted") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        said.lock().unwrap().contains("not accepted"),
+        "no accept failed: {}",
+        said.lock().unwrap()
+    );
+    // Once they close, it serves again.
+    drop(held);
+    let mut conn = TcpStream::connect(&addr).unwrap();
+    send_plain(&mut conn, &addr, "serve");
+    let got = read_until_closed(&mut conn, 60);
+    assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+    assert_eq!(child.try_wait().unwrap(), None, "the server stopped");
+    common::kill(&mut child, libc::SIGTERM);
+    assert!(child.wait().unwrap().success());
+}

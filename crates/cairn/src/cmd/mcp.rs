@@ -34,6 +34,7 @@ pub fn run(ctx: &Context, args: &McpArgs) -> anyhow::Result<Code> {
             .map_err(usage)?;
         return Ok(Code::Ok);
     };
+    crate::serving::log_listen_warnings();
     rt.block_on(async {
         let stop = crate::serving::stop_signal()?;
         let config = HttpConfig {

@@ -33,6 +33,7 @@ pub fn run(ctx: &Context, args: ServeArgs) -> anyhow::Result<Code> {
             }
         });
     }
+    crate::serving::log_listen_warnings();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
