@@ -3,11 +3,11 @@
 //! Rules:
 //! 1. Every connection is HTTP/1.1 with Nagle off (events go out as they
 //!    arrive). A client must send a request's head within
-//!    [`GatewayConfig::header_timeout`] (counted from its first byte, or on a
-//!    kept-alive connection from the previous response), else the connection
-//!    is closed; its body within [`GatewayConfig::body_timeout`], else 408
-//!    (see `server::read_request`). A half-sent request holds nothing for
-//!    longer.
+//!    [`GatewayConfig::header_timeout`] (counted from when the connection is
+//!    accepted, or on a kept-alive connection from the previous response),
+//!    else the connection is closed; its body within
+//!    [`GatewayConfig::body_timeout`], else 408 (see `server::read_request`).
+//!    A half-sent request holds nothing for longer.
 //!    The connection watches what its client does after a whole
 //!    response — another request, a clean close, a reset — and that says
 //!    whether the client took it (see `delivery`).

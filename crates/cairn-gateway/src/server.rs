@@ -91,8 +91,9 @@ pub struct GatewayConfig {
     /// used idle one is ended and closed past it, and continued when its
     /// client calls again. Default [`DEFAULT_MAX_OPEN_SESSIONS`].
     pub max_open_sessions: usize,
-    /// A client must send a request's head within this, counted from its
-    /// first byte or, on a kept-alive connection, from the previous response;
+    /// A client must send a request's head within this, counted from when
+    /// its connection is accepted or, on a kept-alive connection, from the
+    /// previous response;
     /// else the connection is closed. Default 30 s.
     pub header_timeout: Duration,
     /// A client must send a request's body within this of its head; else
