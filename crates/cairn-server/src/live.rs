@@ -31,7 +31,7 @@
 //!    or not its connection ever closes. (Publishing never waits for it:
 //!    the stream drops it as a slow client first, stream.rs invariant 6.)
 //! 3. A session's stream is *awake* — a thread following its journal every
-//!    [`POLL`], the journal file open — only while a subscriber holds it
+//!    `POLL`, the journal file open — only while a subscriber holds it
 //!    ([`Watch`]) or a run of this server drives it. When the last
 //!    subscriber has been gone for [`LiveLimits::linger`] (a client that
 //!    reconnects at once finds the ring as it left it; each subscriber
@@ -149,7 +149,7 @@ impl Default for LiveState {
 ///
 /// Records reach the stream only under the follower's lock, which is never
 /// held while waiting: the follower thread reads the journal every
-/// [`POLL`] and, when a subscriber has no room, lets go of the lock to wait
+/// `POLL` and, when a subscriber has no room, lets go of the lock to wait
 /// (records read and not yet published wait with the lock's state). A run
 /// this server drives publishes each piece of its streamed text
 /// ([`Followed::publish_delta`]) under the same lock, after reading the

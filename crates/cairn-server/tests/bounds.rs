@@ -32,6 +32,7 @@ async fn start(live: LiveLimits) -> Server {
         token: None,
         launcher: None,
         live,
+        bounds: Default::default(),
     })
     .await
     .unwrap();
