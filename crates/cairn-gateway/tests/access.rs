@@ -29,9 +29,6 @@ const MESSAGE: &str = r#"{"id":"msg_1","type":"message","role":"assistant","mode
 async fn rig(config: GatewayConfig) -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path().join("store")).unwrap();
-    let session: SharedSession = Arc::new(Mutex::new(
-        Session::create_without_model(&store, dir.path(), "access").unwrap(),
-    ));
     let upstream = MockServer::start().await;
     for (p, body) in [
         ("/v1/chat/completions", CHAT),
@@ -48,16 +45,7 @@ async fn rig(config: GatewayConfig) -> Rig {
         anthropic_upstream: upstream.uri(),
         ..config
     };
-    let gateway = Gateway::bind(
-        config,
-        &store,
-        Filing::Fixed(session),
-        Arc::new(PriceTable::default()),
-    )
-    .await
-    .unwrap();
-    let addr = gateway.local_addr();
-    tokio::spawn(gateway.serve(std::future::pending()));
+    let addr = serve(dir.path(), &store, config).await;
     Rig {
         _dir: dir,
         store,
@@ -65,6 +53,29 @@ async fn rig(config: GatewayConfig) -> Rig {
         base: format!("http://{addr}"),
         port: addr.port(),
     }
+}
+
+/// A gateway of `config` filing into a new session of `store`, served in
+/// the background; its address.
+async fn serve(
+    dir: &std::path::Path,
+    store: &Store,
+    config: GatewayConfig,
+) -> std::net::SocketAddr {
+    let session: SharedSession = Arc::new(Mutex::new(
+        Session::create_without_model(store, dir, "access").unwrap(),
+    ));
+    let gateway = Gateway::bind(
+        config,
+        store,
+        Filing::Fixed(session),
+        Arc::new(PriceTable::default()),
+    )
+    .await
+    .unwrap();
+    let addr = gateway.local_addr();
+    tokio::spawn(gateway.serve(std::future::pending()));
+    addr
 }
 
 fn chat() -> Value {
@@ -315,24 +326,12 @@ async fn a_key_in_the_query_string_is_not_kept_when_the_upstream_is_unreachable(
     drop(closed);
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path().join("store")).unwrap();
-    let session: SharedSession = Arc::new(Mutex::new(
-        Session::create_without_model(&store, dir.path(), "unreachable").unwrap(),
-    ));
     let config = GatewayConfig {
         openai_upstream: format!("{gone}/v1"),
         anthropic_upstream: gone,
         ..GatewayConfig::default()
     };
-    let gateway = Gateway::bind(
-        config,
-        &store,
-        Filing::Fixed(session),
-        Arc::new(PriceTable::default()),
-    )
-    .await
-    .unwrap();
-    let addr = gateway.local_addr();
-    tokio::spawn(gateway.serve(std::future::pending()));
+    let addr = serve(dir.path(), &store, config).await;
     const SECRET: &str = "sk-query-0123456789abcdef";
     let resp = reqwest::Client::new()
         .post(format!(
