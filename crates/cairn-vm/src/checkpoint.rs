@@ -470,7 +470,10 @@ fn boot_from(
         // A checkpoint saved by an older cairn carries open modes; its disk
         // is written back whole, zeros included.
         files::make_private(&gen)?;
-        files::punch_zeros(&gen.join(MachineConfig::load_from(&gen.join("machine.json"))?.disk))
+        files::punch_zeros(&gen.join(MachineConfig::load_from(&gen.join("machine.json"))?.disk))?;
+        // Durable before the machine's configuration names it, as a
+        // generation `vm start` makes is.
+        files::sync_generation(&gen)
     });
     if let Err(e) = made {
         let _ = std::fs::remove_dir_all(&gen);
