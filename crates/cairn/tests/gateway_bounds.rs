@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use cairn_testkit::upstream::{Reply, Script, Upstream};
 use client::*;
-use common::{kill, kinds, wait_until, Scratch};
+use common::{kill, kinds, read_until_closed, wait_until, Scratch};
 use serde_json::Value;
 
 #[test]

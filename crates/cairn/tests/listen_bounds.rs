@@ -9,7 +9,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::{Scratch, Served};
+use common::{read_until_closed, Scratch, Served};
 
 /// Each server, started with `extra` flags: (its name, the server).
 fn servers(s: &Scratch, extra: &[&str]) -> Vec<(&'static str, Served)> {
@@ -45,28 +45,6 @@ fn send_plain(conn: &mut TcpStream, addr: &str, command: &str) {
         body.len()
     )
     .unwrap();
-}
-
-/// Everything `conn` receives until the server closes it, which must be
-/// within `secs`.
-#[track_caller]
-fn read_until_closed(conn: &mut TcpStream, secs: u64) -> String {
-    conn.set_read_timeout(Some(Duration::from_secs(secs)))
-        .unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        match conn.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => got.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == ErrorKind::ConnectionReset => break,
-            Err(e) => panic!(
-                "the connection is still open after {secs} s ({e}); got {:?}",
-                String::from_utf8_lossy(&got)
-            ),
-        }
-    }
-    String::from_utf8_lossy(&got).into_owned()
 }
 
 /// Whether `conn` received nothing within `secs` (and is still open).

@@ -333,3 +333,26 @@ pub fn which(name: &str) -> bool {
         .map(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
         .unwrap_or(false)
 }
+
+/// Everything `conn` receives until the server closes it, which must be
+/// within `secs` (else it panics, naming the test's line that waited).
+#[track_caller]
+pub fn read_until_closed(conn: &mut std::net::TcpStream, secs: u64) -> String {
+    use std::io::Read;
+    conn.set_read_timeout(Some(Duration::from_secs(secs)))
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match conn.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e) => panic!(
+                "the connection is still open after {secs} s ({e}); got {:?}",
+                String::from_utf8_lossy(&got)
+            ),
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}

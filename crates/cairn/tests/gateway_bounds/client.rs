@@ -283,27 +283,6 @@ pub(crate) fn chat_streamed(content: &str) -> Vec<u8> {
         .into_bytes()
 }
 
-/// Reads until the gateway closes the connection; what it sent. Panics if
-/// it is still open after `secs`.
-pub(crate) fn read_until_closed(conn: &mut TcpStream, secs: u64) -> String {
-    conn.set_read_timeout(Some(Duration::from_secs(secs)))
-        .unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        match conn.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => got.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
-            Err(e) => panic!(
-                "the connection is still open after {secs} s ({e}); got {:?}",
-                String::from_utf8_lossy(&got)
-            ),
-        }
-    }
-    String::from_utf8_lossy(&got).into_owned()
-}
-
 /// Sends a streamed call on a thread; what the client got, once the
 /// gateway answers or closes.
 pub(crate) fn call_in_background(addr: &str, content: &str) -> std::thread::JoinHandle<String> {
